@@ -1,0 +1,26 @@
+//! # onionlab-core
+//!
+//! The deterministic discrete-event engine every other onionlab layer stands on.
+//!
+//! **Owns:** simulated time ([`SimTime`], [`SimDuration`], integer nanoseconds), the
+//! [`EventQueue`] and its total order, seeded random streams ([`RngStreams`]), run
+//! [`Counters`] and the optional event [`Trace`].
+//!
+//! **Must not touch:** anything about networks or Tor. This crate knows nothing of hosts,
+//! bytes, cells or circuits; it orders opaque events in time and hands out randomness.
+//!
+//! Determinism rules that start here: no wall clock, no `HashMap` iteration where order
+//! matters, and every random draw comes from a stream named by (run seed, entity kind,
+//! entity name).
+
+pub mod counters;
+pub mod event;
+pub mod rng;
+pub mod time;
+pub mod trace;
+
+pub use counters::Counters;
+pub use event::{EventClass, EventQueue, ScheduleError, Scheduled};
+pub use rng::{RngStreams, SimRng};
+pub use time::{SimDuration, SimTime};
+pub use trace::{Trace, TraceRecord};

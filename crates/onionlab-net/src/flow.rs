@@ -1,0 +1,292 @@
+//! One direction of a connection: TCP-like sender and receiver state.
+//!
+//! **Owns:** sequence counters (written, sent, acked, arrived, delivered, read), the send
+//! and receive buffers' bounds, the congestion window (slow start, congestion avoidance,
+//! multiplicative decrease on a congestion mark) and the receive window as the sender last
+//! heard it. **Must not touch:** links, events or timing; [`crate::Network`] drives it.
+//!
+//! Byte accounting, all as sequence numbers starting at 0:
+//! `read <= delivered <= arrived <= sent <= written`, and
+//! `written - acked <= sndbuf` (unacked and unsent bytes both occupy the send buffer, as in
+//! Linux), `delivered - read <= rcvbuf`.
+
+use onionlab_core::{SimDuration, SimTime};
+
+use crate::host::{Batch, HostId};
+
+/// TCP parameters shared by all connections of a network.
+///
+/// Defaults follow Linux (the kernel under tor relays): initial window 10 segments
+/// (RFC 6928), MSS 1448 B (1500 B MTU minus IP/TCP headers with timestamps), send buffer
+/// 4 MiB and receive buffer 6 MiB (the maxima of `net.ipv4.tcp_wmem`/`tcp_rmem`, which
+/// autotuning reaches on busy connections).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransportConfig {
+    /// Largest batch of bytes moved as one unit (one event per hop). Bytes.
+    pub max_batch_bytes: u32,
+    /// Maximum segment size, the unit of congestion-window arithmetic. Bytes.
+    pub mss: u32,
+    /// Initial congestion window, in segments.
+    pub initial_cwnd_segments: u32,
+    /// Kernel send buffer per connection and direction (unsent + unacknowledged). Bytes.
+    pub sndbuf_bytes: u64,
+    /// Kernel receive buffer per connection and direction (delivered, not yet read). Bytes.
+    pub rcvbuf_bytes: u64,
+    /// Bytes queued in front of a host's downlink above which arriving batches of the
+    /// flows holding more than their share of that queue are marked (ECN-style: the data
+    /// is kept, the sender halves its window).
+    pub queue_limit_bytes: u64,
+    /// Keep a log of every batch each link carries (for tests and debugging; off by default).
+    pub record_link_log: bool,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            max_batch_bytes: 16 * 1024,
+            mss: 1448,
+            initial_cwnd_segments: 10,
+            sndbuf_bytes: 4 * 1024 * 1024,
+            rcvbuf_bytes: 6 * 1024 * 1024,
+            queue_limit_bytes: 512 * 1024,
+            record_link_log: false,
+        }
+    }
+}
+
+/// What KIST and diagnostics can see of a socket, as `TCP_INFO` and `SIOCOUTQNSD` show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketInfo {
+    /// Congestion window in bytes.
+    pub cwnd_bytes: u64,
+    pub mss: u32,
+    /// Bytes sent and not yet acknowledged.
+    pub unacked: u64,
+    /// Bytes in the send buffer not yet sent.
+    pub unsent: u64,
+    /// Free space in the send buffer.
+    pub sndbuf_free: u64,
+    /// Smoothed RTT, if a sample exists.
+    pub srtt: Option<SimDuration>,
+    /// Smallest RTT seen, if any.
+    pub min_rtt: Option<SimDuration>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Flow {
+    pub src: HostId,
+    pub dst: HostId,
+    pub established: bool,
+    // Sender side.
+    pub written: u64,
+    pub sent: u64,
+    pub acked: u64,
+    pub cwnd: u64,
+    pub ssthresh: u64,
+    /// Receiver's unread bytes as last reported by an ACK or window update.
+    pub peer_unread: u64,
+    /// No second window cut until this sequence number is acknowledged (one cut per RTT).
+    pub recover_until: u64,
+    /// Largest in-flight amount since the window last grew (Linux's cwnd-limited test).
+    pub max_inflight: u64,
+    /// The window, not the application or the receiver, last limited sending.
+    pub cwnd_limited: bool,
+    /// The application wrote less than it asked to; tell it when space frees.
+    pub want_writable: bool,
+    pub in_up_ring: bool,
+    pub srtt: Option<SimDuration>,
+    pub min_rtt: Option<SimDuration>,
+    // Receiver side.
+    pub arrived: u64,
+    pub delivered: u64,
+    pub read: u64,
+    /// Receive-buffer free space as last advertised to the sender.
+    pub advertised_free: u64,
+    /// Batches that arrived at the receiver's downlink and wait for it, in order.
+    pub down_queue: std::collections::VecDeque<Batch>,
+    pub in_down_ring: bool,
+    /// Deficit-round-robin credit at the receiver's downlink, in bytes.
+    pub down_deficit: u64,
+    // Statistics.
+    pub window_cuts: u64,
+}
+
+impl Flow {
+    pub fn new(src: HostId, dst: HostId, cfg: &TransportConfig) -> Self {
+        Flow {
+            src,
+            dst,
+            established: false,
+            written: 0,
+            sent: 0,
+            acked: 0,
+            cwnd: cfg.initial_cwnd_segments as u64 * cfg.mss as u64,
+            ssthresh: u64::MAX,
+            peer_unread: 0,
+            recover_until: 0,
+            max_inflight: 0,
+            cwnd_limited: false,
+            want_writable: false,
+            in_up_ring: false,
+            srtt: None,
+            min_rtt: None,
+            arrived: 0,
+            delivered: 0,
+            read: 0,
+            advertised_free: cfg.rcvbuf_bytes,
+            down_queue: std::collections::VecDeque::new(),
+            in_down_ring: false,
+            down_deficit: 0,
+            window_cuts: 0,
+        }
+    }
+
+    #[inline]
+    pub fn inflight(&self) -> u64 {
+        self.sent - self.acked
+    }
+
+    #[inline]
+    pub fn unsent(&self) -> u64 {
+        self.written - self.sent
+    }
+
+    #[inline]
+    pub fn sndbuf_free(&self, cfg: &TransportConfig) -> u64 {
+        cfg.sndbuf_bytes.saturating_sub(self.written - self.acked)
+    }
+
+    /// Bytes the sender may put on the wire now: bounded by unsent data, the congestion
+    /// window and the receive window, and by one batch. Records which bound bit.
+    pub fn sendable(&mut self, cfg: &TransportConfig) -> u64 {
+        if !self.established {
+            return 0;
+        }
+        let by_cwnd = self.cwnd.saturating_sub(self.inflight());
+        let by_rwnd = cfg.rcvbuf_bytes.saturating_sub(self.peer_unread + self.inflight());
+        let unsent = self.unsent();
+        if unsent > 0 && by_cwnd <= by_rwnd && by_cwnd < unsent.min(cfg.max_batch_bytes as u64) {
+            self.cwnd_limited = true;
+        }
+        unsent.min(by_cwnd).min(by_rwnd).min(cfg.max_batch_bytes as u64)
+    }
+
+    /// Updates sender state for an acknowledgement of everything below `upto`.
+    pub fn on_ack(&mut self, now: SimTime, upto: u64, unread: u64, ce: bool, sent_at: SimTime, cfg: &TransportConfig) {
+        debug_assert!(upto <= self.sent && upto >= self.acked);
+        let newly = upto - self.acked;
+        self.acked = upto;
+        self.peer_unread = unread;
+        let sample = now.saturating_since(sent_at);
+        self.min_rtt = Some(self.min_rtt.map_or(sample, |m| m.min(sample)));
+        // RFC 6298 smoothing, alpha = 1/8.
+        self.srtt = Some(match self.srtt {
+            None => sample,
+            Some(s) => SimDuration::from_nanos((s.as_nanos() * 7 + sample.as_nanos()) / 8),
+        });
+        let mss = cfg.mss as u64;
+        if ce && upto > self.recover_until {
+            // Multiplicative decrease, once per window of data (RFC 3168 / RFC 5681).
+            self.ssthresh = (self.cwnd / 2).max(2 * mss);
+            self.cwnd = self.ssthresh;
+            self.recover_until = self.sent;
+            self.window_cuts += 1;
+            self.max_inflight = 0;
+            self.cwnd_limited = false;
+            return;
+        }
+        // Grow only when the window limited sending (RFC 7661; Linux's
+        // tcp_is_cwnd_limited): an application-limited flow must not inflate its window.
+        let in_slow_start = self.cwnd < self.ssthresh;
+        let limited = if in_slow_start { self.cwnd < 2 * self.max_inflight } else { self.cwnd_limited };
+        if limited && newly > 0 {
+            if in_slow_start {
+                self.cwnd += newly.min(self.ssthresh - self.cwnd).max(1);
+            } else {
+                // Congestion avoidance: about one MSS per window of acknowledged data.
+                self.cwnd += (mss * newly / self.cwnd).max(1);
+            }
+            self.cwnd_limited = false;
+            self.max_inflight = self.inflight();
+        }
+    }
+
+    pub fn note_sent(&mut self, bytes: u64) {
+        self.sent += bytes;
+        self.max_inflight = self.max_inflight.max(self.inflight());
+    }
+
+    pub fn socket_info(&self, cfg: &TransportConfig) -> SocketInfo {
+        SocketInfo {
+            cwnd_bytes: self.cwnd,
+            mss: cfg.mss,
+            unacked: self.inflight(),
+            unsent: self.unsent(),
+            sndbuf_free: self.sndbuf_free(cfg),
+            srtt: self.srtt,
+            min_rtt: self.min_rtt,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flow() -> (Flow, TransportConfig) {
+        let cfg = TransportConfig::default();
+        let mut f = Flow::new(HostId(0), HostId(1), &cfg);
+        f.established = true;
+        (f, cfg)
+    }
+
+    #[test]
+    fn slow_start_doubles_per_window_when_window_limited() {
+        let (mut f, cfg) = flow();
+        f.written = 10_000_000;
+        let w0 = f.cwnd;
+        let b = f.sendable(&cfg);
+        assert_eq!(b, w0, "initial window is sent at once");
+        f.note_sent(b);
+        assert_eq!(f.sendable(&cfg), 0);
+        f.on_ack(SimTime::from_nanos(100), b, 0, false, SimTime::ZERO, &cfg);
+        assert_eq!(f.cwnd, 2 * w0);
+    }
+
+    #[test]
+    fn application_limited_flow_does_not_grow() {
+        let (mut f, cfg) = flow();
+        f.written = 1000;
+        let b = f.sendable(&cfg);
+        f.note_sent(b);
+        let w0 = f.cwnd;
+        f.on_ack(SimTime::from_nanos(100), b, 0, false, SimTime::ZERO, &cfg);
+        assert_eq!(f.cwnd, w0);
+    }
+
+    #[test]
+    fn congestion_mark_halves_once_per_window() {
+        let (mut f, cfg) = flow();
+        f.written = 10_000_000;
+        f.cwnd = 100 * cfg.mss as u64;
+        let a = f.sendable(&cfg);
+        f.note_sent(a);
+        let b = f.sendable(&cfg);
+        f.note_sent(b);
+        f.on_ack(SimTime::from_nanos(10), a, 0, true, SimTime::ZERO, &cfg);
+        assert_eq!(f.cwnd, 50 * cfg.mss as u64);
+        // A second mark from the same window of data does not cut again.
+        f.on_ack(SimTime::from_nanos(11), a + b, 0, true, SimTime::ZERO, &cfg);
+        assert_eq!(f.cwnd, 50 * cfg.mss as u64);
+        assert_eq!(f.window_cuts, 1);
+    }
+
+    #[test]
+    fn receive_window_bounds_sending() {
+        let (mut f, cfg) = flow();
+        f.written = 100_000_000;
+        f.cwnd = u64::MAX / 4;
+        f.peer_unread = cfg.rcvbuf_bytes - 100;
+        assert_eq!(f.sendable(&cfg), 100);
+    }
+}

@@ -1,0 +1,593 @@
+//! The network: hosts, connections and the events that move bytes between them.
+//!
+//! **Owns:** the set of hosts and connections, the [`NetEvent`]s that drive them, and the
+//! notices ([`NetNotice`]) it gives the application layer. **Must not touch:** what the bytes
+//! mean. Layers above (Tor channels) keep their own record of what they wrote, in order,
+//! and interpret delivered byte counts against it.
+//!
+//! ## The model
+//! A connection is two [`flow`](crate::flow)s, one per direction. A batch of at most
+//! `max_batch_bytes` leaves the sender's send buffer when the sender's uplink is free and the
+//! congestion and receive windows allow; it is serialised at the uplink capacity, travels
+//! the one-way latency of the [`LatencyModel`], waits in front of the receiver's downlink
+//! (per-flow queues served round robin), is serialised at the downlink capacity, enters the
+//! receive buffer, and its acknowledgement travels back one latency later. Four events per
+//! batch, never one per packet.
+//!
+//! ## What real TCP does that is not modelled, and why results do not depend on it
+//! - **Packets, ACK clocking and delayed ACKs.** Batches are acknowledged whole. With batches
+//!   of about 11 segments (16 KiB) the cwnd/RTT bound, slow-start timing and fair sharing
+//!   hold to within one batch; the mechanisms studied act on cells and token buckets at the
+//!   millisecond-to-second scale, far coarser than a batch time (1.3 ms at 100 Mbit/s).
+//! - **Loss and retransmission.** Congestion is signalled by marking (ECN-style) at a full
+//!   downlink queue, and a path's packet loss rate becomes a probability of marking a batch;
+//!   data is never lost, so there are no retransmission timeouts or head-of-line stalls.
+//!   Tor's backlog sits in its own queues and in socket buffers, which are modelled exactly;
+//!   loss recovery changes tail latency on lossy links, which none of the papers studies.
+//! - **Core-network congestion.** Only access links (each host's up and down capacity) have
+//!   finite capacity, as in Shadow; paths between them add latency and loss only.
+//! - **ACK bandwidth and header overhead.** ACKs take no capacity; headers are not counted.
+//!   Both are a few percent at most and the same for every mechanism compared.
+//! - **CUBIC.** Window growth is Reno (one MSS per RTT in congestion avoidance). Tor relays
+//!   run CUBIC, which regains bandwidth faster after a cut; the difference matters only after
+//!   congestion marks, which keep queues bounded either way.
+//! - **Handshake details.** A connection takes one RTT to establish (SYN, SYN-ACK); the
+//!   first data leaves with the handshake's final ACK. TLS handshakes belong to the layer above.
+
+
+
+use onionlab_core::{rng::SimRng, Counters, EventClass, EventQueue, RngStreams, SimTime};
+use rand::Rng;
+
+use crate::flow::{Flow, SocketInfo, TransportConfig};
+use crate::host::{Batch, Host, HostId, HostSpec, Link};
+use crate::latency::LatencyModel;
+
+/// Index of a connection in its [`Network`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u32);
+
+/// An endpoint of a connection: `Initiator` called [`Network::connect`], `Acceptor` was
+/// connected to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Side {
+    Initiator,
+    Acceptor,
+}
+
+impl Side {
+    pub fn other(self) -> Side {
+        match self {
+            Side::Initiator => Side::Acceptor,
+            Side::Acceptor => Side::Initiator,
+        }
+    }
+}
+
+/// The event class of every network event (the engine orders classes at equal times).
+pub const NET_EVENT_CLASS: EventClass = EventClass(10);
+
+/// Events the network schedules for itself. Opaque to other layers, which wrap them in
+/// their own event type (`E: From<NetEvent>`) and hand them back to [`Network::handle`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetEvent {
+    /// A connection request reached the acceptor.
+    SynArrived { conn: ConnId },
+    /// The acceptor's answer reached the initiator.
+    SynAckArrived { conn: ConnId },
+    /// A host's uplink is free again and flows are waiting for it. (An uplink nobody
+    /// waits for gets no event: its batch's arrival is scheduled when it starts.)
+    UplinkFree { host: HostId },
+
+    /// A batch reached the receiver's downlink queue.
+    Arrive { flow: u32, end_seq: u64, bytes: u32, sent_at: SimTime, ce: bool },
+    /// A host's downlink finished receiving its current batch.
+    DownlinkDone { host: HostId },
+    /// An acknowledgement reached the sender.
+    Ack { flow: u32, upto: u64, unread: u64, ce: bool, sent_at: SimTime },
+    /// A receive-window update reached the sender.
+    WindowUpdate { flow: u32, unread: u64 },
+}
+
+/// What the network tells the application layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetNotice {
+    /// The connection is established at this endpoint; it may send.
+    Connected { conn: ConnId, side: Side },
+    /// New bytes are in this endpoint's receive buffer.
+    Readable { conn: ConnId, side: Side },
+    /// This endpoint's send buffer, which was full at its last write, has room again.
+    Writable { conn: ConnId, side: Side },
+}
+
+/// A batch one link carried, when `record_link_log` is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkRecord {
+    pub host: HostId,
+    /// `true` for the uplink, `false` for the downlink.
+    pub up: bool,
+    pub start: SimTime,
+    pub end: SimTime,
+    pub bytes: u32,
+}
+
+/// Why a host or connection could not be added.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetError {
+    #[error("host {name:?}: {field} must be positive (got 0 bit/s)")]
+    ZeroCapacity { name: String, field: &'static str },
+    #[error("host {name:?}: location {location} is not in the latency model ({hint})")]
+    BadLocation { name: String, location: u32, hint: String },
+    #[error("host name {name:?} is used twice")]
+    DuplicateHost { name: String },
+    #[error("unknown host id {0}")]
+    UnknownHost(u32),
+    #[error("cannot connect host {0} to itself")]
+    SelfConnection(u32),
+}
+
+/// Counters the network keeps (names as reported in run summaries).
+struct NetCounters {
+    batches: onionlab_core::counters::CounterId,
+    bytes_delivered: onionlab_core::counters::CounterId,
+    marks_queue: onionlab_core::counters::CounterId,
+    marks_loss: onionlab_core::counters::CounterId,
+    out_of_order: onionlab_core::counters::CounterId,
+}
+
+/// Hosts, connections and their transport state.
+pub struct Network {
+    cfg: TransportConfig,
+    latency: LatencyModel,
+    hosts: Vec<Host>,
+    /// Per-host random streams, drawn from only when a path has packet loss.
+    host_rng: Vec<SimRng>,
+    flows: Vec<Flow>,
+    notices: Vec<NetNotice>,
+    link_log: Vec<LinkRecord>,
+    streams: RngStreams,
+    counters: Counters,
+    ids: NetCounters,
+}
+
+#[inline]
+fn flow_id(conn: ConnId, sender: Side) -> u32 {
+    conn.0 * 2 + (sender == Side::Acceptor) as u32
+}
+
+#[inline]
+fn conn_of(flow: u32) -> (ConnId, Side) {
+    (ConnId(flow / 2), if flow % 2 == 0 { Side::Initiator } else { Side::Acceptor })
+}
+
+impl Network {
+    pub fn new(cfg: TransportConfig, latency: LatencyModel, seed: u64) -> Self {
+        let mut counters = Counters::new();
+        let ids = NetCounters {
+            batches: counters.register("net.batches"),
+            bytes_delivered: counters.register("net.bytes_delivered"),
+            marks_queue: counters.register("net.congestion_marks_queue"),
+            marks_loss: counters.register("net.congestion_marks_loss"),
+            out_of_order: counters.register("net.out_of_order_deliveries"),
+        };
+        Network {
+            cfg,
+            latency,
+            hosts: Vec::new(),
+            host_rng: Vec::new(),
+            flows: Vec::new(),
+            notices: Vec::new(),
+            link_log: Vec::new(),
+            streams: RngStreams::new(seed),
+            counters,
+            ids,
+        }
+    }
+
+    pub fn config(&self) -> &TransportConfig {
+        &self.cfg
+    }
+
+    pub fn latency_model(&self) -> &LatencyModel {
+        &self.latency
+    }
+
+    /// Adds a host. Names must be unique; capacities positive; the location must exist.
+    pub fn add_host(&mut self, spec: HostSpec) -> Result<HostId, NetError> {
+        if spec.up_bits_per_sec == 0 {
+            return Err(NetError::ZeroCapacity { name: spec.name, field: "up_bits_per_sec" });
+        }
+        if spec.down_bits_per_sec == 0 {
+            return Err(NetError::ZeroCapacity { name: spec.name, field: "down_bits_per_sec" });
+        }
+        if let Err(e) = self.latency.validate_location(spec.location) {
+            return Err(NetError::BadLocation { name: spec.name, location: spec.location, hint: e.to_string() });
+        }
+        if self.hosts.iter().any(|h| h.spec.name == spec.name) {
+            return Err(NetError::DuplicateHost { name: spec.name });
+        }
+        let id = HostId(self.hosts.len() as u32);
+        self.host_rng.push(self.streams.stream("net-host", &spec.name));
+        self.hosts.push(Host {
+            spec,
+            up: Link::default(),
+            down: Link::default(),
+            down_queued: 0,
+            queue_limit: self.cfg.queue_limit_bytes,
+            down_active_flows: 0,
+            up_busy_until: SimTime::ZERO,
+            up_wake_pending: false,
+        });
+        Ok(id)
+    }
+
+    pub fn host_spec(&self, h: HostId) -> &HostSpec {
+        &self.hosts[h.0 as usize].spec
+    }
+
+    pub fn num_hosts(&self) -> usize {
+        self.hosts.len()
+    }
+
+    pub fn num_connections(&self) -> usize {
+        self.flows.len() / 2
+    }
+
+    /// One-way latency from host `a` to host `b`.
+    pub fn one_way(&self, a: HostId, b: HostId) -> onionlab_core::SimDuration {
+        self.latency.one_way(self.hosts[a.0 as usize].spec.location, self.hosts[b.0 as usize].spec.location)
+    }
+
+    /// Opens a connection from `from` to `to`. Both ends get [`NetNotice::Connected`] once
+    /// the handshake reaches them (acceptor after one latency, initiator after one RTT).
+    /// Bytes written before then wait in the send buffer.
+    pub fn connect<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, from: HostId, to: HostId) -> Result<ConnId, NetError> {
+        for h in [from, to] {
+            if h.0 as usize >= self.hosts.len() {
+                return Err(NetError::UnknownHost(h.0));
+            }
+        }
+        if from == to {
+            return Err(NetError::SelfConnection(from.0));
+        }
+        let conn = ConnId(self.num_connections() as u32);
+        self.flows.push(Flow::new(from, to, &self.cfg));
+        self.flows.push(Flow::new(to, from, &self.cfg));
+        q.schedule_in(self.one_way(from, to), NET_EVENT_CLASS, NetEvent::SynArrived { conn }.into());
+        Ok(conn)
+    }
+
+    /// The host at `side` of `conn`.
+    pub fn endpoint(&self, conn: ConnId, side: Side) -> HostId {
+        self.flows[flow_id(conn, side) as usize].src
+    }
+
+    /// Appends up to `bytes` to the send buffer of `side` of `conn`; returns how many fit.
+    /// If fewer than asked fit, a [`NetNotice::Writable`] follows when room frees up.
+    pub fn write<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, conn: ConnId, side: Side, bytes: u64) -> u64 {
+        let fid = flow_id(conn, side);
+        let f = &mut self.flows[fid as usize];
+        let n = bytes.min(f.sndbuf_free(&self.cfg));
+        f.written += n;
+        if n < bytes {
+            f.want_writable = true;
+        }
+        if n > 0 {
+            self.make_ready(q, fid);
+        }
+        n
+    }
+
+    /// Free space in the send buffer of `side` of `conn`.
+    pub fn writable_bytes(&self, conn: ConnId, side: Side) -> u64 {
+        self.flows[flow_id(conn, side) as usize].sndbuf_free(&self.cfg)
+    }
+
+    /// Bytes waiting in the receive buffer of `side` of `conn`.
+    pub fn readable_bytes(&self, conn: ConnId, side: Side) -> u64 {
+        let f = &self.flows[flow_id(conn, side.other()) as usize];
+        f.delivered - f.read
+    }
+
+    /// Consumes up to `max` bytes from the receive buffer of `side` of `conn`.
+    pub fn read<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, conn: ConnId, side: Side, max: u64) -> u64 {
+        let fid = flow_id(conn, side.other());
+        let rcvbuf = self.cfg.rcvbuf_bytes;
+        let f = &mut self.flows[fid as usize];
+        let n = max.min(f.delivered - f.read);
+        f.read += n;
+        // Receiver-side silly-window avoidance: tell the sender only when the window it
+        // knows is less than half the buffer and the real one has grown past half.
+        let free = rcvbuf - (f.delivered - f.read);
+        if n > 0 && f.advertised_free < rcvbuf / 2 && free >= rcvbuf / 2 {
+            f.advertised_free = free;
+            let unread = f.delivered - f.read;
+            let (src, dst) = (f.src, f.dst);
+            let d = self.one_way(dst, src);
+            q.schedule_in(d, NET_EVENT_CLASS, NetEvent::WindowUpdate { flow: fid, unread }.into());
+        }
+        n
+    }
+
+    /// The sending socket of `side` of `conn` as `TCP_INFO` would show it.
+    pub fn socket_info(&self, conn: ConnId, side: Side) -> SocketInfo {
+        self.flows[flow_id(conn, side) as usize].socket_info(&self.cfg)
+    }
+
+    /// Moves pending notices to `out` (appending), leaving the network's buffer empty.
+    pub fn drain_notices(&mut self, out: &mut Vec<NetNotice>) {
+        out.append(&mut self.notices);
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn link_log(&self) -> &[LinkRecord] {
+        &self.link_log
+    }
+
+    /// Bytes a host's uplink (`up = true`) or downlink has carried so far.
+    pub fn link_bytes(&self, h: HostId, up: bool) -> u64 {
+        let host = &self.hosts[h.0 as usize];
+        if up { host.up.bytes_total } else { host.down.bytes_total }
+    }
+
+    /// Per-direction sequence counters `(written, sent, arrived, delivered, read)` of the
+    /// flow sent by `side` of `conn` (for invariant checks and diagnostics).
+    pub fn flow_counters(&self, conn: ConnId, side: Side) -> [u64; 5] {
+        let f = &self.flows[flow_id(conn, side) as usize];
+        [f.written, f.sent, f.arrived, f.delivered, f.read]
+    }
+
+    /// Checks the byte-accounting invariants of every flow; returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (i, f) in self.flows.iter().enumerate() {
+            let ok = f.read <= f.delivered
+                && f.delivered <= f.arrived
+                && f.arrived <= f.sent
+                && f.acked <= f.delivered
+                && f.sent <= f.written
+                && f.written - f.acked <= self.cfg.sndbuf_bytes
+                && f.delivered - f.read <= self.cfg.rcvbuf_bytes
+                && f.down_queue.iter().map(|b| b.bytes as u64).sum::<u64>() == f.arrived - f.delivered - self.on_downlink(i as u32);
+            if !ok {
+                return Err(format!("flow {i} violates byte accounting: {f:?}"));
+            }
+        }
+        if self.counters.get(self.ids.out_of_order) != 0 {
+            return Err("a batch was delivered out of order".into());
+        }
+        Ok(())
+    }
+
+    fn on_downlink(&self, flow: u32) -> u64 {
+        let dst = self.flows[flow as usize].dst;
+        match self.hosts[dst.0 as usize].down.current {
+            Some(b) if b.flow == flow => b.bytes as u64,
+            _ => 0,
+        }
+    }
+
+    /// Handles one network event.
+    pub fn handle<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, ev: NetEvent) {
+        let now = q.now();
+        match ev {
+            NetEvent::SynArrived { conn } => {
+                let fid = flow_id(conn, Side::Acceptor);
+                self.flows[fid as usize].established = true;
+                self.notices.push(NetNotice::Connected { conn, side: Side::Acceptor });
+                let f = &self.flows[fid as usize];
+                q.schedule_in(self.one_way(f.src, f.dst), NET_EVENT_CLASS, NetEvent::SynAckArrived { conn }.into());
+                self.make_ready(q, fid);
+            }
+            NetEvent::SynAckArrived { conn } => {
+                let fid = flow_id(conn, Side::Initiator);
+                self.flows[fid as usize].established = true;
+                self.notices.push(NetNotice::Connected { conn, side: Side::Initiator });
+                self.make_ready(q, fid);
+            }
+            NetEvent::UplinkFree { host } => {
+                self.hosts[host.0 as usize].up_wake_pending = false;
+                self.start_uplink(q, host);
+            }
+            NetEvent::Arrive { flow, end_seq, bytes, sent_at, ce } => self.on_arrive(q, flow, end_seq, bytes, sent_at, ce),
+            NetEvent::DownlinkDone { host } => self.on_downlink_done(q, host),
+            NetEvent::Ack { flow, upto, unread, ce, sent_at } => {
+                let f = &mut self.flows[flow as usize];
+                f.on_ack(now, upto, unread, ce, sent_at, &self.cfg);
+                self.after_window_change(q, flow);
+            }
+            NetEvent::WindowUpdate { flow, unread } => {
+                let f = &mut self.flows[flow as usize];
+                // An update older than a later ACK's report must not shrink what we know.
+                f.peer_unread = f.peer_unread.min(unread);
+                self.after_window_change(q, flow);
+            }
+        }
+    }
+
+    fn after_window_change<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
+        let f = &mut self.flows[fid as usize];
+        // Linux wakes a writer once free space reaches half of what is queued
+        // (sk_stream_wspace >= sk_stream_min_wspace).
+        if f.want_writable {
+            let used = f.written - f.acked;
+            if f.sndbuf_free(&self.cfg) >= used / 2 && f.sndbuf_free(&self.cfg) > 0 {
+                f.want_writable = false;
+                let (conn, side) = conn_of(fid);
+                self.notices.push(NetNotice::Writable { conn, side });
+            }
+        }
+        self.make_ready(q, fid);
+    }
+
+    /// Puts a flow in its host's uplink ring if it can send, and starts the uplink if idle.
+    fn make_ready<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
+        let f = &mut self.flows[fid as usize];
+        if f.in_up_ring || f.sendable(&self.cfg) == 0 {
+            return;
+        }
+        f.in_up_ring = true;
+        let src = f.src;
+        self.hosts[src.0 as usize].up.ring.push_back(fid);
+        self.start_uplink(q, src);
+    }
+
+    /// Puts the next waiting flow's batch on an idle uplink. The batch's arrival at the
+    /// receiver is scheduled at once (serialisation plus latency); the uplink itself gets
+    /// an event only when more flows wait for it.
+    fn start_uplink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
+        let now = q.now();
+        let h = &mut self.hosts[host.0 as usize];
+        if h.up_busy_until > now {
+            if !h.up_wake_pending && !h.up.ring.is_empty() {
+                h.up_wake_pending = true;
+                q.schedule(h.up_busy_until, NET_EVENT_CLASS, NetEvent::UplinkFree { host }.into()).expect("busy_until is in the future");
+            }
+            return;
+        }
+        while let Some(fid) = h.up.ring.pop_front() {
+            let f = &mut self.flows[fid as usize];
+            let n = f.sendable(&self.cfg);
+            if n == 0 {
+                f.in_up_ring = false;
+                continue;
+            }
+            f.note_sent(n);
+            let (end_seq, dst) = (f.sent, f.dst);
+            if f.sendable(&self.cfg) > 0 {
+                h.up.ring.push_back(fid);
+            } else {
+                f.in_up_ring = false;
+            }
+            let dur = onionlab_core::SimDuration::transmission(n, h.spec.up_bits_per_sec);
+            h.up_busy_until = now + dur;
+            h.up.bytes_total += n;
+            if self.cfg.record_link_log {
+                self.link_log.push(LinkRecord { host, up: true, start: now, end: now + dur, bytes: n as u32 });
+            }
+            self.counters.incr(self.ids.batches);
+            let latency = self.latency.one_way(h.spec.location, self.hosts[dst.0 as usize].spec.location);
+            q.schedule_in(dur + latency, NET_EVENT_CLASS, NetEvent::Arrive { flow: fid, end_seq, bytes: n as u32, sent_at: now, ce: false }.into());
+            let h = &mut self.hosts[host.0 as usize];
+            if !h.up.ring.is_empty() {
+                h.up_wake_pending = true;
+                q.schedule(h.up_busy_until, NET_EVENT_CLASS, NetEvent::UplinkFree { host }.into()).expect("busy_until is in the future");
+            }
+            return;
+        }
+    }
+
+    fn on_arrive<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32, end_seq: u64, bytes: u32, sent_at: SimTime, ce: bool) {
+        let f = &mut self.flows[fid as usize];
+        let (src, dst) = (f.src, f.dst);
+        let src_loc = self.hosts[src.0 as usize].spec.location;
+        let h = &mut self.hosts[dst.0 as usize];
+        let mut ce = ce;
+        // Fair-share marking: above the queue limit, mark the flows that hold at least an
+        // equal share of the queue, so one bulk flow cannot push others' windows down.
+        if h.down_queued + bytes as u64 > h.queue_limit {
+            let flow_q = f.arrived - f.delivered;
+            let active = h.down_active_flows.max(1) as u64;
+            if flow_q + bytes as u64 >= h.down_queued / active {
+                ce = true;
+                self.counters.incr(self.ids.marks_queue);
+            }
+        }
+        let loss = self.latency.loss(src_loc, h.spec.location);
+        if loss > 0.0 && !ce {
+            let packets = (bytes as f64 / self.cfg.mss as f64).ceil();
+            let p_batch = 1.0 - (1.0 - loss).powf(packets);
+            if self.host_rng[dst.0 as usize].random::<f64>() < p_batch {
+                ce = true;
+                self.counters.incr(self.ids.marks_loss);
+            }
+        }
+        f.arrived += bytes as u64;
+        if f.down_queue.is_empty() && !matches!(h.down.current, Some(b) if b.flow == fid) {
+            h.down_active_flows += 1;
+        }
+        f.down_queue.push_back(Batch { flow: fid, end_seq, bytes, sent_at, ce });
+        h.down_queued += bytes as u64;
+        if !f.in_down_ring {
+            f.in_down_ring = true;
+            h.down.ring.push_back(fid);
+        }
+        self.start_downlink(q, dst);
+    }
+
+    /// Serves the downlink's flows by deficit round robin with a quantum of one maximum
+    /// batch: per-flow byte shares are equal even when flows send batches of different sizes.
+    fn start_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
+        let now = q.now();
+        let quantum = self.cfg.max_batch_bytes as u64;
+        let h = &mut self.hosts[host.0 as usize];
+        if h.down.busy() {
+            return;
+        }
+        let Some(&fid) = h.down.ring.front() else { return };
+        let f = &mut self.flows[fid as usize];
+        let b = f.down_queue.pop_front().expect("flow in downlink ring without queued batches");
+        if f.down_deficit < b.bytes as u64 {
+            // A new turn: every batch fits in one quantum.
+            f.down_deficit += quantum;
+        }
+        f.down_deficit -= b.bytes as u64;
+        match f.down_queue.front() {
+            None => {
+                h.down.ring.pop_front();
+                f.in_down_ring = false;
+                f.down_deficit = 0;
+            }
+            Some(next) if next.bytes as u64 > f.down_deficit => {
+                h.down.ring.rotate_left(1);
+            }
+            Some(_) => {}
+        }
+        let dur = onionlab_core::SimDuration::transmission(b.bytes as u64, h.spec.down_bits_per_sec);
+        h.down.current = Some(b);
+        h.down.bytes_total += b.bytes as u64;
+        if self.cfg.record_link_log {
+            self.link_log.push(LinkRecord { host, up: false, start: now, end: now + dur, bytes: b.bytes });
+        }
+        q.schedule_in(dur, NET_EVENT_CLASS, NetEvent::DownlinkDone { host }.into());
+    }
+
+    fn on_downlink_done<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
+        let h = &mut self.hosts[host.0 as usize];
+        let b = h.down.current.take().expect("DownlinkDone without a batch on the downlink");
+        h.down_queued -= b.bytes as u64;
+        let f = &mut self.flows[b.flow as usize];
+        if f.down_queue.is_empty() {
+            h.down_active_flows -= 1;
+        }
+        if f.delivered + b.bytes as u64 != b.end_seq {
+            self.counters.incr(self.ids.out_of_order);
+        }
+        f.delivered += b.bytes as u64;
+        self.counters.add(self.ids.bytes_delivered, b.bytes as u64);
+        let unread = f.delivered - f.read;
+        f.advertised_free = self.cfg.rcvbuf_bytes - unread;
+        let (src_loc, dst_loc) = (self.hosts[f.src.0 as usize].spec.location, self.hosts[f.dst.0 as usize].spec.location);
+        q.schedule_in(
+            self.latency.one_way(dst_loc, src_loc),
+            NET_EVENT_CLASS,
+            NetEvent::Ack { flow: b.flow, upto: b.end_seq, unread, ce: b.ce, sent_at: b.sent_at }.into(),
+        );
+        let (conn, sender) = conn_of(b.flow);
+        self.notices.push(NetNotice::Readable { conn, side: sender.other() });
+        self.start_downlink(q, host);
+    }
+}
+
+/// Jain's fairness index of a set of allocations: 1 when all are equal, 1/n when one takes all.
+pub fn jain_index(xs: &[f64]) -> f64 {
+    let sum: f64 = xs.iter().sum();
+    let sq: f64 = xs.iter().map(|x| x * x).sum();
+    if sq == 0.0 {
+        return 1.0;
+    }
+    sum * sum / (xs.len() as f64 * sq)
+}
+

@@ -1,0 +1,225 @@
+//! Transport behaviour: analytic cases, fairness, backpressure, capacity, conservation and
+//! determinism.
+
+mod common;
+
+use common::*;
+use onionlab_core::{SimDuration, SimTime};
+use onionlab_net::*;
+use proptest::prelude::*;
+
+const MBIT: u64 = 1_000_000;
+
+fn within(actual: f64, expected: f64, tol: f64) -> bool {
+    (actual - expected).abs() <= tol * expected
+}
+
+#[test]
+fn one_long_flow_matches_slow_start_plus_size_over_capacity() {
+    // 5 MiB over a 10 Mbit/s bottleneck with a 100 ms RTT.
+    let mut h = constant(50);
+    let a = h.net.add_host(host("a", 10 * MBIT, 1000 * MBIT)).unwrap();
+    let b = h.net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let s = 5 * 1024 * 1024;
+    h.transfer(a, b, s).unwrap();
+    h.run();
+    let got = h.transfers[0].done_at.unwrap().as_secs_f64();
+    let want = textbook_time(s, 10 * MBIT, 0.1, 10 * 1448);
+    eprintln!("5 MiB @ 10 Mbit/s, RTT 100 ms: {got:.4} s (textbook {want:.4} s)");
+    assert!(within(got, want, 0.05), "took {got:.3} s, textbook {want:.3} s");
+}
+
+#[test]
+fn short_flows_pay_their_round_trips() {
+    // 100 KiB on a fast path: slow start, not capacity, decides the time.
+    for (s, one_way_ms) in [(100 * 1024u64, 40u64), (20 * 1024, 100), (1024 * 1024, 25)] {
+        let mut h = constant(one_way_ms);
+        let a = h.net.add_host(host("a", 100 * MBIT, 1000 * MBIT)).unwrap();
+        let b = h.net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+        h.transfer(a, b, s).unwrap();
+        h.run();
+        let got = h.transfers[0].done_at.unwrap().as_secs_f64();
+        let want = textbook_time(s, 100 * MBIT, 2.0 * one_way_ms as f64 / 1000.0, 10 * 1448);
+        eprintln!("{s} B, RTT {} ms: {got:.4} s (textbook {want:.4} s)", 2 * one_way_ms);
+        assert!(within(got, want, 0.05), "{s} B: took {got:.4} s, textbook {want:.4} s");
+    }
+}
+
+fn throughputs(h: &Harness, dur: SimDuration) -> Vec<f64> {
+    h.transfers.iter().map(|t| t.read as f64 * 8.0 / dur.as_secs_f64()).collect()
+}
+
+#[test]
+fn equal_flows_share_a_downlink_bottleneck_fairly() {
+    let mut h = constant(20);
+    let sink = h.net.add_host(host("sink", 1000 * MBIT, 20 * MBIT)).unwrap();
+    for i in 0..10 {
+        let src = h.net.add_host(host(&format!("src{i}"), 100 * MBIT, 100 * MBIT)).unwrap();
+        h.transfer(src, sink, u64::MAX / 4).unwrap();
+    }
+    let dur = SimDuration::from_secs(30);
+    h.run_until(SimTime::ZERO + dur, |_| {});
+    let x = throughputs(&h, dur);
+    let total: f64 = x.iter().sum();
+    eprintln!("Jain index {:.4}, total {:.0} bit/s", jain_index(&x), x.iter().sum::<f64>());
+    assert!(jain_index(&x) >= 0.99, "Jain index {} for {:?}", jain_index(&x), x);
+    assert!(total > 0.95 * 20e6 && total <= 20e6, "bottleneck utilisation {total}");
+    h.net.check_invariants().unwrap();
+}
+
+#[test]
+fn equal_flows_share_an_uplink_fairly() {
+    let mut h = constant(30);
+    let src = h.net.add_host(host("src", 10 * MBIT, 1000 * MBIT)).unwrap();
+    for i in 0..8 {
+        let dst = h.net.add_host(host(&format!("dst{i}"), 100 * MBIT, 100 * MBIT)).unwrap();
+        h.transfer(src, dst, u64::MAX / 4).unwrap();
+    }
+    let dur = SimDuration::from_secs(30);
+    h.run_until(SimTime::ZERO + dur, |_| {});
+    let x = throughputs(&h, dur);
+    eprintln!("Jain index {:.4}, total {:.0} bit/s", jain_index(&x), x.iter().sum::<f64>());
+    assert!(jain_index(&x) >= 0.99, "Jain index {} for {:?}", jain_index(&x), x);
+    assert!(x.iter().sum::<f64>() > 0.95 * 10e6);
+}
+
+#[test]
+fn full_send_buffer_blocks_and_wakes_the_writer() {
+    let cfg = TransportConfig { sndbuf_bytes: 64 * 1024, ..TransportConfig::default() };
+    let mut h = Harness::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let a = h.net.add_host(host("a", MBIT, 1000 * MBIT)).unwrap();
+    let b = h.net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let s = 1024 * 1024;
+    h.transfer(a, b, s).unwrap();
+    assert_eq!(h.transfers[0].written, 64 * 1024, "the first write is cut at the send buffer");
+    h.run();
+    assert_eq!(h.transfers[0].read, s, "Writable notices resumed the writer to the end");
+    // At 1 Mbit/s the transfer is capacity-bound: about 8.4 s.
+    let t = h.transfers[0].done_at.unwrap().as_secs_f64();
+    assert!(t > 8.3 && t < 8.9, "took {t}");
+}
+
+#[test]
+fn small_receive_buffer_bounds_throughput_to_window_per_rtt() {
+    // A slow reader is modelled by a small receive buffer: throughput <= rcvbuf / RTT.
+    let cfg = TransportConfig { rcvbuf_bytes: 64 * 1024, ..TransportConfig::default() };
+    let mut h = Harness::new(cfg, LatencyModel::constant(SimDuration::from_millis(50)), 1);
+    let a = h.net.add_host(host("a", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let b = h.net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    h.transfer(a, b, u64::MAX / 4).unwrap();
+    let dur = SimDuration::from_secs(10);
+    h.run_until(SimTime::ZERO + dur, |_| {});
+    let rate = h.transfers[0].read as f64 / dur.as_secs_f64();
+    let bound = 64.0 * 1024.0 / 0.1;
+    // An ACK advertises the window before the application has read the batch it
+    // acknowledges (as Linux does), so the usable window is one batch smaller.
+    let lower = (64.0 - 16.0) * 1024.0 / 0.1;
+    assert!(rate <= bound && rate >= lower, "rate {rate} outside [{lower}, {bound}]");
+}
+
+#[test]
+fn a_link_never_exceeds_its_capacity_over_any_window() {
+    let cfg = TransportConfig { record_link_log: true, ..TransportConfig::default() };
+    let mut h = Harness::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), 3);
+    let hub = h.net.add_host(host("hub", 5 * MBIT, 7 * MBIT)).unwrap();
+    for i in 0..6 {
+        let o = h.net.add_host(host(&format!("o{i}"), 50 * MBIT, 50 * MBIT)).unwrap();
+        h.transfer(hub, o, 3_000_000).unwrap();
+        h.transfer(o, hub, 3_000_000).unwrap();
+    }
+    h.run();
+    let batch = h.net.config().max_batch_bytes as f64;
+    for (up, cap) in [(true, 5e6), (false, 7e6)] {
+        let recs: Vec<_> = h.net.link_log().iter().filter(|r| r.host == hub && r.up == up).collect();
+        // Transmissions on one link never overlap.
+        for w in recs.windows(2) {
+            assert!(w[1].start >= w[0].end);
+        }
+        // Every window [recs[i].start, recs[j].end] carries at most capacity x length.
+        for i in (0..recs.len()).step_by(7) {
+            let mut bytes = 0.0;
+            for r in &recs[i..] {
+                bytes += r.bytes as f64;
+                let len = (r.end - recs[i].start).as_secs_f64();
+                assert!(bytes * 8.0 <= cap * len + 8.0, "{bytes} B in {len} s on a {cap} bit/s link");
+                let _ = batch;
+            }
+        }
+    }
+}
+
+fn lossy_run(seed: u64) -> (Vec<LinkRecord>, Vec<Option<SimTime>>) {
+    let lat = latency::LatencyMatrix::new(
+        vec![vec![SimDuration::from_millis(20); 2]; 2],
+        Some(vec![vec![0.01; 2]; 2]),
+    )
+    .unwrap();
+    let cfg = TransportConfig { record_link_log: true, ..TransportConfig::default() };
+    let mut h = Harness::new(cfg, LatencyModel::Matrix(lat), seed);
+    let a = h.net.add_host(HostSpec { location: 0, ..host("a", 20 * MBIT, 20 * MBIT) }).unwrap();
+    let b = h.net.add_host(HostSpec { location: 1, ..host("b", 20 * MBIT, 20 * MBIT) }).unwrap();
+    for _ in 0..3 {
+        h.transfer(a, b, 2_000_000).unwrap();
+        h.transfer(b, a, 1_000_000).unwrap();
+    }
+    h.run();
+    assert!(h.net.counters().get_by_name("net.congestion_marks_loss").unwrap() > 0);
+    (h.net.link_log().to_vec(), h.transfers.iter().map(|t| t.done_at).collect())
+}
+
+#[test]
+fn same_seed_same_run_different_seed_different_run() {
+    let a = lossy_run(7);
+    assert_eq!(a, lossy_run(7));
+    assert_ne!(a, lossy_run(8));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Bytes are conserved at every event (written = unsent + in flight + delivered, in
+    /// order) and, once the network drains, everything written has been read.
+    #[test]
+    fn bytes_are_conserved_and_delivered_in_order(
+        caps in prop::collection::vec((1u64..200, 1u64..200), 2..6),
+        pairs in prop::collection::vec((0usize..6, 0usize..6, 1u64..3_000_000), 1..12),
+        one_way_us in 0u64..80_000,
+        sndbuf_kib in 16u64..2048,
+        rcvbuf_kib in 16u64..2048,
+        stop_ms in 1u64..4000,
+    ) {
+        let cfg = TransportConfig {
+            sndbuf_bytes: sndbuf_kib * 1024,
+            rcvbuf_bytes: rcvbuf_kib * 1024,
+            queue_limit_bytes: 64 * 1024,
+            ..TransportConfig::default()
+        };
+        let mut h = Harness::new(cfg, LatencyModel::constant(SimDuration::from_micros(one_way_us)), 5);
+        let ids: Vec<_> = caps.iter().enumerate()
+            .map(|(i, &(u, d))| h.net.add_host(host(&format!("h{i}"), u * MBIT, d * MBIT)).unwrap())
+            .collect();
+        for &(a, b, s) in &pairs {
+            let (a, b) = (ids[a % ids.len()], ids[b % ids.len()]);
+            if a != b { h.transfer(a, b, s).unwrap(); }
+        }
+        let mut violation = None;
+        let mut last = SimTime::ZERO;
+        let stop = SimTime::ZERO + SimDuration::from_millis(stop_ms);
+        h.run_until(stop, |net| {
+            if violation.is_none() { violation = net.check_invariants().err(); }
+        });
+        prop_assert!(violation.is_none(), "{:?}", violation);
+        prop_assert!(h.q.now() >= last);
+        last = h.q.now();
+        h.run_until(SimTime::MAX, |net| {
+            if violation.is_none() { violation = net.check_invariants().err(); }
+        });
+        prop_assert!(violation.is_none(), "{:?}", violation);
+        prop_assert!(h.q.now() >= last);
+        for t in &h.transfers {
+            prop_assert_eq!(t.read, t.total);
+            let [written, sent, arrived, delivered, read] = h.net.flow_counters(t.conn, Side::Initiator);
+            prop_assert_eq!([written, sent, arrived, delivered, read], [t.total; 5]);
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Whole-model benchmark: 50 relays and 1,000 clients, each client downloading 5 MiB
+//! files back to back over its own circuit for 10 simulated minutes.
+//!
+//! Relays: BandwidthRate from 256 KiB/s to 10 MiB/s (a skewed spread like the live
+//! network's), a third guards, a third exits, the rest middles; 100 Mbit/s links; one-way
+//! latencies 5-60 ms from a random matrix of 20 locations. Prints wall time, events,
+//! cell-hops per wall second and peak memory. Override with BENCH_CLIENTS, BENCH_SECS.
+
+use std::time::Instant;
+
+use onionlab_core::{RngStreams, SimDuration, SimTime};
+use onionlab_net::latency::LatencyMatrix;
+use onionlab_net::LatencyModel;
+use onionlab_tor::*;
+use rand::Rng;
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<f64>().unwrap_or(0.0)))
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn main() {
+    let clients = env("BENCH_CLIENTS", 1000) as usize;
+    let secs = env("BENCH_SECS", 600);
+    let mut rng = RngStreams::new(7).stream("bench", "tor");
+    let locs = 20;
+    let lat: Vec<Vec<SimDuration>> =
+        (0..locs).map(|_| (0..locs).map(|_| SimDuration::from_millis(rng.random_range(5..60))).collect()).collect();
+    let latency = LatencyModel::Matrix(LatencyMatrix::new(lat, None).expect("square"));
+    let mut tor = TorNetwork::new(TorConfig::default(), latency, BandwidthWeights::uniform(), 7);
+    for i in 0..50u32 {
+        let rate = (256.0 * 1024.0 * 40f64.powf(rng.random::<f64>())) as u64;
+        let flags = match i % 3 {
+            0 => RelayFlags::GUARD,
+            1 => RelayFlags::EXIT,
+            _ => RelayFlags::default(),
+        } | RelayFlags::FAST;
+        tor.add_relay(RelaySpec {
+            name: format!("relay{i}"),
+            location: i % locs as u32,
+            up_bits_per_sec: 100_000_000,
+            down_bits_per_sec: 100_000_000,
+            bandwidth_rate: rate,
+            bandwidth_burst: rate,
+            consensus_weight: rate / 1024,
+            flags,
+            perconn: None,
+            scheduler: SchedulerKind::RoundRobin,
+        })
+        .expect("valid relay");
+    }
+    let client_ids: Vec<NodeId> = (0..clients)
+        .map(|i| {
+            tor.add_client(EndpointSpec {
+                name: format!("client{i}"),
+                location: (i % locs) as u32,
+                up_bits_per_sec: 20_000_000,
+                down_bits_per_sec: 50_000_000,
+            })
+            .expect("valid client")
+        })
+        .collect();
+    let servers: Vec<NodeId> = (0..20)
+        .map(|i| {
+            tor.add_server(EndpointSpec {
+                name: format!("server{i}"),
+                location: (i % locs) as u32,
+                up_bits_per_sec: 1_000_000_000,
+                down_bits_per_sec: 1_000_000_000,
+            })
+            .expect("valid server")
+        })
+        .collect();
+    let mut sim = TorSim::new(tor);
+    let t0 = Instant::now();
+    let size = 5 * 1024 * 1024;
+    for (i, &c) in client_ids.iter().enumerate() {
+        sim.start_stream(c, servers[i % servers.len()], size, i as u64).expect("stream");
+    }
+    let end = SimTime::ZERO + SimDuration::from_secs(secs);
+    let mut downloads = 0u64;
+    while let Some(ev) = sim.q.pop_until(end) {
+        sim.tor.handle(&mut sim.q, ev.event);
+        for r in sim.tor.take_records() {
+            downloads += 1;
+            let next = servers[(r.tag as usize + downloads as usize) % servers.len()];
+            sim.tor.start_stream(&mut sim.q, r.client, next, size, r.tag).expect("stream");
+        }
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let k = &sim.tor.counters;
+    println!("tor model benchmark: 50 relays, {clients} clients, {secs} simulated s");
+    println!("  wall time              {wall:.2} s");
+    println!("  events                 {} ({:.2} M/s)", sim.q.events_processed(), sim.q.events_processed() as f64 / wall / 1e6);
+    println!("  cell-hops              {} ({:.2} M per wall s)", k.cell_hops, k.cell_hops as f64 / wall / 1e6);
+    let batches = sim.tor.net.counters().get_by_name("net.batches").unwrap_or(0);
+    let bytes = sim.tor.net.counters().get_by_name("net.bytes_delivered").unwrap_or(0);
+    println!("  transport batches      {batches} (mean {:.0} B)", bytes as f64 / batches.max(1) as f64);
+    println!("  downloads completed    {downloads}");
+    println!("  circuits built         {}", k.circuits_built);
+    println!("  peak memory (VmHWM)    {:.1} MiB", peak_rss_mib());
+    println!("  sim-time speed-up      {:.2}x real time", secs as f64 / wall);
+}

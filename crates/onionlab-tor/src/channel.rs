@@ -1,0 +1,91 @@
+//! Channels: one TLS-over-TCP connection between two tor nodes, carrying many circuits.
+//!
+//! **Owns:** per end, the outbuf (cells the scheduler chose, not yet in the kernel), the
+//! record of cells written to the kernel and not yet read by the peer (`wire`), the
+//! partial cell read so far, the circuit scheduler, and the per-connection token buckets
+//! used when the peer is a client. **Must not touch:** circuit queues (the network moves
+//! cells between them and the outbuf under the scheduler's choice).
+//!
+//! Where cells wait, in order (figure 1 of the throttling paper): circuit queue (g),
+//! outbuf (i), kernel send buffer and link (m, the transport), kernel receive buffer at
+//! the peer until the peer's read bucket lets it read (a-d). Only the first is reordered by
+//! a scheduler; the rest are FIFO across all circuits of the channel.
+
+use onionlab_net::ConnId;
+
+use crate::cell::{CellFifo, CELL_WIRE_BYTES};
+use crate::node::NodeId;
+use crate::scheduler::CircuitScheduler;
+use crate::token_bucket::TokenBucket;
+
+pub(crate) struct ChanEnd {
+    pub outbuf: CellFifo,
+    /// Bytes of the last started cell not yet written to the kernel (0..CELL_WIRE_BYTES).
+    pub tail_unwritten: u64,
+    /// Cells at least partly written to the kernel, not yet wholly read by the peer.
+    pub wire: CellFifo,
+    /// Bytes of the next cell from the peer read so far.
+    pub inbuf_partial: u64,
+    pub sched: Box<dyn CircuitScheduler>,
+    /// Per-connection buckets (PerConnBWRate/Burst), only on a relay's end of a channel
+    /// from a client.
+    pub conn_read: Option<TokenBucket>,
+    pub conn_write: Option<TokenBucket>,
+    pub in_read_ring: bool,
+    pub in_write_ring: bool,
+    /// Out of per-connection read tokens; re-armed at the next refill.
+    pub read_waits_for_refill: bool,
+    pub write_waits_for_refill: bool,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
+impl ChanEnd {
+    pub fn new(sched: Box<dyn CircuitScheduler>) -> Self {
+        ChanEnd {
+            outbuf: CellFifo::new(),
+            tail_unwritten: 0,
+            wire: CellFifo::new(),
+            inbuf_partial: 0,
+            sched,
+            conn_read: None,
+            conn_write: None,
+            in_read_ring: false,
+            in_write_ring: false,
+            read_waits_for_refill: false,
+            write_waits_for_refill: false,
+            bytes_read: 0,
+            bytes_written: 0,
+        }
+    }
+
+    /// Bytes waiting in the outbuf (whole cells not started plus the started cell's rest).
+    #[inline]
+    pub fn outbuf_bytes(&self) -> u64 {
+        self.outbuf.len() * CELL_WIRE_BYTES + self.tail_unwritten
+    }
+
+    /// Records that `n` bytes of the outbuf went to the kernel: cells whose first byte
+    /// was written move to `wire`, in order.
+    pub fn note_written(&mut self, n: u64) {
+        let from_tail = n.min(self.tail_unwritten);
+        self.tail_unwritten -= from_tail;
+        let rest = n - from_tail;
+        if rest > 0 {
+            let started = rest.div_ceil(CELL_WIRE_BYTES);
+            let moved = self.outbuf.move_to(&mut self.wire, started);
+            debug_assert_eq!(moved, started, "wrote more than the outbuf held");
+            self.tail_unwritten = started * CELL_WIRE_BYTES - rest;
+        }
+        self.bytes_written += n;
+    }
+}
+
+pub(crate) struct Channel {
+    pub conn: ConnId,
+    /// `[initiator, acceptor]`.
+    pub nodes: [NodeId; 2],
+    /// TLS and link handshakes done: cells may flow.
+    pub open: bool,
+    pub ends: [ChanEnd; 2],
+}

@@ -1,0 +1,116 @@
+//! Circuits and streams.
+//!
+//! **Owns:** a circuit's path, the channels between its hops, the per-hop circuit queues
+//! (one per direction, tor's `p_chan_cells`/`n_chan_cells`), its build state, the
+//! congestion control of both edges, per-hop cell counters and an optional rate limit;
+//! a stream's request, its stream windows (STREAMWINDOW_START 500, a SENDME per 50 cells)
+//! and its timings. **Must not touch:** channels' buffers or buckets.
+
+use onionlab_core::SimTime;
+use onionlab_net::ConnId;
+
+use crate::cell::CellFifo;
+use crate::flow_control::CongestionControl;
+use crate::node::NodeId;
+use crate::token_bucket::TokenBucket;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CircuitState {
+    /// CREATE/EXTEND round trips under way.
+    Building,
+    Open,
+    Closed,
+}
+
+/// Why a circuit was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// A circuit queue exceeded `circ_max_cell_queue_size` (relay.c).
+    QueueLimit,
+}
+
+pub(crate) struct Circuit {
+    /// `[client, guard, middle, exit]`: position 0 is the client.
+    pub nodes: Vec<NodeId>,
+    /// `chans[p]` links position p and p+1, once known.
+    pub chans: Vec<Option<u32>>,
+    /// `queues[p][dir]`: cells at position p waiting to leave in direction dir.
+    pub queues: Vec<[CellFifo; 2]>,
+    /// Hops whose CREATED the client has seen.
+    pub built: usize,
+    pub state: CircuitState,
+    pub close_reason: Option<CloseReason>,
+    pub created_at: SimTime,
+    pub opened_at: Option<SimTime>,
+    /// First stream attached (tor's `timestamp_dirty`).
+    pub dirty_since: Option<SimTime>,
+    /// Stream ids, by stream index within the circuit.
+    pub streams: Vec<u32>,
+    /// Streams waiting for the circuit to open before sending BEGIN.
+    pub pending_begins: Vec<u16>,
+    /// Flow/congestion control at the client edge (packages Out, delivers In) ...
+    pub cc_client: Box<dyn CongestionControl>,
+    /// ... and at the exit edge (packages In, delivers Out).
+    pub cc_exit: Box<dyn CongestionControl>,
+    /// Optional packaging rate limit at the exit edge (hook for congestion controllers).
+    pub rate_limit: Option<TokenBucket>,
+    /// `cells_relayed[p][dir]`: cells relay p queued in direction dir.
+    pub cells_relayed: Vec<[u64; 2]>,
+}
+
+impl Circuit {
+    /// Position of `node` in the path.
+    #[inline]
+    pub fn position(&self, node: NodeId) -> usize {
+        self.nodes.iter().position(|&n| n == node).expect("node is not on this circuit")
+    }
+
+    pub fn exit_pos(&self) -> usize {
+        self.nodes.len() - 1
+    }
+}
+
+/// A client's request for `bytes` from a server, carried over one stream.
+pub(crate) struct Stream {
+    pub client: NodeId,
+    pub server: NodeId,
+    pub circ: u32,
+    pub bytes: u64,
+    /// Caller's label, returned in the record.
+    pub tag: u64,
+    pub start: SimTime,
+    pub first_byte: Option<SimTime>,
+    pub done: bool,
+    // Exit side.
+    pub exit_conn: Option<ConnId>,
+    /// Response bytes the exit has read from the server.
+    pub exit_read: u64,
+    /// Read from the server and not yet packaged (less than a cell, or window closed).
+    pub exit_inbuf: u64,
+    pub package_window: u64,
+    pub in_read_ring: bool,
+    // Server side.
+    pub request_read: u64,
+    pub server_written: u64,
+    // Client side.
+    pub delivered_cells: u64,
+    pub deliver_window: u64,
+}
+
+/// The outcome of one stream: a row of the per-download results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamRecord {
+    pub stream: u32,
+    pub tag: u64,
+    pub client: NodeId,
+    pub server: NodeId,
+    pub bytes: u64,
+    pub start: SimTime,
+    /// Time to first byte, from `start`.
+    pub ttfb: Option<onionlab_core::SimDuration>,
+    /// Time to last byte, from `start`.
+    pub ttlb: Option<onionlab_core::SimDuration>,
+    /// Relays of the circuit: guard, middle, exit.
+    pub path: Vec<NodeId>,
+    pub error: Option<&'static str>,
+}

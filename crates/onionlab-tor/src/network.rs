@@ -1,0 +1,1217 @@
+//! The Tor network: nodes, channels, circuits and streams, and the events that drive them.
+//!
+//! **Owns:** the model's event type [`TorEvent`], the dispatch of transport notices to
+//! channels and exit connections, and tor's per-node processing loop, which it runs once
+//! per event for every node that event touched (a "pump", what tor does in one pass of its
+//! libevent loop):
+//! 1. **Read** (figure 1 a-f of the throttling paper): connections with unread bytes are
+//!    served in round robin, each reading at most its share of the global read bucket
+//!    ([`crate::node`]), bounded by its own bucket if it is a client connection with
+//!    PerConnBWRate set. Whole cells are decoded and each is handled (at its target hop)
+//!    or switched to its circuit's queue for the next hop (g). An exit reads its server
+//!    connections in the same loop and packages the bytes into DATA cells while the
+//!    circuit and stream windows allow.
+//! 2. **Write** (h-m): channel ends with cells are served in round robin. Each refills
+//!    its outbuf from the circuit queues, as chosen by its [`CircuitScheduler`], when the
+//!    outbuf falls below OR_CONN_LOWWATER (16 KiB) up to OR_CONN_HIGHWATER (32 KiB), then
+//!    writes at most its share of the global write bucket to the kernel, bounded by the
+//!    socket's free space.
+//!
+//! A node that runs out of global tokens stops and resumes at its next bucket refill.
+//!
+//! **Must not touch:** transport internals (it uses [`Network`]'s public API) or mechanism
+//! policy (schedulers, flow control and relay hooks are traits).
+//!
+//! [`CircuitScheduler`]: crate::scheduler::CircuitScheduler
+
+use std::collections::BTreeMap;
+
+use onionlab_core::{EventClass, EventQueue, RngStreams, SimDuration, SimTime};
+use onionlab_net::{ConnId, HostId, HostSpec, LatencyModel, NetEvent, NetNotice, Network, Side, TransportConfig};
+
+use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
+use crate::channel::{ChanEnd, Channel};
+use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord};
+use crate::flow_control::{FixedWindow, STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
+use crate::hooks::{RelayControl, RelayHook};
+use crate::node::{bucket_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
+use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo};
+use crate::scheduler::SchedulerKind;
+use crate::token_bucket::{next_refill, TokenBucket};
+
+/// Event class of tor timers (after network events at the same instant).
+pub const TOR_EVENT_CLASS: EventClass = EventClass(20);
+
+/// Events of the Tor model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TorEvent {
+    Net(NetEvent),
+    /// A node's token buckets refill.
+    Refill { node: NodeId },
+    /// A channel's TLS and link handshakes complete.
+    ChannelOpen { chan: u32 },
+    /// A relay hook's periodic tick.
+    Hook { node: NodeId },
+}
+
+impl From<NetEvent> for TorEvent {
+    fn from(e: NetEvent) -> Self {
+        TorEvent::Net(e)
+    }
+}
+
+/// Model parameters, tor's defaults unless noted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TorConfig {
+    /// `TokenBucketRefillInterval`: 100 ms in tor >= 0.2.3; 1 s in the 2010-2012 papers.
+    pub refill_interval: SimDuration,
+    /// Round trips for TLS and tor's link handshake (VERSIONS, CERTS, AUTH_CHALLENGE,
+    /// NETINFO) after the TCP handshake before a channel carries cells.
+    pub link_handshake_rtts: u32,
+    /// `MaxCircuitDirtiness`: a circuit takes new streams for this long after its first.
+    pub max_circuit_dirtiness: SimDuration,
+    /// `circ_max_cell_queue_size` (relay.c, consensus `circ_max_cell_queue_size`): a relay
+    /// closes a circuit whose queue grows beyond this many cells.
+    pub circ_max_cell_queue: u64,
+    /// `OR_CONN_LOWWATER` / `OR_CONN_HIGHWATER` (or.h): outbuf refill thresholds, bytes.
+    pub outbuf_low_water: u64,
+    pub outbuf_high_water: u64,
+    /// `NumEntryGuards`: 1 in tor >= 0.3.0 (3 in the 2010-2012 tor).
+    pub num_entry_guards: usize,
+    /// Size of a client's request (an HTTP GET), carried with BEGIN as optimistic data.
+    pub request_bytes: u64,
+    /// `CIRCWINDOW_START` and `CIRCWINDOW_INCREMENT`.
+    pub circ_window: u64,
+    pub circ_window_increment: u64,
+    pub transport: TransportConfig,
+}
+
+impl Default for TorConfig {
+    fn default() -> Self {
+        TorConfig {
+            refill_interval: SimDuration::from_millis(100),
+            link_handshake_rtts: 2,
+            max_circuit_dirtiness: SimDuration::from_secs(600),
+            circ_max_cell_queue: 2500,
+            outbuf_low_water: 16 * 1024,
+            outbuf_high_water: 32 * 1024,
+            num_entry_guards: 1,
+            request_bytes: 500,
+            circ_window: crate::flow_control::CIRCWINDOW_START,
+            circ_window_increment: crate::flow_control::CIRCWINDOW_INCREMENT,
+            transport: TransportConfig::default(),
+        }
+    }
+}
+
+/// Errors from building or using a Tor network.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TorError {
+    #[error(transparent)]
+    Net(#[from] onionlab_net::NetError),
+    #[error("path selection: {0}")]
+    Path(#[from] crate::path::PathError),
+    #[error("node {0} is not a {1}")]
+    WrongKind(NodeId, &'static str),
+    #[error("no path: the directory has no relay for the {0:?} position")]
+    NoPath(Position),
+    #[error("relay {name:?}: {field} must be positive")]
+    ZeroRate { name: String, field: &'static str },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum ConnRole {
+    Channel(u32),
+    /// Exit-to-server connection of a stream.
+    Edge(u32),
+}
+
+/// Counters for invariant checks and run summaries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TorCounters {
+    /// Cells created at their origin (edges and extending relays).
+    pub cells_emitted: u64,
+    /// Cells handled at their target hop.
+    pub cells_consumed: u64,
+    /// Cells dropped because their circuit closed.
+    pub cells_dropped: u64,
+    /// Cells read off channels: one per cell per hop (the "cell-hops" of benchmarks).
+    pub cell_hops: u64,
+    pub circuit_sendmes_sent: u64,
+    pub circuit_sendmes_received: u64,
+    pub stream_sendmes_sent: u64,
+    pub stream_sendmes_received: u64,
+    pub circuits_built: u64,
+    pub circuits_closed_queue_limit: u64,
+    pub streams_completed: u64,
+    pub streams_failed: u64,
+}
+
+/// The whole simulated Tor network over a transport [`Network`].
+pub struct TorNetwork {
+    pub cfg: TorConfig,
+    pub net: Network,
+    nodes: Vec<TorNode>,
+    relays: Vec<NodeId>,
+    relay_info: Vec<RelayInfo>,
+    weights: BandwidthWeights,
+    selector: Option<PathSelector>,
+    chans: Vec<Channel>,
+    chan_by_pair: BTreeMap<(NodeId, NodeId), u32>,
+    conn_role: Vec<ConnRole>,
+    circuits: Vec<Circuit>,
+    streams: Vec<Stream>,
+    records: Vec<StreamRecord>,
+    hooks: Vec<Option<Box<dyn RelayHook>>>,
+    rng_streams: RngStreams,
+    notices: Vec<NetNotice>,
+    dirty: Vec<NodeId>,
+    pub counters: TorCounters,
+}
+
+fn side_index(s: Side) -> usize {
+    match s {
+        Side::Initiator => 0,
+        Side::Acceptor => 1,
+    }
+}
+
+impl TorNetwork {
+    pub fn new(cfg: TorConfig, latency: LatencyModel, weights: BandwidthWeights, seed: u64) -> Self {
+        let net = Network::new(cfg.transport.clone(), latency, seed);
+        TorNetwork {
+            cfg,
+            net,
+            nodes: Vec::new(),
+            relays: Vec::new(),
+            relay_info: Vec::new(),
+            weights,
+            selector: None,
+            chans: Vec::new(),
+            chan_by_pair: BTreeMap::new(),
+            conn_role: Vec::new(),
+            circuits: Vec::new(),
+            streams: Vec::new(),
+            records: Vec::new(),
+            hooks: Vec::new(),
+            rng_streams: RngStreams::new(seed),
+            notices: Vec::new(),
+            dirty: Vec::new(),
+            counters: TorCounters::default(),
+        }
+    }
+
+    fn add_node(&mut self, name: &str, location: u32, up: u64, down: u64, kind: NodeKind) -> Result<NodeId, TorError> {
+        let host = self.net.add_host(HostSpec {
+            name: name.to_string(),
+            location,
+            up_bits_per_sec: up,
+            down_bits_per_sec: down,
+        })?;
+        let id = self.nodes.len() as NodeId;
+        self.nodes.push(TorNode {
+            name: name.to_string(),
+            host,
+            kind,
+            read_bucket: TokenBucket::unlimited(),
+            write_bucket: TokenBucket::unlimited(),
+            perconn: None,
+            scheduler: SchedulerKind::default(),
+            read_ring: Default::default(),
+            write_ring: Default::default(),
+            chans: Vec::new(),
+            refill_pending: false,
+            dirty: false,
+            guards: Vec::new(),
+            current_circ: None,
+            rng: (kind == NodeKind::Client).then(|| self.rng_streams.stream("tor-client", name)),
+            stats: NodeStats::default(),
+        });
+        self.hooks.push(None);
+        Ok(id)
+    }
+
+    /// Adds a relay. Its buckets start full.
+    pub fn add_relay(&mut self, spec: RelaySpec) -> Result<NodeId, TorError> {
+        if spec.bandwidth_rate == 0 {
+            return Err(TorError::ZeroRate { name: spec.name, field: "bandwidth_rate" });
+        }
+        if spec.bandwidth_burst == 0 {
+            return Err(TorError::ZeroRate { name: spec.name, field: "bandwidth_burst" });
+        }
+        let id = self.add_node(&spec.name, spec.location, spec.up_bits_per_sec, spec.down_bits_per_sec, NodeKind::Relay)?;
+        let n = &mut self.nodes[id as usize];
+        n.read_bucket = TokenBucket::new(spec.bandwidth_rate, spec.bandwidth_burst);
+        n.write_bucket = TokenBucket::new(spec.bandwidth_rate, spec.bandwidth_burst);
+        n.perconn = spec.perconn;
+        n.scheduler = spec.scheduler;
+        self.relays.push(id);
+        self.relay_info.push(RelayInfo { nickname: spec.name, bandwidth: spec.consensus_weight, flags: spec.flags });
+        self.selector = None;
+        Ok(id)
+    }
+
+    pub fn add_client(&mut self, spec: EndpointSpec) -> Result<NodeId, TorError> {
+        self.add_node(&spec.name, spec.location, spec.up_bits_per_sec, spec.down_bits_per_sec, NodeKind::Client)
+    }
+
+    pub fn add_server(&mut self, spec: EndpointSpec) -> Result<NodeId, TorError> {
+        self.add_node(&spec.name, spec.location, spec.up_bits_per_sec, spec.down_bits_per_sec, NodeKind::Server)
+    }
+
+    pub fn node_name(&self, n: NodeId) -> &str {
+        &self.nodes[n as usize].name
+    }
+    pub fn node_kind(&self, n: NodeId) -> NodeKind {
+        self.nodes[n as usize].kind
+    }
+    pub fn node_stats(&self, n: NodeId) -> &NodeStats {
+        &self.nodes[n as usize].stats
+    }
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+    pub fn relays(&self) -> &[NodeId] {
+        &self.relays
+    }
+
+    /// Installs a periodic hook on a relay (guard throttling, Tortoise, ...). The first
+    /// tick is one interval from now.
+    pub fn set_relay_hook(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, hook: Box<dyn RelayHook>) -> Result<(), TorError> {
+        if self.nodes[node as usize].kind != NodeKind::Relay {
+            return Err(TorError::WrongKind(node, "relay"));
+        }
+        q.schedule_in(hook.interval(), TOR_EVENT_CLASS, TorEvent::Hook { node });
+        self.hooks[node as usize] = Some(hook);
+        self.ensure_refill(q, node);
+        Ok(())
+    }
+
+    /// Limits how fast the exit packages cells onto `circ` (bytes of cells per second);
+    /// the hook congestion controllers use. Refilled with the exit's buckets.
+    pub fn set_circuit_rate_limit(&mut self, q: &mut EventQueue<TorEvent>, circ: u32, rate: u64, burst: u64) {
+        let c = &mut self.circuits[circ as usize];
+        c.rate_limit = Some(TokenBucket::new(rate, burst));
+        let exit = c.nodes[c.exit_pos()];
+        self.ensure_refill(q, exit);
+    }
+
+    /// Completed and failed streams since the last call.
+    pub fn take_records(&mut self) -> Vec<StreamRecord> {
+        std::mem::take(&mut self.records)
+    }
+
+    fn selector(&mut self) -> Result<&PathSelector, TorError> {
+        if self.selector.is_none() {
+            self.selector = Some(PathSelector::new(&self.relay_info, self.weights.clone())?);
+        }
+        Ok(self.selector.as_ref().expect("just built"))
+    }
+
+    // ------------------------------------------------------------------ clients
+
+    /// Starts a stream from `client` fetching `bytes` from `server`. The stream uses the
+    /// client's current circuit if it is younger than MaxCircuitDirtiness, else a new one.
+    pub fn start_stream(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId, server: NodeId, bytes: u64, tag: u64) -> Result<u32, TorError> {
+        if self.nodes[client as usize].kind != NodeKind::Client {
+            return Err(TorError::WrongKind(client, "client"));
+        }
+        if self.nodes[server as usize].kind != NodeKind::Server {
+            return Err(TorError::WrongKind(server, "server"));
+        }
+        let now = q.now();
+        let usable = self.nodes[client as usize].current_circ.filter(|&c| {
+            let c = &self.circuits[c as usize];
+            c.state != CircuitState::Closed
+                && c.dirty_since.is_none_or(|d| now.saturating_since(d) < self.cfg.max_circuit_dirtiness)
+        });
+        let circ = match usable {
+            Some(c) => c,
+            None => {
+                let c = self.build_circuit(q, client)?;
+                self.nodes[client as usize].current_circ = Some(c);
+                c
+            }
+        };
+        let id = self.streams.len() as u32;
+        let c = &mut self.circuits[circ as usize];
+        c.dirty_since.get_or_insert(now);
+        let idx = c.streams.len() as u16;
+        c.streams.push(id);
+        self.streams.push(Stream {
+            client,
+            server,
+            circ,
+            bytes,
+            tag,
+            start: now,
+            first_byte: None,
+            done: false,
+            exit_conn: None,
+            exit_read: 0,
+            exit_inbuf: 0,
+            package_window: STREAMWINDOW_START,
+            in_read_ring: false,
+            request_read: 0,
+            server_written: 0,
+            delivered_cells: 0,
+            deliver_window: STREAMWINDOW_START,
+        });
+        if self.circuits[circ as usize].state == CircuitState::Open {
+            self.send_begin(q, circ, idx);
+        } else {
+            self.circuits[circ as usize].pending_begins.push(idx);
+        }
+        self.flush_dirty(q);
+        Ok(id)
+    }
+
+    fn build_circuit(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<u32, TorError> {
+        let num_guards = self.cfg.num_entry_guards.max(1);
+        let mut rng = self.nodes[client as usize].rng.take().expect("clients have an rng");
+        let mut guards = self.nodes[client as usize].guards.clone();
+        let result = (|| {
+            let sel = self.selector()?;
+            while guards.len() < num_guards {
+                match sel.choose(Position::Guard, &mut rng, &guards) {
+                    Some(g) => guards.push(g),
+                    None if guards.is_empty() => return Err(TorError::NoPath(Position::Guard)),
+                    None => break,
+                }
+            }
+            let guard = guards[rand::Rng::random_range(&mut rng, 0..guards.len())];
+            let path = sel.choose_path(&mut rng, Some(guard)).ok_or(TorError::NoPath(Position::Exit))?;
+            Ok(path)
+        })();
+        self.nodes[client as usize].rng = Some(rng);
+        let path = result?;
+        self.nodes[client as usize].guards = guards;
+        let mut nodes = vec![client];
+        nodes.extend(path.iter().map(|&r| self.relays[r]));
+        let hops = nodes.len();
+        let id = self.circuits.len() as u32;
+        self.circuits.push(Circuit {
+            nodes,
+            chans: vec![None; hops - 1],
+            queues: (0..hops).map(|_| Default::default()).collect(),
+            built: 0,
+            state: CircuitState::Building,
+            close_reason: None,
+            created_at: q.now(),
+            opened_at: None,
+            dirty_since: None,
+            streams: Vec::new(),
+            pending_begins: Vec::new(),
+            cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
+            cc_exit: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
+            rate_limit: None,
+            cells_relayed: vec![[0, 0]; hops],
+        });
+        self.extend_to(q, id, 0);
+        Ok(id)
+    }
+
+    /// Node at `pos` sends CREATE to `pos + 1`, opening a channel if there is none.
+    fn extend_to(&mut self, q: &mut EventQueue<TorEvent>, circ: u32, pos: usize) {
+        let (a, b) = {
+            let c = &self.circuits[circ as usize];
+            (c.nodes[pos], c.nodes[pos + 1])
+        };
+        let chan = self.channel_between(q, a, b);
+        self.circuits[circ as usize].chans[pos] = Some(chan);
+        let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Create, target: (pos + 1) as u8, stream: 0 };
+        self.emit(q.now(), circ, pos, run);
+    }
+
+    fn channel_between(&mut self, q: &mut EventQueue<TorEvent>, a: NodeId, b: NodeId) -> u32 {
+        let key = (a.min(b), a.max(b));
+        if let Some(&c) = self.chan_by_pair.get(&key) {
+            return c;
+        }
+        let (ha, hb) = (self.nodes[a as usize].host, self.nodes[b as usize].host);
+        let conn = self.net.connect(q, ha, hb).expect("hosts of two distinct nodes");
+        let id = self.chans.len() as u32;
+        let mut ends = [ChanEnd::new(self.nodes[a as usize].scheduler.build()), ChanEnd::new(self.nodes[b as usize].scheduler.build())];
+        // PerConnBWRate/Burst apply to a relay's connections from clients
+        // (connection_or_update_token_buckets_helper).
+        if self.nodes[a as usize].kind == NodeKind::Client {
+            if let Some((rate, burst)) = self.nodes[b as usize].perconn {
+                ends[1].conn_read = Some(TokenBucket::new(rate, burst));
+                ends[1].conn_write = Some(TokenBucket::new(rate, burst));
+            }
+        }
+        self.chans.push(Channel { conn, nodes: [a, b], open: false, ends });
+        self.chan_by_pair.insert(key, id);
+        self.set_role(conn, ConnRole::Channel(id));
+        self.nodes[a as usize].chans.push((id, Side::Initiator));
+        self.nodes[b as usize].chans.push((id, Side::Acceptor));
+        id
+    }
+
+    fn set_role(&mut self, conn: ConnId, role: ConnRole) {
+        let i = conn.0 as usize;
+        if self.conn_role.len() <= i {
+            self.conn_role.resize(i + 1, ConnRole::Channel(u32::MAX));
+        }
+        self.conn_role[i] = role;
+    }
+
+    fn send_begin(&mut self, q: &mut EventQueue<TorEvent>, circ: u32, idx: u16) {
+        let exit = self.circuits[circ as usize].exit_pos();
+        let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Begin, target: exit as u8, stream: idx };
+        self.emit(q.now(), circ, 0, run);
+    }
+
+    // ------------------------------------------------------------------ cells
+
+    /// A new cell run starts at `pos` of `circ`.
+    fn emit(&mut self, now: SimTime, circ: u32, pos: usize, run: CellRun) {
+        self.counters.cells_emitted += run.count as u64;
+        self.enqueue(now, circ, pos, run);
+    }
+
+    /// Puts `run` in the circuit queue at `pos` for its direction and wakes the channel.
+    fn enqueue(&mut self, now: SimTime, circ: u32, pos: usize, run: CellRun) {
+        let c = &mut self.circuits[circ as usize];
+        let exit_pos = c.exit_pos();
+        let q = &mut c.queues[pos][run.dir.index()];
+        let was_empty = q.is_empty();
+        q.push(run);
+        let queued = q.len();
+        if pos != 0 && pos != exit_pos {
+            c.cells_relayed[pos][run.dir.index()] += run.count as u64;
+        }
+        if queued > self.cfg.circ_max_cell_queue {
+            self.close_circuit(now, circ, CloseReason::QueueLimit);
+            return;
+        }
+        let chan_pos = match run.dir {
+            Direction::Out => pos,
+            Direction::In => pos - 1,
+        };
+        let Some(chan) = c.chans[chan_pos] else {
+            return; // The next hop is not extended to yet (cannot happen for relayed cells).
+        };
+        let node = c.nodes[pos];
+        let ch = &mut self.chans[chan as usize];
+        let side = if ch.nodes[0] == node { Side::Initiator } else { Side::Acceptor };
+        let end = &mut ch.ends[side_index(side)];
+        if was_empty {
+            end.sched.activate(circ, now);
+        }
+        if ch.open && !end.in_write_ring {
+            end.in_write_ring = true;
+            self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
+        }
+        self.mark_dirty(node);
+    }
+
+    fn mark_dirty(&mut self, node: NodeId) {
+        let n = &mut self.nodes[node as usize];
+        if !n.dirty {
+            n.dirty = true;
+            self.dirty.push(node);
+        }
+    }
+
+    /// Handles a run decoded at `node` from a channel.
+    fn on_run(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, run: CellRun) {
+        let c = &self.circuits[run.circ as usize];
+        if c.state == CircuitState::Closed {
+            self.counters.cells_dropped += run.count as u64;
+            return;
+        }
+        let pos = c.position(node);
+        if run.target as usize != pos {
+            self.nodes[node as usize].stats.cells_relayed += run.count as u64;
+            self.enqueue(q.now(), run.circ, pos, run);
+            return;
+        }
+        self.counters.cells_consumed += run.count as u64;
+        self.handle_cell(q, node, pos, run);
+    }
+
+    fn handle_cell(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, pos: usize, run: CellRun) {
+        let now = q.now();
+        let circ = run.circ;
+        match run.kind {
+            CellKind::Create => {
+                let reply = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Created, target: (pos - 1) as u8, stream: 0 };
+                self.emit(now, circ, pos, reply);
+            }
+            CellKind::Created if pos == 0 => self.on_hop_built(q, circ),
+            CellKind::Created => {
+                let reply = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Extended, target: 0, stream: 0 };
+                self.emit(now, circ, pos, reply);
+            }
+            CellKind::Extend => self.extend_to(q, circ, pos),
+            CellKind::Extended => self.on_hop_built(q, circ),
+            CellKind::Begin => {
+                let sid = self.circuits[circ as usize].streams[run.stream as usize];
+                let server = self.streams[sid as usize].server;
+                let (he, hs) = (self.nodes[node as usize].host, self.nodes[server as usize].host);
+                let conn = self.net.connect(q, he, hs).expect("exit and server are distinct hosts");
+                self.streams[sid as usize].exit_conn = Some(conn);
+                self.set_role(conn, ConnRole::Edge(sid));
+            }
+            CellKind::Connected => {}
+            CellKind::Data if pos == 0 => self.deliver_at_client(now, circ, run),
+            // Uploads are not modelled beyond the request that rides with BEGIN.
+            CellKind::Data => {}
+            CellKind::CircuitSendme => {
+                self.counters.circuit_sendmes_received += run.count as u64;
+                let c = &mut self.circuits[circ as usize];
+                for _ in 0..run.count {
+                    c.cc_exit.on_sendme(now);
+                }
+                let streams = c.streams.clone();
+                for sid in streams {
+                    self.wake_edge(node, sid);
+                }
+            }
+            CellKind::StreamSendme => {
+                self.counters.stream_sendmes_received += run.count as u64;
+                let sid = self.circuits[circ as usize].streams[run.stream as usize];
+                let s = &mut self.streams[sid as usize];
+                s.package_window = (s.package_window + STREAMWINDOW_INCREMENT * run.count as u64).min(STREAMWINDOW_START);
+                self.wake_edge(node, sid);
+            }
+        }
+    }
+
+    fn on_hop_built(&mut self, q: &mut EventQueue<TorEvent>, circ: u32) {
+        let now = q.now();
+        let c = &mut self.circuits[circ as usize];
+        c.built += 1;
+        if c.built < c.nodes.len() - 1 {
+            let target = c.built as u8;
+            let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Extend, target, stream: 0 };
+            self.emit(now, circ, 0, run);
+            return;
+        }
+        c.state = CircuitState::Open;
+        c.opened_at = Some(now);
+        self.counters.circuits_built += 1;
+        for idx in std::mem::take(&mut c.pending_begins) {
+            self.send_begin(q, circ, idx);
+        }
+    }
+
+    fn deliver_at_client(&mut self, now: SimTime, circ: u32, run: CellRun) {
+        let sid = self.circuits[circ as usize].streams[run.stream as usize];
+        let n = run.count as u64;
+        let s = &mut self.streams[sid as usize];
+        s.first_byte.get_or_insert(now);
+        s.delivered_cells += n;
+        s.deliver_window -= n.min(s.deliver_window);
+        // relay.c: a stream SENDME each time the deliver window falls an increment.
+        let mut stream_sendmes = 0u32;
+        while s.deliver_window <= STREAMWINDOW_START - STREAMWINDOW_INCREMENT {
+            s.deliver_window += STREAMWINDOW_INCREMENT;
+            stream_sendmes += 1;
+        }
+        let finished = !s.done && s.delivered_cells * RELAY_PAYLOAD_SIZE >= s.bytes;
+        let exit = self.circuits[circ as usize].exit_pos() as u8;
+        if stream_sendmes > 0 && !finished {
+            self.counters.stream_sendmes_sent += stream_sendmes as u64;
+            let r = CellRun { circ, count: stream_sendmes, dir: Direction::Out, kind: CellKind::StreamSendme, target: exit, stream: run.stream };
+            self.emit(now, circ, 0, r);
+        }
+        let circ_sendmes = self.circuits[circ as usize].cc_client.on_delivered(n, now);
+        if circ_sendmes > 0 {
+            self.counters.circuit_sendmes_sent += circ_sendmes;
+            let r = CellRun { circ, count: circ_sendmes as u32, dir: Direction::Out, kind: CellKind::CircuitSendme, target: exit, stream: 0 };
+            self.emit(now, circ, 0, r);
+        }
+        if finished {
+            self.finish_stream(now, sid, None);
+        }
+    }
+
+    fn finish_stream(&mut self, now: SimTime, sid: u32, error: Option<&'static str>) {
+        let s = &mut self.streams[sid as usize];
+        if s.done {
+            return;
+        }
+        s.done = true;
+        let c = &self.circuits[s.circ as usize];
+        if error.is_some() {
+            self.counters.streams_failed += 1;
+        } else {
+            self.counters.streams_completed += 1;
+        }
+        self.records.push(StreamRecord {
+            stream: sid,
+            tag: s.tag,
+            client: s.client,
+            server: s.server,
+            bytes: s.bytes,
+            start: s.start,
+            ttfb: s.first_byte.map(|t| t.saturating_since(s.start)),
+            ttlb: error.is_none().then(|| now.saturating_since(s.start)),
+            path: c.nodes[1..].to_vec(),
+            error,
+        });
+    }
+
+    fn close_circuit(&mut self, now: SimTime, circ: u32, reason: CloseReason) {
+        let c = &mut self.circuits[circ as usize];
+        if c.state == CircuitState::Closed {
+            return;
+        }
+        c.state = CircuitState::Closed;
+        c.close_reason = Some(reason);
+        match reason {
+            CloseReason::QueueLimit => self.counters.circuits_closed_queue_limit += 1,
+        }
+        let mut dropped = 0;
+        for pos in 0..c.nodes.len() {
+            for dir in [Direction::Out, Direction::In] {
+                let qd = &mut c.queues[pos][dir.index()];
+                if qd.is_empty() {
+                    continue;
+                }
+                dropped += qd.len();
+                *qd = Default::default();
+                let chan_pos = if dir == Direction::Out { pos } else { pos - 1 };
+                if let Some(ch) = c.chans.get(chan_pos).copied().flatten() {
+                    let ch = &mut self.chans[ch as usize];
+                    let side = if ch.nodes[0] == c.nodes[pos] { 0 } else { 1 };
+                    ch.ends[side].sched.deactivate(circ);
+                }
+            }
+        }
+        self.counters.cells_dropped += dropped;
+        let client = c.nodes[0];
+        if self.nodes[client as usize].current_circ == Some(circ) {
+            self.nodes[client as usize].current_circ = None;
+        }
+        let streams = c.streams.clone();
+        for sid in streams {
+            // Exit connections of a closed circuit are never read again (the read pass
+            // drops them), and unfinished streams fail.
+            self.finish_stream(now, sid, Some("circuit closed: queue limit"));
+        }
+    }
+
+    // ------------------------------------------------------------------ events
+
+    /// Handles one event, then runs every node it touched.
+    pub fn handle(&mut self, q: &mut EventQueue<TorEvent>, ev: TorEvent) {
+        match ev {
+            TorEvent::Net(e) => {
+                self.net.handle(q, e);
+                let mut notices = std::mem::take(&mut self.notices);
+                self.net.drain_notices(&mut notices);
+                for n in notices.drain(..) {
+                    self.on_notice(q, n);
+                }
+                self.notices = notices;
+            }
+            TorEvent::Refill { node } => self.on_refill(q, node),
+            TorEvent::ChannelOpen { chan } => {
+                let ch = &mut self.chans[chan as usize];
+                ch.open = true;
+                let nodes = ch.nodes;
+                for (i, side) in [Side::Initiator, Side::Acceptor].into_iter().enumerate() {
+                    let end = &mut self.chans[chan as usize].ends[i];
+                    if end.sched.active() > 0 && !end.in_write_ring {
+                        end.in_write_ring = true;
+                        self.nodes[nodes[i] as usize].write_ring.push_back(IoRef::Chan(chan, side));
+                    }
+                    self.mark_dirty(nodes[i]);
+                }
+            }
+            TorEvent::Hook { node } => {
+                let mut hook = self.hooks[node as usize].take().expect("hook events only for relays with hooks");
+                let interval = hook.interval();
+                {
+                    let mut ctl = RelayControl::new(self, node, q.now());
+                    hook.on_tick(q.now(), &mut ctl);
+                }
+                self.hooks[node as usize] = Some(hook);
+                q.schedule_in(interval, TOR_EVENT_CLASS, TorEvent::Hook { node });
+                self.mark_dirty(node);
+            }
+        }
+        self.flush_dirty(q);
+    }
+
+    fn flush_dirty(&mut self, q: &mut EventQueue<TorEvent>) {
+        while let Some(node) = self.dirty.pop() {
+            self.nodes[node as usize].dirty = false;
+            self.pump(q, node);
+        }
+    }
+
+    fn on_notice(&mut self, q: &mut EventQueue<TorEvent>, n: NetNotice) {
+        let (conn, side) = match n {
+            NetNotice::Connected { conn, side } | NetNotice::Readable { conn, side } | NetNotice::Writable { conn, side } => (conn, side),
+        };
+        match self.conn_role[conn.0 as usize] {
+            ConnRole::Channel(chan) => {
+                let node = self.chans[chan as usize].nodes[side_index(side)];
+                match n {
+                    NetNotice::Connected { side: Side::Initiator, .. } => {
+                        let ch = &self.chans[chan as usize];
+                        let rtt = self.net.one_way(self.nodes[ch.nodes[0] as usize].host, self.nodes[ch.nodes[1] as usize].host)
+                            + self.net.one_way(self.nodes[ch.nodes[1] as usize].host, self.nodes[ch.nodes[0] as usize].host);
+                        q.schedule_in(rtt.saturating_mul(self.cfg.link_handshake_rtts as u64), TOR_EVENT_CLASS, TorEvent::ChannelOpen { chan });
+                    }
+                    NetNotice::Connected { .. } => {}
+                    NetNotice::Readable { .. } => {
+                        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+                        if !end.in_read_ring && !end.read_waits_for_refill {
+                            end.in_read_ring = true;
+                            self.nodes[node as usize].read_ring.push_back(IoRef::Chan(chan, side));
+                        }
+                        self.mark_dirty(node);
+                    }
+                    NetNotice::Writable { .. } => {
+                        let ch = &mut self.chans[chan as usize];
+                        let open = ch.open;
+                        let end = &mut ch.ends[side_index(side)];
+                        if open && !end.in_write_ring && !end.write_waits_for_refill {
+                            end.in_write_ring = true;
+                            self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
+                        }
+                        self.mark_dirty(node);
+                    }
+                }
+            }
+            ConnRole::Edge(sid) => self.on_edge_notice(q, sid, n),
+        }
+    }
+
+    /// Exit-to-server connections: the exit is the initiator, the server the acceptor.
+    fn on_edge_notice(&mut self, q: &mut EventQueue<TorEvent>, sid: u32, n: NetNotice) {
+        let now = q.now();
+        let s = &self.streams[sid as usize];
+        let conn = s.exit_conn.expect("edge notices only for connected streams");
+        let circ = s.circ;
+        match n {
+            NetNotice::Connected { side: Side::Initiator, .. } => {
+                // Optimistic data: the request rode with BEGIN; hand it to the server now.
+                let w = self.net.write(q, conn, Side::Initiator, self.cfg.request_bytes);
+                debug_assert_eq!(w, self.cfg.request_bytes);
+                let exit = self.circuits[circ as usize].exit_pos();
+                let idx = self.circuits[circ as usize].streams.iter().position(|&x| x == sid).expect("stream on its circuit") as u16;
+                let run = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Connected, target: 0, stream: idx };
+                if self.circuits[circ as usize].state != CircuitState::Closed {
+                    self.emit(now, circ, exit, run);
+                }
+            }
+            NetNotice::Connected { .. } => {}
+            NetNotice::Readable { side: Side::Acceptor, .. } | NetNotice::Writable { side: Side::Acceptor, .. } => {
+                self.serve(q, sid);
+            }
+            NetNotice::Readable { side: Side::Initiator, .. } => {
+                let exit = self.circuits[circ as usize].nodes[self.circuits[circ as usize].exit_pos()];
+                self.wake_edge(exit, sid);
+            }
+            NetNotice::Writable { side: Side::Initiator, .. } => {}
+        }
+    }
+
+    /// The server side of a stream: read the request, then write the response.
+    fn serve(&mut self, q: &mut EventQueue<TorEvent>, sid: u32) {
+        let conn = self.streams[sid as usize].exit_conn.expect("served streams are connected");
+        let r = self.net.read(q, conn, Side::Acceptor, u64::MAX);
+        let s = &mut self.streams[sid as usize];
+        s.request_read += r;
+        if s.request_read < self.cfg.request_bytes {
+            return;
+        }
+        let left = s.bytes - s.server_written;
+        if left > 0 {
+            let w = self.net.write(q, conn, Side::Acceptor, left);
+            self.streams[sid as usize].server_written += w;
+        }
+    }
+
+    /// Puts an exit connection in the exit's read ring if it has data and may package.
+    fn wake_edge(&mut self, exit: NodeId, sid: u32) {
+        let s = &mut self.streams[sid as usize];
+        if s.in_read_ring || s.done || s.exit_conn.is_none() {
+            return;
+        }
+        s.in_read_ring = true;
+        self.nodes[exit as usize].read_ring.push_back(IoRef::Edge(sid));
+        self.mark_dirty(exit);
+    }
+
+    fn ensure_refill(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let n = &mut self.nodes[node as usize];
+        if !n.refill_pending {
+            n.refill_pending = true;
+            let at = next_refill(q.now(), self.cfg.refill_interval);
+            q.schedule(at, TOR_EVENT_CLASS, TorEvent::Refill { node }).expect("refill times are in the future");
+        }
+    }
+
+    fn on_refill(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let iv = self.cfg.refill_interval;
+        let n = &mut self.nodes[node as usize];
+        n.refill_pending = false;
+        if n.read_bucket.tokens() == 0 {
+            n.stats.read_bucket_empty_intervals += 1;
+        }
+        if n.write_bucket.tokens() == 0 {
+            n.stats.write_bucket_empty_intervals += 1;
+        }
+        n.read_bucket.refill(iv);
+        n.write_bucket.refill(iv);
+        let chans = std::mem::take(&mut n.chans);
+        for &(chan, side) in &chans {
+            let end = &mut self.chans[chan as usize].ends[side_index(side)];
+            if let Some(b) = end.conn_read.as_mut() {
+                b.refill(iv);
+            }
+            if let Some(b) = end.conn_write.as_mut() {
+                b.refill(iv);
+            }
+            if end.read_waits_for_refill {
+                end.read_waits_for_refill = false;
+                if !end.in_read_ring {
+                    end.in_read_ring = true;
+                    self.nodes[node as usize].read_ring.push_back(IoRef::Chan(chan, side));
+                }
+            }
+            if end.write_waits_for_refill {
+                end.write_waits_for_refill = false;
+                if !end.in_write_ring {
+                    end.in_write_ring = true;
+                    self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
+                }
+            }
+        }
+        self.nodes[node as usize].chans = chans;
+        // Circuit rate limits live at exits; refill those whose exit this is.
+        if self.circuits.iter().any(|c| c.rate_limit.is_some()) {
+            for ci in 0..self.circuits.len() {
+                let c = &mut self.circuits[ci];
+                if c.nodes[c.exit_pos()] == node {
+                    if let Some(b) = c.rate_limit.as_mut() {
+                        b.refill(iv);
+                        let streams = c.streams.clone();
+                        for sid in streams {
+                            self.wake_edge(node, sid);
+                        }
+                    }
+                }
+            }
+        }
+        // A relay with finite buckets refills forever, as tor's timer does.
+        self.ensure_refill(q, node);
+        self.mark_dirty(node);
+    }
+
+    // ------------------------------------------------------------------ the pump
+
+    fn pump(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        self.read_pass(q, node);
+        self.write_pass(q, node);
+        let n = &self.nodes[node as usize];
+        if n.finite_buckets() && !n.refill_pending {
+            self.ensure_refill(q, node);
+        }
+    }
+
+    fn read_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        loop {
+            let n = &mut self.nodes[node as usize];
+            let Some(io) = n.read_ring.pop_front() else { break };
+            if n.read_bucket.tokens() == 0 {
+                // Out of global tokens: resume at the next refill (tor's
+                // connection_read_bw_exhausted).
+                n.read_ring.push_front(io);
+                break;
+            }
+            match io {
+                IoRef::Chan(chan, side) => self.read_channel(q, node, chan, side),
+                IoRef::Edge(sid) => self.read_edge(q, node, sid),
+            }
+        }
+    }
+
+    fn read_channel(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, chan: u32, side: Side) {
+        let si = side_index(side);
+        let conn = self.chans[chan as usize].conn;
+        let avail = self.net.readable_bytes(conn, side);
+        let n = &mut self.nodes[node as usize];
+        let end = &mut self.chans[chan as usize].ends[si];
+        if avail == 0 {
+            end.in_read_ring = false;
+            return;
+        }
+        let share = bucket_share(&n.read_bucket, end.conn_read.as_ref());
+        if share == 0 {
+            end.in_read_ring = false;
+            end.read_waits_for_refill = true;
+            return;
+        }
+        let want = avail.min(share);
+        let got = self.net.read(q, conn, side, want);
+        debug_assert_eq!(got, want);
+        n.read_bucket.take(got);
+        n.stats.bytes_read += got;
+        let end = &mut self.chans[chan as usize].ends[si];
+        if let Some(b) = end.conn_read.as_mut() {
+            b.take(got);
+        }
+        end.bytes_read += got;
+        end.inbuf_partial += got;
+        let mut cells = end.inbuf_partial / CELL_WIRE_BYTES;
+        end.inbuf_partial %= CELL_WIRE_BYTES;
+        self.counters.cell_hops += cells;
+        if avail > got {
+            self.nodes[node as usize].read_ring.push_back(IoRef::Chan(chan, side));
+        } else {
+            end.in_read_ring = false;
+        }
+        // Decode whole cells from what the peer wrote, in order.
+        while cells > 0 {
+            let peer = &mut self.chans[chan as usize].ends[1 - si];
+            let run = peer.wire.pop_front_run(cells.min(u32::MAX as u64) as u32).expect("bytes read without cells written");
+            cells -= run.count as u64;
+            self.on_run(q, node, run);
+        }
+    }
+
+    /// An exit reads its server connection into the stream's inbuf (tor's edge
+    /// connection inbuf) and packages whole DATA cells from it while the circuit and
+    /// stream windows allow; the stream's last cell may be partial. Reading stops while
+    /// the windows are closed (`connection_edge_package_raw_inbuf` stops reading).
+    fn read_edge(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, sid: u32) {
+        let now = q.now();
+        let s = &self.streams[sid as usize];
+        let circ = s.circ;
+        let c = &self.circuits[circ as usize];
+        if s.done || c.state == CircuitState::Closed {
+            self.streams[sid as usize].in_read_ring = false;
+            return;
+        }
+        let conn = s.exit_conn.expect("edges in the read ring are connected");
+        let avail = self.net.readable_bytes(conn, Side::Initiator);
+        let mut allowance = c.cc_exit.package_allowance().min(s.package_window);
+        if let Some(b) = c.rate_limit.as_ref() {
+            allowance = allowance.min(b.tokens() / CELL_WIRE_BYTES);
+        }
+        let mut got = 0;
+        if allowance > 0 && avail > 0 {
+            let n = &mut self.nodes[node as usize];
+            let want = avail.min(bucket_share(&n.read_bucket, None));
+            got = self.net.read(q, conn, Side::Initiator, want);
+            debug_assert_eq!(got, want);
+            n.read_bucket.take(got);
+            n.stats.bytes_read += got;
+        }
+        let s = &mut self.streams[sid as usize];
+        s.exit_read += got;
+        s.exit_inbuf += got;
+        let complete = s.exit_read == s.bytes;
+        let whole = s.exit_inbuf / RELAY_PAYLOAD_SIZE;
+        let partial = (complete && s.exit_inbuf % RELAY_PAYLOAD_SIZE > 0) as u64;
+        let cells = allowance.min(whole + partial);
+        if cells > 0 {
+            s.exit_inbuf -= s.exit_inbuf.min(cells * RELAY_PAYLOAD_SIZE);
+            s.package_window -= cells;
+            let c = &mut self.circuits[circ as usize];
+            c.cc_exit.on_packaged(cells, now);
+            if let Some(b) = c.rate_limit.as_mut() {
+                b.take(cells * CELL_WIRE_BYTES);
+            }
+            let exit = c.exit_pos();
+            let idx = c.streams.iter().position(|&x| x == sid).expect("stream on its circuit") as u16;
+            let run = CellRun { circ, count: cells as u32, dir: Direction::In, kind: CellKind::Data, target: 0, stream: idx };
+            self.emit(now, circ, exit, run);
+        }
+        if got > 0 || cells > 0 {
+            // Progress: look again next round (the loop ends when a round does nothing).
+            self.nodes[node as usize].read_ring.push_back(IoRef::Edge(sid));
+        } else {
+            // Re-armed by a Readable notice, a SENDME or a rate-limit refill.
+            self.streams[sid as usize].in_read_ring = false;
+        }
+    }
+
+    fn write_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let now = q.now();
+        loop {
+            let n = &mut self.nodes[node as usize];
+            let Some(io) = n.write_ring.pop_front() else { break };
+            let IoRef::Chan(chan, side) = io else { unreachable!("only channels are written by tor") };
+            if n.write_bucket.tokens() == 0 {
+                n.write_ring.push_front(io);
+                break;
+            }
+            let si = side_index(side);
+            self.fill_outbuf(now, node, chan, si);
+            let conn = self.chans[chan as usize].conn;
+            let free = self.net.writable_bytes(conn, side);
+            let n = &mut self.nodes[node as usize];
+            let end = &mut self.chans[chan as usize].ends[si];
+            let pending = end.outbuf_bytes();
+            if pending == 0 {
+                end.in_write_ring = false;
+                continue;
+            }
+            if free == 0 {
+                // The kernel buffer is full: a Writable notice re-arms us.
+                end.in_write_ring = false;
+                continue;
+            }
+            let share = bucket_share(&n.write_bucket, end.conn_write.as_ref());
+            if share == 0 {
+                end.in_write_ring = false;
+                end.write_waits_for_refill = true;
+                continue;
+            }
+            let len = pending.min(free).min(share);
+            let w = self.net.write(q, conn, side, len);
+            debug_assert_eq!(w, len);
+            n.write_bucket.take(w);
+            n.stats.bytes_written += w;
+            let end = &mut self.chans[chan as usize].ends[si];
+            if let Some(b) = end.conn_write.as_mut() {
+                b.take(w);
+            }
+            end.note_written(w);
+            self.nodes[node as usize].write_ring.push_back(io);
+        }
+    }
+
+    /// Moves cells from circuit queues to the outbuf in the scheduler's order once the
+    /// outbuf is below the low-water mark, up to the high-water mark.
+    fn fill_outbuf(&mut self, now: SimTime, node: NodeId, chan: u32, si: usize) {
+        let low = self.cfg.outbuf_low_water;
+        let high = self.cfg.outbuf_high_water;
+        let ch = &mut self.chans[chan as usize];
+        let end = &mut ch.ends[si];
+        if end.outbuf_bytes() >= low {
+            return;
+        }
+        while end.outbuf_bytes() < high {
+            let Some((circ, max)) = end.sched.pick(now) else { break };
+            let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
+            let c = &mut self.circuits[circ as usize];
+            let pos = c.position(node);
+            let dir = if pos < c.chans.len() && c.chans[pos] == Some(chan) { Direction::Out } else { Direction::In };
+            let queue = &mut c.queues[pos][dir.index()];
+            let moved = queue.move_to(&mut end.outbuf, room.min(max as u64));
+            end.sched.on_cells_sent(circ, moved as u32, now);
+            if queue.is_empty() {
+                end.sched.deactivate(circ);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ checks
+
+    /// Cells in circuit queues, outbufs and on the wire.
+    pub fn cells_in_flight(&self) -> u64 {
+        let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q[0].len() + q[1].len()).sum();
+        let chans: u64 = self.chans.iter().flat_map(|c| c.ends.iter()).map(|e| e.outbuf.len() + e.wire.len()).sum();
+        queued + chans
+    }
+
+    /// Checks cell conservation and window bounds; returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let c = &self.counters;
+        let accounted = c.cells_consumed + c.cells_dropped + self.cells_in_flight();
+        if c.cells_emitted != accounted {
+            return Err(format!(
+                "cells not conserved: emitted {} != consumed {} + dropped {} + in flight {}",
+                c.cells_emitted,
+                c.cells_consumed,
+                c.cells_dropped,
+                self.cells_in_flight()
+            ));
+        }
+        for (i, circ) in self.circuits.iter().enumerate() {
+            for cc in [&circ.cc_client, &circ.cc_exit] {
+                if cc.package_window() > self.cfg.circ_window {
+                    return Err(format!("circuit {i}: package window {} above its start", cc.package_window()));
+                }
+            }
+        }
+        for (i, s) in self.streams.iter().enumerate() {
+            if s.package_window > STREAMWINDOW_START || s.deliver_window > STREAMWINDOW_START {
+                return Err(format!("stream {i}: window out of range"));
+            }
+        }
+        self.net.check_invariants()
+    }
+
+    /// Per-relay view for hooks.
+    pub(crate) fn node_mut(&mut self, n: NodeId) -> &mut TorNode {
+        &mut self.nodes[n as usize]
+    }
+
+    pub(crate) fn chan_end_mut(&mut self, chan: u32, side: Side) -> &mut ChanEnd {
+        &mut self.chans[chan as usize].ends[side_index(side)]
+    }
+
+    pub(crate) fn chan_peer(&self, chan: u32, side: Side) -> NodeId {
+        self.chans[chan as usize].nodes[1 - side_index(side)]
+    }
+
+    /// Hops and per-hop relayed cell counts of a circuit.
+    pub fn circuit_cells_relayed(&self, circ: u32) -> Vec<[u64; 2]> {
+        self.circuits[circ as usize].cells_relayed.clone()
+    }
+
+    pub fn circuit_path(&self, circ: u32) -> &[NodeId] {
+        &self.circuits[circ as usize].nodes
+    }
+
+    /// Time from the first CREATE to the last EXTENDED (tornettools' circuit_build_time).
+    pub fn circuit_build_time(&self, circ: u32) -> Option<SimDuration> {
+        let c = &self.circuits[circ as usize];
+        c.opened_at.map(|t| t.saturating_since(c.created_at))
+    }
+
+    pub fn num_circuits(&self) -> usize {
+        self.circuits.len()
+    }
+
+    pub fn circuit_state(&self, circ: u32) -> CircuitState {
+        self.circuits[circ as usize].state
+    }
+
+    pub fn stream_circuit(&self, sid: u32) -> u32 {
+        self.streams[sid as usize].circ
+    }
+
+    pub fn host_of(&self, n: NodeId) -> HostId {
+        self.nodes[n as usize].host
+    }
+}
+
+/// A Tor network with its event queue: the loop every driver (tests, benchmarks, the
+/// experiment runner) uses.
+pub struct TorSim {
+    pub tor: TorNetwork,
+    pub q: EventQueue<TorEvent>,
+}
+
+impl TorSim {
+    pub fn new(tor: TorNetwork) -> Self {
+        TorSim { tor, q: EventQueue::with_capacity(1 << 12) }
+    }
+
+    /// Runs events up to and including time `until`; `check` runs after each event.
+    pub fn run_until(&mut self, until: SimTime, mut check: impl FnMut(&TorNetwork)) {
+        while let Some(ev) = self.q.pop_until(until) {
+            self.tor.handle(&mut self.q, ev.event);
+            check(&self.tor);
+        }
+        if self.q.now() < until && self.q.peek_time().is_none_or(|t| t > until) {
+            self.q.advance_to(until).expect("no event before `until` remains");
+        }
+    }
+
+    pub fn start_stream(&mut self, client: NodeId, server: NodeId, bytes: u64, tag: u64) -> Result<u32, TorError> {
+        self.tor.start_stream(&mut self.q, client, server, bytes, tag)
+    }
+}

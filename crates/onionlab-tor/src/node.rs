@@ -1,0 +1,149 @@
+//! Tor nodes: relays and clients (one tor process each), and the servers they reach.
+//!
+//! **Owns:** a node's role, its global read and write token buckets, its per-connection
+//! bucket settings (PerConnBWRate/Burst), the rings of connections ready to read and to
+//! write, and its statistics. **Must not touch:** circuits or cells; [`crate::network`]
+//! moves them.
+
+use std::collections::VecDeque;
+
+use onionlab_core::rng::SimRng;
+use onionlab_net::{HostId, Side};
+
+use crate::path::RelayFlags;
+use crate::scheduler::SchedulerKind;
+use crate::token_bucket::TokenBucket;
+
+/// Index of a node in its [`crate::TorNetwork`].
+pub type NodeId = u32;
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A tor relay (onion router).
+    Relay,
+    /// A tor client (onion proxy) with its application.
+    Client,
+    /// A destination server outside Tor; it answers a request with the bytes asked for.
+    Server,
+}
+
+/// A connection a node reads from or writes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IoRef {
+    /// One end of a channel.
+    Chan(u32, Side),
+    /// An exit's connection to a server, by stream id.
+    Edge(u32),
+}
+
+/// What a relay is configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelaySpec {
+    pub name: String,
+    pub location: u32,
+    /// Access link capacity, bits per second.
+    pub up_bits_per_sec: u64,
+    pub down_bits_per_sec: u64,
+    /// `BandwidthRate`, bytes per second (tor default 1 GB: effectively unlimited).
+    pub bandwidth_rate: u64,
+    /// `BandwidthBurst`, bytes.
+    pub bandwidth_burst: u64,
+    /// Consensus weight ("w Bandwidth="), used for path selection.
+    pub consensus_weight: u64,
+    pub flags: RelayFlags,
+    /// `PerConnBWRate` and `PerConnBWBurst` (bytes/s, bytes) on connections from clients;
+    /// `None` (tor's default 0) means off.
+    pub perconn: Option<(u64, u64)>,
+    pub scheduler: SchedulerKind,
+}
+
+/// A client or a server: a host without tor relay configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EndpointSpec {
+    pub name: String,
+    pub location: u32,
+    pub up_bits_per_sec: u64,
+    pub down_bits_per_sec: u64,
+}
+
+/// Per-node counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Bytes read from connections (channels and exit connections).
+    pub bytes_read: u64,
+    /// Bytes written to connections.
+    pub bytes_written: u64,
+    /// Cells this node relayed (received and queued for the next hop).
+    pub cells_relayed: u64,
+    /// Refill intervals that began with the read bucket empty.
+    pub read_bucket_empty_intervals: u64,
+    /// Refill intervals that began with the write bucket empty.
+    pub write_bucket_empty_intervals: u64,
+}
+
+pub(crate) struct TorNode {
+    pub name: String,
+    pub host: HostId,
+    pub kind: NodeKind,
+    pub read_bucket: TokenBucket,
+    pub write_bucket: TokenBucket,
+    pub perconn: Option<(u64, u64)>,
+    pub scheduler: SchedulerKind,
+    pub read_ring: VecDeque<IoRef>,
+    pub write_ring: VecDeque<IoRef>,
+    /// Channels this node is an end of (for per-connection bucket refills).
+    pub chans: Vec<(u32, Side)>,
+    /// A refill timer is pending.
+    pub refill_pending: bool,
+    /// Queued for a pump at the end of the current event.
+    pub dirty: bool,
+    /// Clients: persistent entry guards (relay indices in the directory).
+    pub guards: Vec<usize>,
+    /// Clients: the circuit new streams attach to.
+    pub current_circ: Option<u32>,
+    /// Clients: path selection randomness.
+    pub rng: Option<SimRng>,
+    pub stats: NodeStats,
+}
+
+impl TorNode {
+    pub fn finite_buckets(&self) -> bool {
+        !self.read_bucket.is_unlimited() || !self.write_bucket.is_unlimited() || self.perconn.is_some()
+    }
+}
+
+/// Tor's per-transaction share of a bucket (`connection_bucket_get_share`, connection.c):
+/// one eighth of the global bucket, clamped to 4..32 cells of `CELL_MAX_NETWORK_SIZE`,
+/// then bounded by the connection's own bucket and by the global bucket itself.
+#[inline]
+pub(crate) fn bucket_share(global: &TokenBucket, conn: Option<&TokenBucket>) -> u64 {
+    const LOW: u64 = 4 * crate::cell::CELL_NETWORK_SIZE;
+    const HIGH: u64 = 32 * crate::cell::CELL_NETWORK_SIZE;
+    let g = global.tokens();
+    let mut n = (g / 8).clamp(LOW, HIGH).min(g);
+    if let Some(c) = conn {
+        n = n.min(c.tokens());
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn share_is_an_eighth_clamped_to_4_and_32_cells() {
+        let b = |t: u64| {
+            let mut b = TokenBucket::new(1, 10_000_000);
+            b.take(10_000_000 - t);
+            b
+        };
+        assert_eq!(bucket_share(&b(80_000), None), 10_000);
+        assert_eq!(bucket_share(&b(1_000_000), None), 32 * 514, "16 KiB cap (tor: 32 cells)");
+        assert_eq!(bucket_share(&b(4_000), None), 4 * 514, "floor of 4 cells");
+        assert_eq!(bucket_share(&b(1_000), None), 1_000, "never more than the bucket holds");
+        assert_eq!(bucket_share(&b(80_000), Some(&b(300))), 300, "connection bucket bounds it");
+        assert_eq!(bucket_share(&TokenBucket::unlimited(), None), 32 * 514);
+    }
+}

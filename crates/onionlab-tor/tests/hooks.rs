@@ -1,0 +1,84 @@
+//! Relay hooks and the circuit rate limit: the handles mechanisms use.
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use common::*;
+use onionlab_core::{SimDuration, SimTime};
+use onionlab_tor::cell::{CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
+use onionlab_tor::*;
+
+/// Throttles every client connection to a fixed rate after `after`, and logs what it saw.
+struct ThrottleAfter {
+    after: SimTime,
+    rate: u64,
+    seen: Rc<RefCell<Vec<(SimTime, Vec<ClientConnection>)>>>,
+}
+
+impl RelayHook for ThrottleAfter {
+    fn interval(&self) -> SimDuration {
+        SimDuration::from_secs(1)
+    }
+    fn on_tick(&mut self, now: SimTime, relay: &mut RelayControl<'_>) {
+        let conns = relay.client_connections();
+        if now >= self.after {
+            for c in &conns {
+                relay.set_throttle(c.chan, Some((self.rate, self.rate)));
+            }
+        }
+        self.seen.borrow_mut().push((now, conns));
+    }
+    fn name(&self) -> &'static str {
+        "throttle-after"
+    }
+}
+
+#[test]
+fn a_hook_ticks_sees_client_connections_and_throttles_them() {
+    let (mut sim, r, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 2, 1);
+    let seen = Rc::new(RefCell::new(vec![]));
+    let hook = ThrottleAfter { after: secs(5.0), rate: 20 * KIB, seen: seen.clone() };
+    sim.tor.set_relay_hook(&mut sim.q, r[0], Box::new(hook)).unwrap();
+    for &cl in &c {
+        sim.start_stream(cl, s, 50 * MIB, 0).unwrap();
+    }
+    sim.run_until(secs(5.0), |_| {});
+    let before = sim.tor.node_stats(r[0]).bytes_written;
+    sim.run_until(secs(25.0), |_| {});
+    let after = sim.tor.node_stats(r[0]).bytes_written;
+    let seen = seen.borrow();
+    assert_eq!(seen.len(), 25, "one tick per second");
+    assert_eq!(seen[3].1.len(), 2, "both clients' connections are visible");
+    assert!(seen[3].1.iter().all(|cc| cc.throttle.is_none()));
+    assert!(seen[10].1.iter().all(|cc| cc.throttle == Some((20 * KIB, 20 * KIB))));
+    // Counters grow, and the guard's relay-side connections are not reported as clients.
+    assert!(seen[4].1[0].bytes_written > seen[3].1[0].bytes_written);
+    // Two connections at 20 KiB/s for 20 s (plus the first burst and one refill).
+    let rate = (after - before) as f64 / 20.0;
+    assert!(rate <= 2.0 * 20.0 * 1024.0 * 1.1, "guard wrote {rate} B/s to two throttled clients");
+    sim.tor.check_invariants().unwrap();
+}
+
+#[test]
+fn hooks_only_go_on_relays() {
+    let (mut sim, _, c, _) = line(TorConfig::default(), SimDuration::from_millis(10), [MIB; 3], 1, 1);
+    let hook = ThrottleAfter { after: SimTime::ZERO, rate: 1, seen: Default::default() };
+    assert!(matches!(sim.tor.set_relay_hook(&mut sim.q, c[0], Box::new(hook)), Err(TorError::WrongKind(..))));
+}
+
+#[test]
+fn circuit_rate_limit_paces_the_exit() {
+    let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    let sid = sim.start_stream(c[0], s, 2 * MIB, 0).unwrap();
+    let circ = sim.tor.stream_circuit(sid);
+    let limit = 40 * KIB;
+    sim.tor.set_circuit_rate_limit(&mut sim.q, circ, limit, limit);
+    sim.run_until(secs(200.0), |t| t.check_invariants().unwrap());
+    let rec = sim.tor.take_records().pop().unwrap();
+    let wire = ((2 * MIB).div_ceil(RELAY_PAYLOAD_SIZE) * CELL_WIRE_BYTES) as f64;
+    let rate = wire / rec.ttlb.unwrap().as_secs_f64();
+    eprintln!("rate-limited circuit: {rate:.0} B/s of cells (limit {limit})");
+    assert!(rate <= limit as f64 * 1.03 && rate >= limit as f64 * 0.9, "{rate}");
+}

@@ -1,0 +1,5 @@
+import sys
+
+from onionlab.cli import main
+
+sys.exit(main())
