@@ -112,5 +112,7 @@ pub struct StreamRecord {
     pub ttlb: Option<onionlab_core::SimDuration>,
     /// Relays of the circuit: guard, middle, exit.
     pub path: Vec<NodeId>,
+    /// Build time of the circuit the stream used (tornettools' circuit_build_time).
+    pub circuit_build_time: Option<onionlab_core::SimDuration>,
     pub error: Option<&'static str>,
 }

@@ -52,6 +52,9 @@ pub enum TorEvent {
     ChannelOpen { chan: u32 },
     /// A relay hook's periodic tick.
     Hook { node: NodeId },
+    /// A timer of the application driving the network (workloads, metrics). The Tor
+    /// model never schedules or handles these; its driver does.
+    App { token: u64 },
 }
 
 impl From<NetEvent> for TorEvent {
@@ -163,6 +166,8 @@ pub struct TorNetwork {
     streams: Vec<Stream>,
     records: Vec<StreamRecord>,
     hooks: Vec<Option<Box<dyn RelayHook>>>,
+    /// Circuits with a packaging rate limit (refilled with their exit's buckets).
+    rate_limited: Vec<u32>,
     rng_streams: RngStreams,
     notices: Vec<NetNotice>,
     dirty: Vec<NodeId>,
@@ -194,6 +199,7 @@ impl TorNetwork {
             streams: Vec::new(),
             records: Vec::new(),
             hooks: Vec::new(),
+            rate_limited: Vec::new(),
             rng_streams: RngStreams::new(seed),
             notices: Vec::new(),
             dirty: Vec::new(),
@@ -291,6 +297,9 @@ impl TorNetwork {
     /// the hook congestion controllers use. Refilled with the exit's buckets.
     pub fn set_circuit_rate_limit(&mut self, q: &mut EventQueue<TorEvent>, circ: u32, rate: u64, burst: u64) {
         let c = &mut self.circuits[circ as usize];
+        if c.rate_limit.is_none() {
+            self.rate_limited.push(circ);
+        }
         c.rate_limit = Some(TokenBucket::new(rate, burst));
         let exit = c.nodes[c.exit_pos()];
         self.ensure_refill(q, exit);
@@ -650,6 +659,7 @@ impl TorNetwork {
             ttfb: s.first_byte.map(|t| t.saturating_since(s.start)),
             ttlb: error.is_none().then(|| now.saturating_since(s.start)),
             path: c.nodes[1..].to_vec(),
+            circuit_build_time: c.opened_at.map(|t| t.saturating_since(c.created_at)),
             error,
         });
     }
@@ -722,6 +732,7 @@ impl TorNetwork {
                     self.mark_dirty(nodes[i]);
                 }
             }
+            TorEvent::App { .. } => {}
             TorEvent::Hook { node } => {
                 let mut hook = self.hooks[node as usize].take().expect("hook events only for relays with hooks");
                 let interval = hook.interval();
@@ -887,17 +898,15 @@ impl TorNetwork {
         }
         self.nodes[node as usize].chans = chans;
         // Circuit rate limits live at exits; refill those whose exit this is.
-        if self.circuits.iter().any(|c| c.rate_limit.is_some()) {
-            for ci in 0..self.circuits.len() {
-                let c = &mut self.circuits[ci];
-                if c.nodes[c.exit_pos()] == node {
-                    if let Some(b) = c.rate_limit.as_mut() {
-                        b.refill(iv);
-                        let streams = c.streams.clone();
-                        for sid in streams {
-                            self.wake_edge(node, sid);
-                        }
-                    }
+        for k in 0..self.rate_limited.len() {
+            let c = &mut self.circuits[self.rate_limited[k] as usize];
+            if c.nodes[c.exit_pos()] == node {
+                if let Some(b) = c.rate_limit.as_mut() {
+                    b.refill(iv);
+                }
+                let streams = c.streams.clone();
+                for sid in streams {
+                    self.wake_edge(node, sid);
                 }
             }
         }
@@ -1107,6 +1116,22 @@ impl TorNetwork {
     }
 
     // ------------------------------------------------------------------ checks
+
+    /// Cells waiting at each node: in its circuit queues and its channel outbufs.
+    pub fn queued_cells_per_node(&self) -> Vec<u64> {
+        let mut out = vec![0; self.nodes.len()];
+        for c in &self.circuits {
+            for (pos, q) in c.queues.iter().enumerate() {
+                out[c.nodes[pos] as usize] += q[0].len() + q[1].len();
+            }
+        }
+        for ch in &self.chans {
+            for (i, e) in ch.ends.iter().enumerate() {
+                out[ch.nodes[i] as usize] += e.outbuf.len();
+            }
+        }
+        out
+    }
 
     /// Cells in circuit queues, outbufs and on the wire.
     pub fn cells_in_flight(&self) -> u64 {

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Derive an onionlab relay list ([[relays]] TOML) from a Tor v3 consensus.
+
+Development tool, run by hand; the examples commit its output. Uses stem (pip install stem)
+to parse the consensus. Selection keeps the bandwidth distribution and the flag proportions:
+relays are split by position class (Guard only, Exit only, Guard+Exit, neither), each class
+gets a share of the N relays proportional to its size, and within a class relays are taken
+at evenly spaced bandwidth quantiles (the relay at rank (i + 0.5) / k of the sorted class).
+BandwidthRate is the consensus bandwidth ("w Bandwidth=", KB/s; in the 2010 consensus the
+relay's self-advertised bandwidth) in KiB/s.
+
+Usage: tools/relays_from_consensus.py CONSENSUS N > relays.toml
+"""
+
+import sys
+
+from stem.descriptor import DocumentHandler, parse_file
+
+
+def main() -> int:
+    path, n = sys.argv[1], int(sys.argv[2])
+    doc = next(parse_file(path, "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
+    relays = [
+        r
+        for r in doc.routers.values()
+        if r.bandwidth and {"Fast", "Running", "Valid"} <= set(r.flags)
+    ]
+    classes = {}
+    for r in relays:
+        key = ("Guard" in r.flags, "Exit" in r.flags and "BadExit" not in r.flags)
+        classes.setdefault(key, []).append(r)
+    total = len(relays)
+    # Largest-remainder apportionment of n over the classes.
+    quotas = {k: n * len(v) / total for k, v in classes.items()}
+    counts = {k: int(q) for k, q in quotas.items()}
+    for k in sorted(quotas, key=lambda k: quotas[k] - counts[k], reverse=True)[: n - sum(counts.values())]:
+        counts[k] += 1
+    chosen = []
+    for k in sorted(classes):
+        members = sorted(classes[k], key=lambda r: (r.bandwidth, r.fingerprint))
+        m = counts[k]
+        chosen += [members[int((i + 0.5) * len(members) / m)] for i in range(m)]
+    chosen.sort(key=lambda r: (-r.bandwidth, r.nickname))
+    print(f"# {n} relays derived from {path.split('/')[-1]} (valid-after {doc.valid_after})")
+    print("# by tools/relays_from_consensus.py: stratified by flag class, evenly spaced bandwidth quantiles.")
+    print(f"# Source relays: {total} Fast+Running+Valid with bandwidth > 0.")
+    names = set()
+    for r in chosen:
+        name = r.nickname
+        while name in names:
+            name += "_"
+        names.add(name)
+        flags = [f for f in ("Guard", "Exit", "Fast", "Stable") if f in r.flags]
+        print()
+        print("[[relays]]")
+        print(f'name = "{name}"')
+        print(f'bandwidth = "{r.bandwidth} KiB/s"')
+        print(f"consensus_weight = {r.bandwidth}")
+        print(f"flags = {flags!r}".replace("'", '"'))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
