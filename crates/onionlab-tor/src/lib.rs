@@ -17,6 +17,7 @@
 pub mod cell;
 pub mod channel;
 pub mod circuit;
+pub mod ewma;
 pub mod flow_control;
 pub mod hooks;
 pub mod network;

@@ -30,15 +30,21 @@ pub trait CircuitScheduler {
 /// Which scheduler a relay runs on its channels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SchedulerKind {
-    /// Round robin over active circuits, `quantum` cells per turn.
+    /// Round robin over active circuits, one cell per turn (the papers' "vanilla").
     #[default]
     RoundRobin,
+    /// Tor's circuit EWMA with tick-based decay ([`crate::ewma::EwmaScheduler`]).
+    Ewma { halflife: onionlab_core::SimDuration, tick: onionlab_core::SimDuration },
+    /// The paper's exact-decay EWMA ([`crate::ewma::ExactEwmaScheduler`]).
+    EwmaExact { halflife: onionlab_core::SimDuration },
 }
 
 impl SchedulerKind {
     pub fn build(self) -> Box<dyn CircuitScheduler> {
         match self {
             SchedulerKind::RoundRobin => Box::new(RoundRobin::new(1)),
+            SchedulerKind::Ewma { halflife, tick } => Box::new(crate::ewma::EwmaScheduler::new(halflife, tick)),
+            SchedulerKind::EwmaExact { halflife } => Box::new(crate::ewma::ExactEwmaScheduler::new(halflife)),
         }
     }
 }

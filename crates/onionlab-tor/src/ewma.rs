@@ -1,0 +1,297 @@
+//! Circuit EWMA scheduling (Tang & Goldberg, CCS 2010), as tor ships it and in exact form.
+//!
+//! **Owns:** [`EwmaScheduler`], tor's tick-based implementation (`circuitmux_ewma.c`), and
+//! [`ExactEwmaScheduler`], the paper's definition evaluated exactly. Both send one cell at a
+//! time from the active circuit with the lowest exponentially decayed count of cells sent,
+//! and pick the same sequence on the same input (tested below).
+//! **Must not touch:** queues; like every [`CircuitScheduler`] it sees circuit ids only.
+//!
+//! Parameters (tor names, `../shared/specs/tor-constants.md` 3.2):
+//! - `CircuitPriorityHalflife` H, seconds: consensus `CircuitPriorityHalflifeMsec`, default
+//!   **30 s** (tor); the paper's experiments use 1.5-99 s (its original patch: 66 s).
+//! - `CircuitPriorityTickSecs` L, seconds: default **10 s** (tor), range 1-600.
+//! - Scale factor per tick F = 2^(-L/H) (0.794 with the defaults).
+//!
+//! The count of a circuit is A(t) = sum over its sent cells of 2^(-(t - t_sent)/H); a new
+//! circuit starts at 0. Ties go to the circuit activated first (tor's heap breaks them
+//! arbitrarily; the spec recommends activation order for reproducibility).
+
+use std::collections::BTreeMap;
+
+use onionlab_core::{SimDuration, SimTime};
+
+use crate::scheduler::CircuitScheduler;
+
+/// Default `CircuitPriorityHalflifeMsec` (circuitmux_ewma.c: CMUX_PRIORITY_HALFLIFE_MSEC_DEFAULT).
+pub const DEFAULT_HALFLIFE: SimDuration = SimDuration::from_secs(30);
+/// Default `CircuitPriorityTickSecs`.
+pub const DEFAULT_TICK: SimDuration = SimDuration::from_secs(10);
+
+#[derive(Clone, Copy, Debug)]
+struct TickState {
+    count: f64,
+    last_tick: u64,
+}
+
+/// Tor's tick-based EWMA: counts are kept relative to the start of the current tick and
+/// all active counts are scaled by F^(ticks elapsed) at the first decision of a new tick.
+/// A cell sent a fraction phi into the tick adds F^(-phi).
+#[derive(Clone, Debug)]
+pub struct EwmaScheduler {
+    tick_ns: u64,
+    /// ln F = ln(0.5) * L / H.
+    ln_f: f64,
+    last_tick: u64,
+    /// Active circuits in activation order.
+    active: Vec<u32>,
+    state: BTreeMap<u32, TickState>,
+}
+
+impl EwmaScheduler {
+    /// Panics only if `halflife` or `tick` is zero (the config layer rejects both).
+    pub fn new(halflife: SimDuration, tick: SimDuration) -> Self {
+        assert!(halflife > SimDuration::ZERO && tick > SimDuration::ZERO, "EWMA half-life and tick must be positive");
+        EwmaScheduler {
+            tick_ns: tick.as_nanos(),
+            ln_f: 0.5f64.ln() * tick.as_secs_f64() / halflife.as_secs_f64(),
+            last_tick: 0,
+            active: Vec::new(),
+            state: BTreeMap::new(),
+        }
+    }
+
+    /// The per-tick scale factor F.
+    pub fn scale_factor(&self) -> f64 {
+        self.ln_f.exp()
+    }
+
+    fn tick_of(&self, now: SimTime) -> u64 {
+        now.as_nanos() / self.tick_ns
+    }
+
+    /// Advances to the tick of `now`, scaling every active count.
+    fn recalibrate(&mut self, now: SimTime) {
+        let k = self.tick_of(now);
+        if k != self.last_tick {
+            let f = (self.ln_f * (k - self.last_tick) as f64).exp();
+            for c in &self.active {
+                let s = self.state.get_mut(c).expect("active circuits have state");
+                s.count *= f;
+                s.last_tick = k;
+            }
+            self.last_tick = k;
+        }
+    }
+
+    /// A circuit's count relative to the start of the current tick (for tests and traces).
+    pub fn count(&self, circ: u32) -> Option<f64> {
+        self.state.get(&circ).map(|s| s.count * (self.ln_f * (self.last_tick - s.last_tick) as f64).exp())
+    }
+}
+
+impl CircuitScheduler for EwmaScheduler {
+    fn activate(&mut self, circ: u32, _now: SimTime) {
+        // Lazy rescale of a circuit that was idle for some ticks (tor rescales to the mux's
+        // last recalibration tick, not to the current time).
+        let last = self.last_tick;
+        let ln_f = self.ln_f;
+        let s = self.state.entry(circ).or_insert(TickState { count: 0.0, last_tick: last });
+        if s.last_tick < last {
+            s.count *= (ln_f * (last - s.last_tick) as f64).exp();
+            s.last_tick = last;
+        }
+        debug_assert!(!self.active.contains(&circ));
+        self.active.push(circ);
+    }
+
+    fn deactivate(&mut self, circ: u32) {
+        if let Some(i) = self.active.iter().position(|&c| c == circ) {
+            self.active.remove(i);
+        }
+    }
+
+    fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
+        self.recalibrate(now);
+        let mut best: Option<(u32, f64)> = None;
+        for &c in &self.active {
+            let v = self.state[&c].count;
+            if best.is_none_or(|(_, b)| v < b) {
+                best = Some((c, v));
+            }
+        }
+        best.map(|(c, _)| (c, 1))
+    }
+
+    fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
+        self.recalibrate(now);
+        let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
+        let inc = (-self.ln_f * phi).exp();
+        if let Some(s) = self.state.get_mut(&circ) {
+            s.count += n as f64 * inc;
+        }
+    }
+
+    fn active(&self) -> usize {
+        self.active.len()
+    }
+
+    fn name(&self) -> &'static str {
+        "ewma"
+    }
+}
+
+/// The paper's definition evaluated exactly: every decision decays every active count to
+/// the decision time (Tang's "prioritized (list)" implementation, V1 in the spec).
+#[derive(Clone, Debug)]
+pub struct ExactEwmaScheduler {
+    /// ln 2 / H, per nanosecond.
+    lambda: f64,
+    active: Vec<u32>,
+    /// (count, time of last update).
+    state: BTreeMap<u32, (f64, SimTime)>,
+}
+
+impl ExactEwmaScheduler {
+    pub fn new(halflife: SimDuration) -> Self {
+        assert!(halflife > SimDuration::ZERO, "EWMA half-life must be positive");
+        ExactEwmaScheduler { lambda: std::f64::consts::LN_2 / halflife.as_nanos() as f64, active: Vec::new(), state: BTreeMap::new() }
+    }
+
+    fn decay(&mut self, circ: u32, now: SimTime) -> f64 {
+        let lambda = self.lambda;
+        let s = self.state.entry(circ).or_insert((0.0, now));
+        s.0 *= (-lambda * now.saturating_since(s.1).as_nanos() as f64).exp();
+        s.1 = now;
+        s.0
+    }
+
+    /// The circuit's count A(now).
+    pub fn count(&mut self, circ: u32, now: SimTime) -> f64 {
+        self.decay(circ, now)
+    }
+}
+
+impl CircuitScheduler for ExactEwmaScheduler {
+    fn activate(&mut self, circ: u32, now: SimTime) {
+        self.decay(circ, now);
+        self.active.push(circ);
+    }
+
+    fn deactivate(&mut self, circ: u32) {
+        if let Some(i) = self.active.iter().position(|&c| c == circ) {
+            self.active.remove(i);
+        }
+    }
+
+    fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
+        let mut best: Option<(u32, f64)> = None;
+        for i in 0..self.active.len() {
+            let c = self.active[i];
+            let v = self.decay(c, now);
+            if best.is_none_or(|(_, b)| v < b) {
+                best = Some((c, v));
+            }
+        }
+        best.map(|(c, _)| (c, 1))
+    }
+
+    fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
+        self.decay(circ, now);
+        if let Some(s) = self.state.get_mut(&circ) {
+            s.0 += n as f64;
+        }
+    }
+
+    fn active(&self) -> usize {
+        self.active.len()
+    }
+
+    fn name(&self) -> &'static str {
+        "ewma-exact"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn t(secs: f64) -> SimTime {
+        SimTime::ZERO + SimDuration::from_secs_f64(secs)
+    }
+
+    #[test]
+    fn hand_worked_counts_over_ticks() {
+        // H = 30 s, L = 10 s: F = 0.5^(1/3) = 0.7937.
+        let mut s = EwmaScheduler::new(SimDuration::from_secs(30), SimDuration::from_secs(10));
+        assert!((s.scale_factor() - 0.793_700_5).abs() < 1e-6);
+        s.activate(1, t(0.0));
+        // 10 cells at t = 0 (phi = 0): count 10.
+        s.on_cells_sent(1, 10, t(0.0));
+        assert!((s.count(1).unwrap() - 10.0).abs() < 1e-9);
+        // 4 cells at t = 5 s (phi = 0.5): each weighs F^-0.5 = 2^(5/30) = 1.1225.
+        s.on_cells_sent(1, 4, t(5.0));
+        assert!((s.count(1).unwrap() - (10.0 + 4.0 * 2f64.powf(5.0 / 30.0))).abs() < 1e-9);
+        // At the tick boundary t = 10 s everything scales by F: 14.49 * 0.7937 = 11.50,
+        // which is the exact EWMA at t = 10: 10 * 2^(-10/30) + 4 * 2^(-5/30) = 11.4997.
+        s.pick(t(10.0));
+        let exact = 10.0 * 2f64.powf(-10.0 / 30.0) + 4.0 * 2f64.powf(-5.0 / 30.0);
+        assert!((s.count(1).unwrap() - exact).abs() < 1e-9, "{} vs {exact}", s.count(1).unwrap());
+        // Two ticks later (t = 30 s): another F^2.
+        s.pick(t(30.0));
+        assert!((s.count(1).unwrap() - exact * s.scale_factor().powi(2)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn quiet_circuit_beats_bulk_and_new_circuits_start_at_zero() {
+        let mut s = EwmaScheduler::new(DEFAULT_HALFLIFE, DEFAULT_TICK);
+        s.activate(1, t(0.0));
+        for i in 0..100 {
+            let (c, _) = s.pick(t(i as f64 * 0.01)).unwrap();
+            s.on_cells_sent(c, 1, t(i as f64 * 0.01));
+        }
+        s.activate(2, t(1.0));
+        assert_eq!(s.pick(t(1.0)), Some((2, 1)), "the new, quiet circuit goes first");
+        s.on_cells_sent(2, 1, t(1.0));
+        assert_eq!(s.pick(t(1.0)), Some((2, 1)), "and keeps going while its count is lower");
+    }
+
+    proptest! {
+        /// Tor's tick-based form and the exact definition choose the same circuits.
+        #[test]
+        fn tick_based_and_exact_pick_the_same_sequence(
+            ops in prop::collection::vec((0u32..6, 0u64..400, 1u32..4), 1..300),
+            halflife_s in prop::sample::select(vec![1.5f64, 3.0, 10.0, 30.0, 66.0]),
+        ) {
+            let h = SimDuration::from_secs_f64(halflife_s);
+            let mut a = EwmaScheduler::new(h, DEFAULT_TICK);
+            let mut b = ExactEwmaScheduler::new(h);
+            let mut now = SimTime::ZERO;
+            let mut active = std::collections::BTreeSet::new();
+            for (circ, gap_ms, n) in ops {
+                now += SimDuration::from_millis(gap_ms * 7);
+                if !active.contains(&circ) {
+                    active.insert(circ);
+                    a.activate(circ, now);
+                    b.activate(circ, now);
+                }
+                let pa = a.pick(now);
+                let pb = b.pick(now);
+                // Floating-point near-ties may break differently; require equal counts then.
+                if pa != pb {
+                    let (ca, cb) = (pa.unwrap().0, pb.unwrap().0);
+                    let (va, vb) = (b.count(ca, now), b.count(cb, now));
+                    prop_assert!((va - vb).abs() <= 1e-9 * va.max(1.0), "picked {ca} ({va}) vs {cb} ({vb})");
+                }
+                let (c, _) = pb.unwrap();
+                a.on_cells_sent(c, n, now);
+                b.on_cells_sent(c, n, now);
+                if n == 3 {
+                    active.remove(&c);
+                    a.deactivate(c);
+                    b.deactivate(c);
+                }
+            }
+        }
+    }
+}
