@@ -24,3 +24,5 @@ pub use event::{EventClass, EventQueue, ScheduleError, Scheduled};
 pub use rng::{RngStreams, SimRng};
 pub use time::{SimDuration, SimTime};
 pub use trace::{Trace, TraceRecord};
+pub mod units;
+pub use units::{parse_bandwidth, parse_duration, parse_size, UnitError};
