@@ -25,7 +25,7 @@ impl SimTime {
         self.0
     }
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 * 1e-9
+        self.0 as f64 / 1e9
     }
     /// Time elapsed since `earlier`; zero if `earlier` is later (saturating, never panics).
     pub fn saturating_since(self, earlier: SimTime) -> SimDuration {
@@ -61,7 +61,7 @@ impl SimDuration {
         self.0
     }
     pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 * 1e-9
+        self.0 as f64 / 1e9
     }
     pub fn saturating_mul(self, k: u64) -> Self {
         SimDuration(self.0.saturating_mul(k))

@@ -6,9 +6,12 @@
 
 use onionlab_core::SimDuration;
 use onionlab_net::{jain_index, HostSpec, LatencyModel, TransferRunner, TransportConfig};
+use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
+
+create_exception!(_core, ConfigError, PyValueError, "The experiment config has problems; args[1] lists them.");
 
 fn positive(name: &str, v: f64) -> PyResult<f64> {
     if v.is_finite() && v > 0.0 {
@@ -93,9 +96,122 @@ fn transport_demo(
     Ok(out.unbind())
 }
 
+fn load_config(py: Python<'_>, path: &str) -> PyResult<onionlab_config::model::ExperimentConfig> {
+    onionlab_config::load_file(std::path::Path::new(path)).map_err(|errs| {
+        let problems = PyList::empty(py);
+        for e in &errs.0 {
+            let d = PyDict::new(py);
+            let _ = d.set_item("path", &e.path);
+            let _ = d.set_item("message", &e.message);
+            let _ = d.set_item("hint", e.hint.as_deref());
+            let _ = problems.append(d);
+        }
+        ConfigError::new_err((errs.to_string(), problems.unbind()))
+    })
+}
+
+/// Validates the experiment file at `path`; returns the fully resolved config as TOML.
+/// Raises `ConfigError` listing every problem.
+#[pyfunction]
+fn check_config(py: Python<'_>, path: &str) -> PyResult<String> {
+    let cfg = load_config(py, path)?;
+    Ok(onionlab_config::to_toml(&cfg))
+}
+
+fn column<'py, T: IntoPyObject<'py> + Clone>(py: Python<'py>, d: &Bound<'py, PyDict>, name: &str, v: Vec<T>) -> PyResult<()> {
+    let _ = py;
+    d.set_item(name, v)
+}
+
+/// Runs one seed of the experiment at `path`. `progress(sim_done_s, sim_total_s, events)`
+/// is called about 100 times. Returns {"downloads": {column: list}, "relays": {...},
+/// "summary": {...}}.
+#[pyfunction]
+#[pyo3(signature = (path, seed, progress=None))]
+fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObject>) -> PyResult<Py<PyDict>> {
+    let cfg = load_config(py, path)?;
+    let mut cb_err: Option<PyErr> = None;
+    let out = {
+        let mut cb = |done: f64, total: f64, events: u64| {
+            if let (Some(p), None) = (progress.as_ref(), cb_err.as_ref()) {
+                if let Err(e) = p.call1(py, (done, total, events)) {
+                    cb_err = Some(e);
+                }
+            }
+            // Let Ctrl-C interrupt long runs.
+            if cb_err.is_none() {
+                if let Err(e) = py.check_signals() {
+                    cb_err = Some(e);
+                }
+            }
+        };
+        onionlab_sim::run(&cfg, seed, Some(&mut cb))
+    };
+    if let Some(e) = cb_err {
+        return Err(e);
+    }
+    let out = out.map_err(|e| PyValueError::new_err(e.to_string()))?;
+
+    let dl = PyDict::new(py);
+    let d = &out.downloads;
+    column(py, &dl, "seed", d.iter().map(|r| r.seed).collect::<Vec<_>>())?;
+    column(py, &dl, "client", d.iter().map(|r| r.client.clone()).collect::<Vec<_>>())?;
+    column(py, &dl, "class", d.iter().map(|r| r.class.clone()).collect::<Vec<_>>())?;
+    column(py, &dl, "size", d.iter().map(|r| r.size).collect::<Vec<_>>())?;
+    column(py, &dl, "start", d.iter().map(|r| r.start).collect::<Vec<_>>())?;
+    column(py, &dl, "ttfb", d.iter().map(|r| r.ttfb).collect::<Vec<_>>())?;
+    column(py, &dl, "ttlb", d.iter().map(|r| r.ttlb).collect::<Vec<_>>())?;
+    column(py, &dl, "goodput", d.iter().map(|r| r.goodput).collect::<Vec<_>>())?;
+    column(py, &dl, "circuit_build_time", d.iter().map(|r| r.circuit_build_time).collect::<Vec<_>>())?;
+    column(py, &dl, "path", d.iter().map(|r| r.path.clone()).collect::<Vec<_>>())?;
+    column(py, &dl, "error", d.iter().map(|r| r.error.clone()).collect::<Vec<_>>())?;
+
+    let rl = PyDict::new(py);
+    let r = &out.relays;
+    column(py, &rl, "seed", r.iter().map(|x| x.seed).collect::<Vec<_>>())?;
+    column(py, &rl, "relay", r.iter().map(|x| x.relay.clone()).collect::<Vec<_>>())?;
+    column(py, &rl, "interval_start", r.iter().map(|x| x.interval_start).collect::<Vec<_>>())?;
+    column(py, &rl, "bytes_read", r.iter().map(|x| x.bytes_read).collect::<Vec<_>>())?;
+    column(py, &rl, "bytes_written", r.iter().map(|x| x.bytes_written).collect::<Vec<_>>())?;
+    column(py, &rl, "queued_cells", r.iter().map(|x| x.queued_cells).collect::<Vec<_>>())?;
+    column(py, &rl, "bucket_empty_s", r.iter().map(|x| x.bucket_empty_s).collect::<Vec<_>>())?;
+
+    let s = &out.summary;
+    let sm = PyDict::new(py);
+    sm.set_item("experiment", &s.experiment)?;
+    sm.set_item("seed", s.seed)?;
+    sm.set_item("sim_seconds", s.sim_seconds)?;
+    sm.set_item("warmup_seconds", s.warmup_seconds)?;
+    sm.set_item("events", s.events)?;
+    sm.set_item("wall_seconds", s.wall_seconds)?;
+    let counters = PyDict::new(py);
+    for (k, v) in &s.counters {
+        counters.set_item(k, v)?;
+    }
+    sm.set_item("counters", counters)?;
+    let classes = PyDict::new(py);
+    for (k, v) in &s.classes {
+        let c = PyDict::new(py);
+        c.set_item("downloads", v.downloads)?;
+        c.set_item("errors", v.errors)?;
+        c.set_item("bytes", v.bytes)?;
+        classes.set_item(k, c)?;
+    }
+    sm.set_item("classes", classes)?;
+
+    let res = PyDict::new(py);
+    res.set_item("downloads", dl)?;
+    res.set_item("relays", rl)?;
+    res.set_item("summary", sm)?;
+    Ok(res.unbind())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add_function(wrap_pyfunction!(transport_demo, m)?)?;
+    m.add_function(wrap_pyfunction!(check_config, m)?)?;
+    m.add_function(wrap_pyfunction!(run_experiment, m)?)?;
     Ok(())
 }

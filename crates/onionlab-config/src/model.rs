@@ -1,0 +1,213 @@
+//! The validated experiment configuration: what a run is built from.
+//!
+//! **Owns:** the types of a fully resolved, validated experiment. Every unit is converted
+//! (bytes, bits per second, [`SimDuration`]), every default filled in, every file read.
+//! **Must not touch:** parsing or validation (that is [`crate::parse`]) and anything that
+//! runs the simulation.
+//!
+//! `Serialize` renders the resolved config for `onionlab show-config`.
+
+use std::collections::BTreeMap;
+
+use onionlab_core::SimDuration;
+use serde::Serialize;
+
+/// A validated experiment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExperimentConfig {
+    pub experiment: ExperimentSection,
+    pub tor: TorParams,
+    pub network: NetworkConfig,
+    pub relays: Vec<RelayConfig>,
+    pub clients: Vec<ClientGroup>,
+    pub servers: ServerGroup,
+    /// Workloads by name; every client group names one.
+    pub workloads: BTreeMap<String, Workload>,
+    pub mechanisms: Mechanisms,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExperimentSection {
+    pub name: String,
+    /// Simulated time of one run.
+    #[serde(serialize_with = "ser_duration")]
+    pub duration: SimDuration,
+    /// Downloads that start before this are excluded from metrics.
+    #[serde(serialize_with = "ser_duration")]
+    pub warmup: SimDuration,
+    /// One run per seed.
+    pub seeds: Vec<u64>,
+    /// Length of the per-relay metrics interval.
+    #[serde(serialize_with = "ser_duration")]
+    pub metrics_interval: SimDuration,
+}
+
+/// Tor and transport parameters (defaults: tor's, see onionlab-tor's `TorConfig`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TorParams {
+    #[serde(serialize_with = "ser_duration")]
+    pub refill_interval: SimDuration,
+    pub link_handshake_rtts: u32,
+    #[serde(serialize_with = "ser_duration")]
+    pub max_circuit_dirtiness: SimDuration,
+    pub circ_max_cell_queue: u64,
+    pub num_entry_guards: u32,
+    /// Bytes of a client's request.
+    pub request_bytes: u64,
+    pub circ_window: u64,
+    pub circ_window_increment: u64,
+    /// Kernel socket buffers, bytes.
+    pub sndbuf_bytes: u64,
+    pub rcvbuf_bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LatencyConfig {
+    /// The same one-way latency between every pair of hosts.
+    Constant {
+        #[serde(serialize_with = "ser_duration")]
+        one_way: SimDuration,
+    },
+    /// A square matrix of one-way latencies between locations, read from a CSV file
+    /// (milliseconds, no header).
+    Matrix {
+        path: String,
+        #[serde(skip)]
+        one_way: Vec<Vec<SimDuration>>,
+    },
+    /// A Shadow-style GML graph; host locations are node indices in file order.
+    Gml {
+        path: String,
+        #[serde(skip)]
+        text: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NetworkConfig {
+    pub latency: LatencyConfig,
+    /// Consensus bandwidth-weights (Wgg, Wgm, ...) scaled by 10000; `None` = uniform.
+    pub bandwidth_weights: Option<BTreeMap<String, i64>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RelayConfig {
+    pub name: String,
+    /// BandwidthRate, bytes/s.
+    pub bandwidth_rate: u64,
+    /// BandwidthBurst, bytes.
+    pub bandwidth_burst: u64,
+    /// Access link, bits/s.
+    pub link_up: u64,
+    pub link_down: u64,
+    /// Consensus weight for path selection (defaults to bandwidth_rate in KiB/s).
+    pub consensus_weight: u64,
+    /// Consensus flags, e.g. ["Guard", "Exit", "Fast", "Stable"].
+    pub flags: Vec<String>,
+    pub location: u32,
+    /// PerConnBWRate / PerConnBWBurst, bytes/s and bytes.
+    pub perconn: Option<(u64, u64)>,
+}
+
+/// Where the hosts of a group are placed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Placement {
+    /// All at one location.
+    At(u32),
+    /// Host i at location i mod number of locations.
+    RoundRobin,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClientGroup {
+    /// Group name; it is the client class in results (e.g. "web", "bulk").
+    pub name: String,
+    /// Name of the workload the group runs.
+    pub workload: String,
+    pub count: u32,
+    pub link_up: u64,
+    pub link_down: u64,
+    pub placement: Placement,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerGroup {
+    pub count: u32,
+    pub link_up: u64,
+    pub link_down: u64,
+    pub placement: Placement,
+}
+
+/// A distribution of sizes in bytes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "dist", rename_all = "snake_case")]
+pub enum SizeDist {
+    Fixed { bytes: u64 },
+    Uniform { min: u64, max: u64 },
+    /// Sizes with relative weights.
+    Choice { sizes: Vec<u64>, weights: Vec<f64> },
+}
+
+/// A distribution of durations.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "dist", rename_all = "snake_case")]
+pub enum TimeDist {
+    Fixed {
+        #[serde(serialize_with = "ser_duration")]
+        value: SimDuration,
+    },
+    Uniform {
+        #[serde(serialize_with = "ser_duration")]
+        min: SimDuration,
+        #[serde(serialize_with = "ser_duration")]
+        max: SimDuration,
+    },
+    Exponential {
+        #[serde(serialize_with = "ser_duration")]
+        mean: SimDuration,
+    },
+    /// Log-normal with the given median and shape sigma (of the underlying normal).
+    LogNormal {
+        #[serde(serialize_with = "ser_duration")]
+        median: SimDuration,
+        sigma: f64,
+    },
+    /// Pareto with scale (minimum) and shape alpha.
+    Pareto {
+        #[serde(serialize_with = "ser_duration")]
+        scale: SimDuration,
+        alpha: f64,
+    },
+    /// An empirical CDF from a file of `seconds,cumulative_probability` lines, sampled by
+    /// linear interpolation between points.
+    Empirical {
+        path: String,
+        /// (seconds, cumulative probability), probabilities increasing to 1.
+        #[serde(skip)]
+        points: Vec<(f64, f64)>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Workload {
+    /// Download a file, think, repeat forever.
+    Web { size: SizeDist, think: TimeDist },
+    /// Download files back to back.
+    Bulk { size: SizeDist },
+    /// onionperf-like: a file drawn from `sizes` (50 KiB / 1 MiB / 5 MiB, weights 12:2:1
+    /// by default), then a pause.
+    Perf { size: SizeDist, pause: TimeDist },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Mechanisms {
+    /// Circuit scheduler on every relay: "round-robin".
+    pub scheduler: String,
+}
+
+fn ser_duration<S: serde::Serializer>(d: &SimDuration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::format_duration(*d))
+}

@@ -1,0 +1,1367 @@
+//! Parsing and validation: TOML text -> [`toml::Table`] -> validated [`ExperimentConfig`].
+//!
+//! **Owns:** walking the raw TOML tree, applying the defaults and rules of `docs/config.md`,
+//! reading the files a config names (latency matrix, GML, empirical CDFs, relays file), and
+//! collecting *every* problem as a [`ConfigError`] with its field path and a hint.
+//! **Must not touch:** the simulation, and the shape of the validated types (that is
+//! [`crate::model`]).
+//!
+//! We walk `toml::Table` by hand rather than deserialising into structs with
+//! `deny_unknown_fields`: serde stops at the first problem, while `onionlab check` must report
+//! all of them, each at its exact path. Invalid values are replaced by placeholders so that
+//! validation can go on; any recorded error makes the whole result an `Err`, so placeholders
+//! never escape.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+use onionlab_core::units::{parse_bandwidth, parse_duration, parse_size};
+use onionlab_core::SimDuration;
+use toml::{Table, Value};
+
+use crate::format_duration;
+use crate::model::*;
+
+/// One problem in a config, at a field path such as `relays[3].bandwidth`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Field path (`experiment.duration`, `clients[1].workload`,
+    /// `relays_file:relays[0].flags[2]`); empty for problems with the whole file.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it, when we can tell.
+    pub hint: Option<String>,
+}
+
+impl ConfigError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError { path: path.into(), message: message.into(), hint: None }
+    }
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)?;
+        } else {
+            write!(f, "{}: {}", self.path, self.message)?;
+        }
+        if let Some(h) = &self.hint {
+            write!(f, " (hint: {h})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every problem found in a config, in the order the file was walked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// The problem at exactly `path`, if any (handy in tests and tools).
+    pub fn at(&self, path: &str) -> Option<&ConfigError> {
+        self.0.iter().find(|e| e.path == path)
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        ConfigErrors(vec![e])
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        write!(f, "{n} problem{} in the config:", if n == 1 { "" } else { "s" })?;
+        for e in &self.0 {
+            write!(f, "\n{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Consensus flags a relay may carry.
+pub const KNOWN_FLAGS: &[&str] =
+    &["Authority", "BadExit", "Exit", "Fast", "Guard", "HSDir", "Running", "Stable", "V2Dir", "Valid"];
+/// Circuit schedulers the simulator implements.
+pub const SCHEDULERS: &[&str] = &["round-robin"];
+/// Consensus bandwidth-weight names (dir-spec section 3.8.3).
+pub const BANDWIDTH_WEIGHTS: &[&str] = &[
+    "Wbd", "Wbe", "Wbg", "Wbm", "Wdb", "Web", "Wed", "Wee", "Weg", "Wem", "Wgb", "Wgd", "Wgg", "Wgm",
+    "Wmb", "Wmd", "Wme", "Wmg", "Wmm",
+];
+
+const TOP_KEYS: &[&str] =
+    &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms"];
+const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval"];
+const TOR_KEYS: &[&str] = &[
+    "refill_interval",
+    "link_handshake_rtts",
+    "max_circuit_dirtiness",
+    "circ_max_cell_queue",
+    "num_entry_guards",
+    "request_size",
+    "circ_window",
+    "circ_window_increment",
+    "sndbuf",
+    "rcvbuf",
+];
+const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights"];
+const LATENCY_KEYS: &[&str] = &["constant", "matrix", "gml"];
+const RELAY_KEYS: &[&str] =
+    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn"];
+const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement"];
+const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
+const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf"];
+const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];
+const TIME_DISTS: &[&str] = &["fixed", "uniform", "exponential", "lognormal", "pareto", "empirical"];
+
+const MBIT: u64 = 1_000_000;
+/// Relay access links are never slower than this by default.
+const MIN_DEFAULT_RELAY_LINK: u64 = 10 * MBIT;
+const DEFAULT_CLIENT_UP: u64 = 10 * MBIT;
+const DEFAULT_CLIENT_DOWN: u64 = 20 * MBIT;
+const DEFAULT_SERVER_LINK: u64 = 1_000 * MBIT;
+const DEFAULT_SERVER_COUNT: u32 = 10;
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+
+const DURATION_EXAMPLE: &str = "write a number and a unit, e.g. \"100 ms\", \"1.5 s\", \"10 min\"";
+const SIZE_EXAMPLE: &str = "write a number and a unit, e.g. \"500 B\", \"320 KiB\", \"5 MiB\"";
+const RATE_EXAMPLE: &str = "write a number and a unit, e.g. \"20 Mbit\", \"10 MiB/s\", \"100 KBps\"";
+
+/// Tor's defaults for `[tor]`.
+pub fn default_tor_params() -> TorParams {
+    TorParams {
+        refill_interval: SimDuration::from_millis(100),
+        link_handshake_rtts: 2,
+        max_circuit_dirtiness: SimDuration::from_secs(600),
+        circ_max_cell_queue: 2500,
+        num_entry_guards: 1,
+        request_bytes: 500,
+        circ_window: 1000,
+        circ_window_increment: 100,
+        sndbuf_bytes: 4 * MIB,
+        rcvbuf_bytes: 6 * MIB,
+    }
+}
+
+/// The default web think time: log-normal, median 5 s, sigma 1.25 (mean about 10.9 s; see
+/// docs/config.md for why).
+pub fn default_think_time() -> TimeDist {
+    TimeDist::LogNormal { median: SimDuration::from_secs(5), sigma: 1.25 }
+}
+
+/// The default perf-workload sizes: 50 KiB / 1 MiB / 5 MiB with weights 12:2:1 (onionperf).
+pub fn default_perf_sizes() -> SizeDist {
+    SizeDist::Choice { sizes: vec![50 * KIB, MIB, 5 * MIB], weights: vec![12.0, 2.0, 1.0] }
+}
+
+/// Parses and validates `text`. Relative file names resolve against `base_dir`;
+/// `default_name` is the experiment name when `experiment.name` is absent.
+pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<ExperimentConfig, ConfigErrors> {
+    let root = match text.parse::<Table>() {
+        Ok(t) => t,
+        Err(e) => return Err(syntax_error("", None, text, &e).into()),
+    };
+    let mut cx = Ctx { base_dir, errors: Vec::new() };
+    let cfg = cx.config(&root, default_name);
+    if cx.errors.is_empty() {
+        Ok(cfg)
+    } else {
+        Err(ConfigErrors(cx.errors))
+    }
+}
+
+/// A TOML syntax error as one problem, with line and column (1-based) in the message.
+fn syntax_error(path: &str, file: Option<&str>, text: &str, e: &toml::de::Error) -> ConfigError {
+    let where_ = match e.span() {
+        Some(span) => {
+            let (line, col) = line_col(text, span.start);
+            format!(" at line {line}, column {col}")
+        }
+        None => String::new(),
+    };
+    let file = file.map(|f| format!("{f}: ")).unwrap_or_default();
+    let msg = e.message().trim().replace('\n', " ");
+    ConfigError::new(path, format!("{file}TOML syntax error{where_}: {msg}"))
+        .with_hint("see docs/config.md for the format; strings need quotes, e.g. duration = \"5 min\"")
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut line = 1;
+    let mut col = 1;
+    for (i, c) in text.char_indices() {
+        if i >= offset {
+            break;
+        }
+        if c == '\n' {
+            line += 1;
+            col = 1;
+        } else {
+            col += 1;
+        }
+    }
+    (line, col)
+}
+
+/// `path.key`, or just `key` at the top (or right after a `file:` prefix).
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() || path.ends_with(':') {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("string {s:?}"),
+        Value::Integer(i) => format!("integer {i}"),
+        Value::Float(x) => format!("float {x}"),
+        Value::Boolean(b) => format!("boolean {b}"),
+        Value::Datetime(d) => format!("date-time {d}"),
+        Value::Array(_) => "an array".to_string(),
+        Value::Table(_) => "a table".to_string(),
+    }
+}
+
+/// Levenshtein distance (by chars, case-insensitive: `guard` is close to `Guard`).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.to_lowercase().chars().collect();
+    let b: Vec<char> = b.to_lowercase().chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to `word`, if it is close enough to be a plausible typo.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.chars().count() / 3).max(2);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// "did you mean `x`?" if something is close, else the list of choices.
+fn suggest(word: &str, candidates: &[&str], what: &str) -> String {
+    match closest(word, candidates) {
+        Some(c) => format!("did you mean `{c}`? {what}: {}", candidates.join(", ")),
+        None => format!("{what}: {}", candidates.join(", ")),
+    }
+}
+
+struct Ctx<'a> {
+    base_dir: &'a Path,
+    errors: Vec<ConfigError>,
+}
+
+impl Ctx<'_> {
+    fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors.push(ConfigError::new(path, message));
+    }
+    fn err_hint(&mut self, path: impl Into<String>, message: impl Into<String>, hint: impl Into<String>) {
+        self.errors.push(ConfigError::new(path, message).with_hint(hint));
+    }
+
+    /// Reports every key of `t` not in `known`, suggesting the closest known one.
+    fn keys(&mut self, t: &Table, path: &str, known: &[&str]) {
+        for k in t.keys() {
+            if !known.contains(&k.as_str()) {
+                let hint = suggest(k, known, "Known keys here");
+                self.err_hint(join(path, k), format!("unknown key `{k}`"), hint);
+            }
+        }
+    }
+
+    // ---- value conversions: None means "invalid, already reported" ----
+
+    fn string<'v>(&mut self, v: &'v Value, path: &str) -> Option<&'v str> {
+        match v {
+            Value::String(s) => Some(s.as_str()),
+            other => {
+                self.err(path, format!("expected a string, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn table<'v>(&mut self, v: &'v Value, path: &str) -> Option<&'v Table> {
+        match v {
+            Value::Table(t) => Some(t),
+            other => {
+                self.err(path, format!("expected a table, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn array<'v>(&mut self, v: &'v Value, path: &str) -> Option<&'v Vec<Value>> {
+        match v {
+            Value::Array(a) => Some(a),
+            other => {
+                self.err(path, format!("expected an array, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    /// A non-negative integer no larger than `max`.
+    fn uint(&mut self, v: &Value, path: &str, max: u64) -> Option<u64> {
+        match v {
+            Value::Integer(i) if *i < 0 => {
+                self.err(path, format!("must not be negative, found {i}"));
+                None
+            }
+            Value::Integer(i) if (*i as u64) > max => {
+                self.err(path, format!("{i} is too large (at most {max})"));
+                None
+            }
+            Value::Integer(i) => Some(*i as u64),
+            Value::String(s) if s.trim().parse::<i64>().is_ok() => {
+                self.err_hint(path, format!("expected an integer, found string {s:?}"), format!("drop the quotes: {}", s.trim()));
+                None
+            }
+            other => {
+                self.err(path, format!("expected a non-negative integer, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn u32(&mut self, v: &Value, path: &str) -> Option<u32> {
+        self.uint(v, path, u64::from(u32::MAX)).map(|n| n as u32)
+    }
+    fn u64(&mut self, v: &Value, path: &str) -> Option<u64> {
+        self.uint(v, path, i64::MAX as u64)
+    }
+
+    /// A finite number (integers accepted).
+    fn float(&mut self, v: &Value, path: &str) -> Option<f64> {
+        match v {
+            Value::Integer(i) => Some(*i as f64),
+            Value::Float(x) if x.is_finite() => Some(*x),
+            Value::Float(x) => {
+                self.err(path, format!("must be a finite number, found {x}"));
+                None
+            }
+            other => {
+                self.err(path, format!("expected a number, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    /// A unit string; a bare TOML number is an error because its unit would be a guess.
+    fn unit_str<'v>(&mut self, v: &'v Value, path: &str, what: &str, unit: &str, example: &str) -> Option<&'v str> {
+        match v {
+            Value::String(s) => Some(s.as_str()),
+            Value::Integer(_) | Value::Float(_) => {
+                let n = match v {
+                    Value::Integer(i) => i.to_string(),
+                    Value::Float(x) => x.to_string(),
+                    _ => String::new(),
+                };
+                self.err_hint(
+                    path,
+                    format!("a bare number is ambiguous for a {what}, found {n}"),
+                    format!("give the unit in a string, e.g. \"{n} {unit}\"; {example}"),
+                );
+                None
+            }
+            other => {
+                self.err_hint(path, format!("expected a {what} string, found {}", describe(other)), example.to_string());
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, v: &Value, path: &str) -> Option<SimDuration> {
+        let s = self.unit_str(v, path, "duration", "s", DURATION_EXAMPLE)?;
+        match parse_duration(s) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.err_hint(path, format!("bad duration: {e}"), DURATION_EXAMPLE);
+                None
+            }
+        }
+    }
+
+    /// A duration that must be longer than zero.
+    fn pos_duration(&mut self, v: &Value, path: &str) -> Option<SimDuration> {
+        let d = self.duration(v, path)?;
+        if d == SimDuration::ZERO {
+            self.err_hint(path, "must be longer than 0", DURATION_EXAMPLE);
+            return None;
+        }
+        Some(d)
+    }
+
+    /// Bytes.
+    fn size(&mut self, v: &Value, path: &str) -> Option<u64> {
+        let s = self.unit_str(v, path, "size", "KiB", SIZE_EXAMPLE)?;
+        match parse_size(s) {
+            Ok(b) if b > i64::MAX as u64 => {
+                self.err(path, format!("size {s:?} is too large"));
+                None
+            }
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.err_hint(path, format!("bad size: {e}"), SIZE_EXAMPLE);
+                None
+            }
+        }
+    }
+
+    /// A size of at least one byte.
+    fn pos_size(&mut self, v: &Value, path: &str) -> Option<u64> {
+        let b = self.size(v, path)?;
+        if b == 0 {
+            self.err_hint(path, "must be at least 1 byte", SIZE_EXAMPLE);
+            return None;
+        }
+        Some(b)
+    }
+
+    /// A link rate in bits/s, positive.
+    fn bits(&mut self, v: &Value, path: &str) -> Option<u64> {
+        let s = self.unit_str(v, path, "rate", "Mbit", RATE_EXAMPLE)?;
+        match parse_bandwidth(s) {
+            Ok(0) => {
+                self.err_hint(path, format!("rate {s:?} must be positive"), RATE_EXAMPLE);
+                None
+            }
+            Ok(b) if b > i64::MAX as u64 => {
+                self.err(path, format!("rate {s:?} is too large"));
+                None
+            }
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.err_hint(path, format!("bad rate: {e}"), RATE_EXAMPLE);
+                None
+            }
+        }
+    }
+
+    /// A token-bucket rate in bytes/s (bits/s / 8, rounded down), positive.
+    fn byte_rate(&mut self, v: &Value, path: &str) -> Option<u64> {
+        let s = self.unit_str(v, path, "rate", "KiB/s", RATE_EXAMPLE)?;
+        match parse_bandwidth(s) {
+            Ok(b) if b / 8 == 0 => {
+                self.err_hint(path, format!("rate {s:?} must be at least 1 byte/s"), RATE_EXAMPLE);
+                None
+            }
+            Ok(b) => Some(b / 8),
+            Err(e) => {
+                self.err_hint(path, format!("bad rate: {e}"), RATE_EXAMPLE);
+                None
+            }
+        }
+    }
+
+    // ---- field access ----
+
+    /// The converted value of optional `key`; None if absent or invalid.
+    fn opt<'v, T>(&mut self, t: &'v Table, path: &str, key: &str, f: impl FnOnce(&mut Self, &'v Value, &str) -> Option<T>) -> Option<T> {
+        let v = t.get(key)?;
+        f(self, v, &join(path, key))
+    }
+
+    /// Like [`Ctx::opt`], but a missing key is reported, with `example` as the hint.
+    fn req<'v, T>(
+        &mut self,
+        t: &'v Table,
+        path: &str,
+        key: &str,
+        f: impl FnOnce(&mut Self, &'v Value, &str) -> Option<T>,
+        example: &str,
+    ) -> Option<T> {
+        match t.get(key) {
+            Some(v) => f(self, v, &join(path, key)),
+            None => {
+                self.err_hint(join(path, key), format!("missing required key `{key}`"), example.to_string());
+                None
+            }
+        }
+    }
+
+    /// A top-level section; absent means empty (the missing required keys inside are then
+    /// reported at their own paths).
+    fn section<'v>(&mut self, root: &'v Table, key: &str) -> Option<&'v Table> {
+        let v = root.get(key)?;
+        self.table(v, key)
+    }
+
+    /// Reads a file named relative to the config's directory.
+    fn read(&mut self, rel: &str, path: &str) -> Option<String> {
+        let full = self.base_dir.join(rel);
+        match std::fs::read_to_string(&full) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                self.err_hint(
+                    path,
+                    format!("cannot read {rel:?} ({}): {e}", full.display()),
+                    "relative paths are resolved against the config file's directory",
+                );
+                None
+            }
+        }
+    }
+
+    // ---- sections ----
+
+    fn config(&mut self, root: &Table, default_name: &str) -> ExperimentConfig {
+        self.keys(root, "", TOP_KEYS);
+        let empty = Table::new();
+        let t = self.section(root, "experiment").unwrap_or(&empty);
+        let experiment = self.experiment(t, default_name);
+        let t = self.section(root, "tor").unwrap_or(&empty);
+        let tor = self.tor(t);
+        let t = self.section(root, "network").unwrap_or(&empty);
+        let (network, locations) = self.network(t);
+        let relays = self.relays(root, locations);
+        let t = self.section(root, "workloads");
+        let workloads = self.workloads(t);
+        // Reference checks use the raw names so that a workload with a bad field does not
+        // also produce "unknown workload" errors.
+        let workload_names: Vec<&str> = match root.get("workloads") {
+            Some(Value::Table(t)) => t.keys().map(String::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let clients = self.clients(root.get("clients"), &workload_names, locations);
+        let t = self.section(root, "servers").unwrap_or(&empty);
+        let servers = self.servers(t, locations);
+        let t = self.section(root, "mechanisms").unwrap_or(&empty);
+        let mechanisms = self.mechanisms(t);
+        ExperimentConfig { experiment, tor, network, relays, clients, servers, workloads, mechanisms }
+    }
+
+    fn experiment(&mut self, t: &Table, default_name: &str) -> ExperimentSection {
+        let p = "experiment";
+        self.keys(t, p, EXPERIMENT_KEYS);
+        let name = match self.opt(t, p, "name", Ctx::string) {
+            Some("") => {
+                self.err_hint("experiment.name", "must not be empty", "name = \"my-experiment\"");
+                String::new()
+            }
+            Some(s) => s.to_string(),
+            None => default_name.to_string(),
+        };
+        let duration = self.req(t, p, "duration", Ctx::pos_duration, "duration = \"10 min\": the simulated time of one run");
+        let warmup = self.opt(t, p, "warmup", Ctx::duration).unwrap_or(SimDuration::ZERO);
+        if let Some(d) = duration {
+            if warmup >= d {
+                self.err_hint(
+                    "experiment.warmup",
+                    format!("warmup ({}) must be shorter than the duration ({})", format_duration(warmup), format_duration(d)),
+                    "downloads starting during the warmup are not reported; shorten it or lengthen the run",
+                );
+            }
+        }
+        let seeds = match t.get("seeds") {
+            None => vec![1],
+            Some(v) => self.seeds(v),
+        };
+        let metrics_interval =
+            self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
+        ExperimentSection { name, duration: duration.unwrap_or(SimDuration::ZERO), warmup, seeds, metrics_interval }
+    }
+
+    fn seeds(&mut self, v: &Value) -> Vec<u64> {
+        let p = "experiment.seeds";
+        let Some(a) = self.array(v, p) else { return Vec::new() };
+        if a.is_empty() {
+            self.err_hint(p, "needs at least one seed", "seeds = [1]");
+        }
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for (i, s) in a.iter().enumerate() {
+            let sp = format!("{p}[{i}]");
+            let seed = match s {
+                Value::Integer(n) if *n >= 0 => Some(*n as u64),
+                Value::Integer(n) => {
+                    self.err_hint(&sp, format!("seeds must be non-negative integers, found {n}"), "e.g. seeds = [1, 2, 3]");
+                    None
+                }
+                other => {
+                    self.err_hint(
+                        &sp,
+                        format!("seeds must be non-negative integers, found {}", describe(other)),
+                        "e.g. seeds = [1, 2, 3]",
+                    );
+                    None
+                }
+            };
+            if let Some(seed) = seed {
+                if !seen.insert(seed) {
+                    self.err_hint(&sp, format!("seed {seed} is listed twice"), "each seed is one run; list it once");
+                }
+                out.push(seed);
+            }
+        }
+        out
+    }
+
+    fn tor(&mut self, t: &Table) -> TorParams {
+        let p = "tor";
+        self.keys(t, p, TOR_KEYS);
+        let d = default_tor_params();
+        let pos_u64 = |cx: &mut Ctx<'_>, key: &str, default: u64| -> u64 {
+            match cx.opt(t, p, key, Ctx::u64) {
+                Some(0) => {
+                    cx.err(join(p, key), "must be at least 1");
+                    default
+                }
+                Some(n) => n,
+                None => default,
+            }
+        };
+        let circ_max_cell_queue = pos_u64(self, "circ_max_cell_queue", d.circ_max_cell_queue);
+        let circ_window = pos_u64(self, "circ_window", d.circ_window);
+        let circ_window_increment = pos_u64(self, "circ_window_increment", d.circ_window_increment);
+        if circ_window_increment > circ_window {
+            self.err_hint(
+                "tor.circ_window_increment",
+                format!("the increment ({circ_window_increment}) is larger than circ_window ({circ_window})"),
+                "a SENDME cannot open more than the whole window; tor uses 1000 and 100",
+            );
+        }
+        let num_entry_guards = match self.opt(t, p, "num_entry_guards", Ctx::u32) {
+            Some(0) => {
+                self.err_hint("tor.num_entry_guards", "must be at least 1", "tor 0.2.x used 3, current tor uses 1");
+                d.num_entry_guards
+            }
+            Some(n) => n,
+            None => d.num_entry_guards,
+        };
+        TorParams {
+            refill_interval: self.opt(t, p, "refill_interval", Ctx::pos_duration).unwrap_or(d.refill_interval),
+            link_handshake_rtts: self.opt(t, p, "link_handshake_rtts", Ctx::u32).unwrap_or(d.link_handshake_rtts),
+            max_circuit_dirtiness: self
+                .opt(t, p, "max_circuit_dirtiness", Ctx::pos_duration)
+                .unwrap_or(d.max_circuit_dirtiness),
+            circ_max_cell_queue,
+            num_entry_guards,
+            request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
+            circ_window,
+            circ_window_increment,
+            sndbuf_bytes: self.opt(t, p, "sndbuf", Ctx::pos_size).unwrap_or(d.sndbuf_bytes),
+            rcvbuf_bytes: self.opt(t, p, "rcvbuf", Ctx::pos_size).unwrap_or(d.rcvbuf_bytes),
+        }
+    }
+
+    /// The network section and, for a latency matrix, its number of locations.
+    fn network(&mut self, t: &Table) -> (NetworkConfig, Option<usize>) {
+        let p = "network";
+        self.keys(t, p, NETWORK_KEYS);
+        let placeholder = LatencyConfig::Constant { one_way: SimDuration::ZERO };
+        let mut locations = None;
+        let example = "latency = { constant = \"20 ms\" }, or { matrix = \"latency.csv\" }, or { gml = \"topology.gml\" }";
+        let latency = match self.req(t, p, "latency", Ctx::table, example) {
+            None => placeholder,
+            Some(lt) => {
+                let lp = "network.latency";
+                self.keys(lt, lp, LATENCY_KEYS);
+                let given: Vec<&str> = LATENCY_KEYS.iter().copied().filter(|k| lt.contains_key(*k)).collect();
+                match given.as_slice() {
+                    [] => {
+                        self.err_hint(lp, "needs one of `constant`, `matrix` or `gml`", example);
+                        placeholder
+                    }
+                    ["constant"] => match self.opt(lt, lp, "constant", Ctx::duration) {
+                        Some(one_way) => LatencyConfig::Constant { one_way },
+                        None => placeholder,
+                    },
+                    ["matrix"] => match self.opt(lt, lp, "matrix", Ctx::string) {
+                        Some(file) => match self.matrix(file, "network.latency.matrix") {
+                            Some(one_way) => {
+                                locations = Some(one_way.len());
+                                LatencyConfig::Matrix { path: file.to_string(), one_way }
+                            }
+                            None => placeholder,
+                        },
+                        None => placeholder,
+                    },
+                    ["gml"] => match self.opt(lt, lp, "gml", Ctx::string) {
+                        Some(file) => match self.read(file, "network.latency.gml") {
+                            Some(text) if text.trim().is_empty() => {
+                                self.err("network.latency.gml", format!("{file:?} is empty"));
+                                placeholder
+                            }
+                            Some(text) => LatencyConfig::Gml { path: file.to_string(), text },
+                            None => placeholder,
+                        },
+                        None => placeholder,
+                    },
+                    _ => {
+                        self.err_hint(
+                            lp,
+                            format!("gives {}; exactly one latency model is allowed", given.join(" and ")),
+                            "keep one of `constant`, `matrix`, `gml`",
+                        );
+                        placeholder
+                    }
+                }
+            }
+        };
+        let bandwidth_weights = match t.get("bandwidth_weights") {
+            None => None,
+            Some(v) => {
+                let wp = "network.bandwidth_weights";
+                self.table(v, wp).map(|wt| {
+                    let mut out = BTreeMap::new();
+                    for (k, v) in wt {
+                        let kp = join(wp, k);
+                        if !BANDWIDTH_WEIGHTS.contains(&k.as_str()) {
+                            self.err_hint(&kp, format!("unknown bandwidth weight `{k}`"), suggest(k, BANDWIDTH_WEIGHTS, "Weights"));
+                            continue;
+                        }
+                        if let Some(n) = self.uint(v, &kp, i64::MAX as u64) {
+                            out.insert(k.clone(), n as i64);
+                        }
+                    }
+                    out
+                })
+            }
+        };
+        (NetworkConfig { latency, bandwidth_weights }, locations)
+    }
+
+    /// A square CSV matrix of non-negative one-way latencies in milliseconds.
+    fn matrix(&mut self, file: &str, path: &str) -> Option<Vec<Vec<SimDuration>>> {
+        let text = self.read(file, path)?;
+        let mut rows: Vec<(usize, Vec<SimDuration>)> = Vec::new();
+        let mut ok = true;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut row = Vec::new();
+            for (j, cell) in line.split(',').enumerate() {
+                let cell = cell.trim();
+                match cell.parse::<f64>() {
+                    Ok(ms) if (0.0..1e12).contains(&ms) => {
+                        row.push(SimDuration::from_nanos((ms * 1e6).round() as u64))
+                    }
+                    _ => {
+                        self.err_hint(
+                            path,
+                            format!("{file} line {}, column {}: {cell:?} is not a non-negative number of milliseconds", i + 1, j + 1),
+                            "the matrix is comma-separated one-way latencies in ms, one row per location, no header",
+                        );
+                        ok = false;
+                    }
+                }
+            }
+            rows.push((i + 1, row));
+        }
+        if !ok {
+            return None;
+        }
+        if rows.is_empty() {
+            self.err_hint(path, format!("{file} has no rows"), "one row of comma-separated milliseconds per location");
+            return None;
+        }
+        let n = rows.len();
+        for (line, row) in &rows {
+            if row.len() != n {
+                self.err_hint(
+                    path,
+                    format!("{file} line {line}: {} values, but the matrix has {n} rows; it must be square", row.len()),
+                    "entry (i, j) is the one-way latency from location i to location j",
+                );
+                ok = false;
+            }
+        }
+        ok.then(|| rows.into_iter().map(|(_, r)| r).collect())
+    }
+
+    fn check_location(&mut self, loc: u32, path: &str, locations: Option<usize>) {
+        if let Some(n) = locations {
+            if loc as usize >= n {
+                self.err_hint(
+                    path,
+                    format!("location {loc} does not exist: the latency matrix has {n} locations"),
+                    format!("use a location from 0 to {}", n.saturating_sub(1)),
+                );
+            }
+        }
+    }
+
+    fn relays(&mut self, root: &Table, locations: Option<usize>) -> Vec<RelayConfig> {
+        let mut out = Vec::new();
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        // Whether some relay source was present but broken, so "no relays" would be noise.
+        let mut broken = false;
+        if let Some(v) = root.get("relays") {
+            match self.relay_list(v, "relays", &mut names, locations) {
+                Some(mut rs) => out.append(&mut rs),
+                None => broken = true,
+            }
+        }
+        if let Some(v) = root.get("relays_file") {
+            broken |= !self.relays_file(v, &mut out, &mut names, locations);
+        }
+        if out.is_empty() {
+            if !broken {
+                self.err_hint(
+                    "relays",
+                    "no relays: at least one is required",
+                    "add [[relays]] tables, or relays_file = \"relays.toml\" naming a file of them",
+                );
+            }
+            return out;
+        }
+        let has = |r: &RelayConfig, f: &str| r.flags.iter().any(|x| x == f);
+        if !out.iter().any(|r| has(r, "Guard") && has(r, "Fast")) {
+            self.err_hint(
+                "relays",
+                "no relay has both the Guard and Fast flags, so no circuit can pick an entry",
+                "add flags = [\"Guard\", \"Fast\"] to at least one relay",
+            );
+        }
+        if !out.iter().any(|r| has(r, "Exit") && has(r, "Fast")) {
+            self.err_hint(
+                "relays",
+                "no relay has both the Exit and Fast flags, so no circuit can pick an exit",
+                "add flags = [\"Exit\", \"Fast\"] to at least one relay",
+            );
+        }
+        out
+    }
+
+    /// Returns whether the file gave usable relays (false if it failed, already reported).
+    fn relays_file(
+        &mut self,
+        v: &Value,
+        out: &mut Vec<RelayConfig>,
+        names: &mut BTreeMap<String, String>,
+        locations: Option<usize>,
+    ) -> bool {
+        let Some(file) = self.string(v, "relays_file") else { return false };
+        let Some(text) = self.read(file, "relays_file") else { return false };
+        let t = match text.parse::<Table>() {
+            Ok(t) => t,
+            Err(e) => {
+                let e = syntax_error("relays_file", Some(file), &text, &e);
+                self.errors.push(e);
+                return false;
+            }
+        };
+        self.keys(&t, "relays_file:", &["relays"]);
+        match t.get("relays") {
+            None => {
+                self.err_hint("relays_file", format!("{file:?} has no [[relays]] tables"), "the file holds [[relays]] tables like the main config's");
+                false
+            }
+            Some(v) => match self.relay_list(v, "relays_file:relays", names, locations) {
+                Some(mut rs) => {
+                    out.append(&mut rs);
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn relay_list(
+        &mut self,
+        v: &Value,
+        path: &str,
+        names: &mut BTreeMap<String, String>,
+        locations: Option<usize>,
+    ) -> Option<Vec<RelayConfig>> {
+        let Value::Array(a) = v else {
+            self.err_hint(path, format!("expected an array of [[relays]] tables, found {}", describe(v)), "write each relay as a [[relays]] table");
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, rv) in a.iter().enumerate() {
+            let rp = format!("{path}[{i}]");
+            if let Some(rt) = self.table(rv, &rp) {
+                out.push(self.relay(rt, &rp, names, locations));
+            }
+        }
+        Some(out)
+    }
+
+    /// One relay. The default access link is twice the relay's rate, and at least 10 Mbit:
+    /// fast enough that the token bucket, not the link, is what limits a relay by default.
+    fn relay(
+        &mut self,
+        t: &Table,
+        p: &str,
+        names: &mut BTreeMap<String, String>,
+        locations: Option<usize>,
+    ) -> RelayConfig {
+        self.keys(t, p, RELAY_KEYS);
+        let name = self.req(t, p, "name", Ctx::string, "name = \"relay1\"").unwrap_or("");
+        if name.is_empty() && t.contains_key("name") {
+            self.err(join(p, "name"), "must not be empty");
+        }
+        if !name.is_empty() {
+            if let Some(first) = names.get(name) {
+                let msg = format!("duplicate relay name {name:?} (also at {first})");
+                self.err_hint(join(p, "name"), msg, "relay names must be unique");
+            } else {
+                names.insert(name.to_string(), p.to_string());
+            }
+        }
+        let rate = self.req(t, p, "bandwidth", Ctx::byte_rate, "bandwidth = \"5 MiB/s\": the relay's BandwidthRate");
+        let burst = self.opt(t, p, "burst", Ctx::pos_size).or(rate).unwrap_or(0);
+        let default_link = rate.map_or(MIN_DEFAULT_RELAY_LINK, |r| r.saturating_mul(16).max(MIN_DEFAULT_RELAY_LINK));
+        let (link_up, link_down) = self.links(t, p, default_link, default_link);
+        let flags = self.flags(t, p);
+        let consensus_weight = self
+            .opt(t, p, "consensus_weight", Ctx::u64)
+            .unwrap_or_else(|| (rate.unwrap_or(0) / 1024).max(1));
+        let location = self.opt(t, p, "location", Ctx::u32).unwrap_or(0);
+        self.check_location(location, &join(p, "location"), locations);
+        let perconn = match t.get("perconn") {
+            None => None,
+            Some(v) => {
+                let pp = join(p, "perconn");
+                self.table(v, &pp).and_then(|pt| {
+                    self.keys(pt, &pp, &["rate", "burst"]);
+                    let example = "perconn = { rate = \"50 KiB/s\", burst = \"2 MiB\" }";
+                    let r = self.req(pt, &pp, "rate", Ctx::byte_rate, example);
+                    let b = self.req(pt, &pp, "burst", Ctx::pos_size, example);
+                    Some((r?, b?))
+                })
+            }
+        };
+        RelayConfig {
+            name: name.to_string(),
+            bandwidth_rate: rate.unwrap_or(0),
+            bandwidth_burst: burst,
+            link_up,
+            link_down,
+            consensus_weight,
+            flags,
+            location,
+            perconn,
+        }
+    }
+
+    fn flags(&mut self, t: &Table, p: &str) -> Vec<String> {
+        let fp = join(p, "flags");
+        let Some(v) = t.get("flags") else { return Vec::new() };
+        let Some(a) = self.array(v, &fp) else { return Vec::new() };
+        let mut out: Vec<String> = Vec::new();
+        for (i, f) in a.iter().enumerate() {
+            let ip = format!("{fp}[{i}]");
+            let Some(s) = self.string(f, &ip) else { continue };
+            if !KNOWN_FLAGS.contains(&s) {
+                self.err_hint(&ip, format!("unknown flag {s:?}"), suggest(s, KNOWN_FLAGS, "Known flags"));
+            } else if out.iter().any(|x| x == s) {
+                self.err(&ip, format!("flag {s:?} is listed twice"));
+            } else {
+                out.push(s.to_string());
+            }
+        }
+        out
+    }
+
+    /// `link` sets both directions; `link_up` / `link_down` override one.
+    fn links(&mut self, t: &Table, p: &str, default_up: u64, default_down: u64) -> (u64, u64) {
+        let both = self.opt(t, p, "link", Ctx::bits);
+        let up = self.opt(t, p, "link_up", Ctx::bits).or(both).unwrap_or(default_up);
+        let down = self.opt(t, p, "link_down", Ctx::bits).or(both).unwrap_or(default_down);
+        (up, down)
+    }
+
+    fn placement(&mut self, v: &Value, path: &str) -> Option<Placement> {
+        let hint = "placement = \"round_robin\" or a location number such as placement = 0";
+        match v {
+            Value::String(s) if s == "round_robin" => Some(Placement::RoundRobin),
+            Value::String(s) => {
+                self.err_hint(path, format!("unknown placement {s:?}"), hint);
+                None
+            }
+            Value::Integer(_) => self.u32(v, path).map(Placement::At),
+            other => {
+                self.err_hint(path, format!("expected \"round_robin\" or a location number, found {}", describe(other)), hint);
+                None
+            }
+        }
+    }
+
+    fn placement_field(&mut self, t: &Table, p: &str, default: Placement, locations: Option<usize>) -> Placement {
+        let pl = self.opt(t, p, "placement", Ctx::placement).unwrap_or(default);
+        if let Placement::At(loc) = pl {
+            self.check_location(loc, &join(p, "placement"), locations);
+        }
+        pl
+    }
+
+    fn count(&mut self, v: &Value, path: &str) -> Option<u32> {
+        match self.u32(v, path)? {
+            0 => {
+                self.err_hint(path, "must be at least 1", "remove the group instead of giving it no hosts");
+                None
+            }
+            n => Some(n),
+        }
+    }
+
+    fn clients(&mut self, v: Option<&Value>, workloads: &[&str], locations: Option<usize>) -> Vec<ClientGroup> {
+        let p = "clients";
+        let example = "add a [[clients]] table with name, workload and count";
+        let Some(v) = v else {
+            self.err_hint(p, "no client groups: at least one is required", example);
+            return Vec::new();
+        };
+        let Value::Array(a) = v else {
+            self.err_hint(p, format!("expected an array of [[clients]] tables, found {}", describe(v)), example);
+            return Vec::new();
+        };
+        if a.is_empty() {
+            self.err_hint(p, "no client groups: at least one is required", example);
+        }
+        let mut names: BTreeMap<String, String> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (i, cv) in a.iter().enumerate() {
+            let cp = format!("{p}[{i}]");
+            let Some(t) = self.table(cv, &cp) else { continue };
+            self.keys(t, &cp, CLIENT_KEYS);
+            let name = self.req(t, &cp, "name", Ctx::string, "name = \"web\": the client class in results").unwrap_or("");
+            if name.is_empty() && t.contains_key("name") {
+                self.err(join(&cp, "name"), "must not be empty");
+            }
+            if !name.is_empty() {
+                if let Some(first) = names.get(name) {
+                    let msg = format!("duplicate client group name {name:?} (also at {first})");
+                    self.err_hint(join(&cp, "name"), msg, "group names are the client classes in results; make them unique");
+                } else {
+                    names.insert(name.to_string(), cp.clone());
+                }
+            }
+            let workload = self.req(t, &cp, "workload", Ctx::string, "workload = \"web\": a key of [workloads]").unwrap_or("");
+            if t.contains_key("workload") && !workload.is_empty() && !workloads.contains(&workload) {
+                let hint = if workloads.is_empty() {
+                    format!("no workloads are defined; add a [workloads.{workload}] table")
+                } else {
+                    suggest(workload, workloads, "Defined workloads")
+                };
+                self.err_hint(join(&cp, "workload"), format!("workload {workload:?} is not defined in [workloads]"), hint);
+            }
+            let count = self.req(t, &cp, "count", Ctx::count, "count = 10: the number of clients in the group").unwrap_or(1);
+            let (link_up, link_down) = self.links(t, &cp, DEFAULT_CLIENT_UP, DEFAULT_CLIENT_DOWN);
+            let placement = self.placement_field(t, &cp, Placement::At(0), locations);
+            out.push(ClientGroup { name: name.to_string(), workload: workload.to_string(), count, link_up, link_down, placement });
+        }
+        out
+    }
+
+    fn servers(&mut self, t: &Table, locations: Option<usize>) -> ServerGroup {
+        let p = "servers";
+        self.keys(t, p, SERVER_KEYS);
+        let count = self.opt(t, p, "count", Ctx::count).unwrap_or(DEFAULT_SERVER_COUNT);
+        let (link_up, link_down) = self.links(t, p, DEFAULT_SERVER_LINK, DEFAULT_SERVER_LINK);
+        let placement = self.placement_field(t, p, Placement::RoundRobin, locations);
+        ServerGroup { count, link_up, link_down, placement }
+    }
+
+    fn workloads(&mut self, t: Option<&Table>) -> BTreeMap<String, Workload> {
+        let mut out = BTreeMap::new();
+        let Some(t) = t else { return out };
+        for (name, v) in t {
+            let p = join("workloads", name);
+            let Some(wt) = self.table(v, &p) else { continue };
+            let ty = self.req(wt, &p, "type", Ctx::string, "type = \"web\" (or \"bulk\", \"perf\")");
+            let w = match ty {
+                Some("web") => {
+                    self.keys(wt, &p, &["type", "size", "think"]);
+                    let size = self.req(wt, &p, "size", Ctx::size_dist, "size = \"320 KiB\"");
+                    let think = self.opt(wt, &p, "think", Ctx::time_dist).unwrap_or_else(default_think_time);
+                    size.map(|size| Workload::Web { size, think })
+                }
+                Some("bulk") => {
+                    self.keys(wt, &p, &["type", "size"]);
+                    let size = self.req(wt, &p, "size", Ctx::size_dist, "size = \"5 MiB\"");
+                    size.map(|size| Workload::Bulk { size })
+                }
+                Some("perf") => {
+                    self.keys(wt, &p, &["type", "size", "pause"]);
+                    let size = self.opt(wt, &p, "size", Ctx::size_dist).unwrap_or_else(default_perf_sizes);
+                    let pause = self.req(wt, &p, "pause", Ctx::time_dist, "pause = \"60 s\": the wait after each download");
+                    pause.map(|pause| Workload::Perf { size, pause })
+                }
+                Some(other) => {
+                    self.err_hint(join(&p, "type"), format!("unknown workload type {other:?}"), suggest(other, WORKLOAD_TYPES, "Types"));
+                    None
+                }
+                None => None,
+            };
+            if let Some(w) = w {
+                out.insert(name.clone(), w);
+            }
+        }
+        out
+    }
+
+    /// The `dist` of a distribution table, checked against `dists`.
+    fn dist_kind<'v>(&mut self, t: &'v Table, p: &str, dists: &[&str], example: &str) -> Option<&'v str> {
+        let d = self.req(t, p, "dist", Ctx::string, example)?;
+        if !dists.contains(&d) {
+            self.err_hint(join(p, "dist"), format!("unknown distribution {d:?}"), suggest(d, dists, "Distributions here"));
+            return None;
+        }
+        Some(d)
+    }
+
+    fn size_dist(&mut self, v: &Value, p: &str) -> Option<SizeDist> {
+        let example = "size = \"320 KiB\" or size = { dist = \"uniform\", min = \"100 KiB\", max = \"1 MiB\" }";
+        let t = match v {
+            Value::Table(t) => t,
+            _ => return self.pos_size(v, p).map(|bytes| SizeDist::Fixed { bytes }),
+        };
+        match self.dist_kind(t, p, SIZE_DISTS, example)? {
+            "fixed" => {
+                self.keys(t, p, &["dist", "value"]);
+                let bytes = self.req(t, p, "value", Ctx::pos_size, "{ dist = \"fixed\", value = \"320 KiB\" }")?;
+                Some(SizeDist::Fixed { bytes })
+            }
+            "uniform" => {
+                self.keys(t, p, &["dist", "min", "max"]);
+                let min = self.req(t, p, "min", Ctx::pos_size, example);
+                let max = self.req(t, p, "max", Ctx::pos_size, example);
+                let (min, max) = (min?, max?);
+                if min > max {
+                    self.err_hint(join(p, "min"), format!("min ({min} B) is larger than max ({max} B)"), "swap them");
+                    return None;
+                }
+                Some(SizeDist::Uniform { min, max })
+            }
+            _ => {
+                self.keys(t, p, &["dist", "sizes", "weights"]);
+                let example = "{ dist = \"choice\", sizes = [\"50 KiB\", \"1 MiB\"], weights = [12, 2] }";
+                let sizes = self.req(t, p, "sizes", Ctx::array, example);
+                let weights = self.req(t, p, "weights", Ctx::array, example);
+                let (sizes, weights) = (sizes?, weights?);
+                let sp = join(p, "sizes");
+                let wp = join(p, "weights");
+                if sizes.is_empty() {
+                    self.err_hint(&sp, "needs at least one size", example);
+                }
+                if sizes.len() != weights.len() {
+                    self.err_hint(
+                        &wp,
+                        format!("{} weights for {} sizes", weights.len(), sizes.len()),
+                        "give one weight per size",
+                    );
+                }
+                let before = self.errors.len();
+                let sizes: Vec<u64> =
+                    sizes.iter().enumerate().filter_map(|(i, s)| self.pos_size(s, &format!("{sp}[{i}]"))).collect();
+                let weights: Vec<f64> = weights
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, w)| {
+                        let ip = format!("{wp}[{i}]");
+                        match self.float(w, &ip)? {
+                            x if x > 0.0 => Some(x),
+                            x => {
+                                self.err_hint(&ip, format!("weight {x} must be positive"), "drop the size instead");
+                                None
+                            }
+                        }
+                    })
+                    .collect();
+                (self.errors.len() == before && !sizes.is_empty() && sizes.len() == weights.len())
+                    .then_some(SizeDist::Choice { sizes, weights })
+            }
+        }
+    }
+
+    fn time_dist(&mut self, v: &Value, p: &str) -> Option<TimeDist> {
+        let example = "\"20 s\" or { dist = \"lognormal\", median = \"5 s\", sigma = 1.25 }";
+        let t = match v {
+            Value::Table(t) => t,
+            _ => return self.duration(v, p).map(|value| TimeDist::Fixed { value }),
+        };
+        let pos = |cx: &mut Ctx<'_>, key: &str, ex: &str| cx.req(t, p, key, Ctx::pos_duration, ex);
+        let positive_float = |cx: &mut Ctx<'_>, key: &str, ex: &str| -> Option<f64> {
+            let x = cx.req(t, p, key, Ctx::float, ex)?;
+            if x <= 0.0 {
+                cx.err_hint(join(p, key), format!("must be positive, found {x}"), ex.to_string());
+                return None;
+            }
+            Some(x)
+        };
+        match self.dist_kind(t, p, TIME_DISTS, example)? {
+            "fixed" => {
+                self.keys(t, p, &["dist", "value"]);
+                let value = self.req(t, p, "value", Ctx::duration, "{ dist = \"fixed\", value = \"20 s\" }")?;
+                Some(TimeDist::Fixed { value })
+            }
+            "uniform" => {
+                self.keys(t, p, &["dist", "min", "max"]);
+                let ex = "{ dist = \"uniform\", min = \"1 s\", max = \"20 s\" }";
+                let min = self.req(t, p, "min", Ctx::duration, ex);
+                let max = self.req(t, p, "max", Ctx::duration, ex);
+                let (min, max) = (min?, max?);
+                if min > max {
+                    let msg = format!("min ({}) is larger than max ({})", format_duration(min), format_duration(max));
+                    self.err_hint(join(p, "min"), msg, "swap them");
+                    return None;
+                }
+                Some(TimeDist::Uniform { min, max })
+            }
+            "exponential" => {
+                self.keys(t, p, &["dist", "mean"]);
+                let mean = pos(self, "mean", "{ dist = \"exponential\", mean = \"11 s\" }")?;
+                Some(TimeDist::Exponential { mean })
+            }
+            "lognormal" => {
+                self.keys(t, p, &["dist", "median", "sigma"]);
+                let ex = "{ dist = \"lognormal\", median = \"5 s\", sigma = 1.25 }";
+                let median = pos(self, "median", ex);
+                let sigma = positive_float(self, "sigma", ex);
+                Some(TimeDist::LogNormal { median: median?, sigma: sigma? })
+            }
+            "pareto" => {
+                self.keys(t, p, &["dist", "scale", "alpha"]);
+                let ex = "{ dist = \"pareto\", scale = \"1 s\", alpha = 1.5 }";
+                let scale = pos(self, "scale", ex);
+                let alpha = positive_float(self, "alpha", ex);
+                Some(TimeDist::Pareto { scale: scale?, alpha: alpha? })
+            }
+            _ => {
+                self.keys(t, p, &["dist", "file"]);
+                let file = self.req(t, p, "file", Ctx::string, "{ dist = \"empirical\", file = \"think.csv\" }")?;
+                let points = self.empirical(file, &join(p, "file"))?;
+                Some(TimeDist::Empirical { path: file.to_string(), points })
+            }
+        }
+    }
+
+    /// An empirical CDF: lines `seconds,cumulative_probability`, both non-decreasing,
+    /// seconds >= 0, probabilities in [0, 1] ending at 1. Blank and `#` lines are skipped.
+    fn empirical(&mut self, file: &str, path: &str) -> Option<Vec<(f64, f64)>> {
+        let text = self.read(file, path)?;
+        let hint = "each line is \"seconds,cumulative_probability\", both non-decreasing, ending at probability 1";
+        let mut points: Vec<(f64, f64)> = Vec::new();
+        let mut last_line = 0;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let n = i + 1;
+            let parts: Vec<&str> = line.split(',').map(str::trim).collect();
+            let parsed = match parts.as_slice() {
+                [s, p] => s.parse::<f64>().ok().zip(p.parse::<f64>().ok()),
+                _ => None,
+            };
+            let Some((s, p)) = parsed else {
+                self.err_hint(path, format!("{file} line {n}: expected \"seconds,probability\", found {line:?}"), hint);
+                return None;
+            };
+            let problem = if !s.is_finite() || s < 0.0 {
+                Some(format!("seconds {s} must be a non-negative number"))
+            } else if !(0.0..=1.0).contains(&p) {
+                Some(format!("probability {p} is outside [0, 1]"))
+            } else if let Some(&(ps, pp)) = points.last() {
+                if s < ps {
+                    Some(format!("seconds {s} is smaller than the previous line's {ps}"))
+                } else if p < pp {
+                    Some(format!("probability {p} is smaller than the previous line's {pp}"))
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                self.err_hint(path, format!("{file} line {n}: {problem}"), hint);
+                return None;
+            }
+            points.push((s, p));
+            last_line = n;
+        }
+        match points.last() {
+            None => {
+                self.err_hint(path, format!("{file} has no data lines"), hint);
+                None
+            }
+            Some(&(_, p)) if (p - 1.0).abs() > 1e-9 => {
+                self.err_hint(path, format!("{file} line {last_line}: the last probability is {p}, it must be 1"), hint);
+                None
+            }
+            Some(_) => Some(points),
+        }
+    }
+
+    fn mechanisms(&mut self, t: &Table) -> Mechanisms {
+        let p = "mechanisms";
+        self.keys(t, p, &["scheduler"]);
+        let scheduler = match self.opt(t, p, "scheduler", Ctx::string) {
+            Some(s) if SCHEDULERS.contains(&s) => s.to_string(),
+            Some(s) => {
+                self.err_hint("mechanisms.scheduler", format!("unknown scheduler {s:?}"), suggest(s, SCHEDULERS, "Available schedulers"));
+                SCHEDULERS[0].to_string()
+            }
+            None => SCHEDULERS[0].to_string(),
+        };
+        Mechanisms { scheduler }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_basics() {
+        assert_eq!(edit_distance("durration", "duration"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("guard", "Guard"), 0);
+        assert_eq!(closest("durration", EXPERIMENT_KEYS), Some("duration"));
+        assert_eq!(closest("zzzzzzzz", EXPERIMENT_KEYS), None);
+    }
+
+    #[test]
+    fn line_col_counts_from_one() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    }
+
+    #[test]
+    fn display_format() {
+        let e = ConfigErrors(vec![
+            ConfigError::new("a.b", "bad").with_hint("fix it"),
+            ConfigError::new("", "whole file"),
+        ]);
+        assert_eq!(e.to_string(), "2 problems in the config:\na.b: bad (hint: fix it)\nwhole file");
+    }
+}

@@ -1,0 +1,572 @@
+//! Loading, defaults, the round trip through `to_toml`, and one test per validation rule
+//! (each asserting the field path and that the message says what is wrong).
+
+use std::path::{Path, PathBuf};
+
+use onionlab_config::model::*;
+use onionlab_config::{load_file, load_str, to_toml, ConfigError, ConfigErrors};
+use onionlab_core::SimDuration;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A small valid config; tests break it one edit at a time.
+const MINIMAL: &str = r#"
+[experiment]
+duration = "2 min"
+
+[network]
+latency = { constant = "20 ms" }
+
+[[relays]]
+name = "guard"
+bandwidth = "2 MiB/s"
+flags = ["Guard", "Fast"]
+
+[[relays]]
+name = "exit"
+bandwidth = "512 KiB/s"
+flags = ["Exit", "Fast"]
+
+[[clients]]
+name = "web"
+workload = "web"
+count = 20
+
+[workloads.web]
+type = "web"
+size = "320 KiB"
+"#;
+
+/// MINIMAL without its relays.
+fn no_relays() -> String {
+    let (head, tail) = MINIMAL.split_once("[[relays]]").unwrap();
+    let (_, clients) = tail.split_once("[[clients]]").unwrap();
+    format!("{head}[[clients]]{clients}")
+}
+
+fn load(text: &str) -> Result<ExperimentConfig, ConfigErrors> {
+    load_str(text, &fixtures())
+}
+
+fn edit(from: &str, to: &str) -> String {
+    assert!(MINIMAL.contains(from), "MINIMAL has no {from:?}");
+    MINIMAL.replacen(from, to, 1)
+}
+
+fn errors(text: &str) -> ConfigErrors {
+    match load(text) {
+        Ok(_) => panic!("config should be invalid:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+/// The error at `path`, whose message must contain every one of `words`.
+fn err_at(text: &str, path: &str, words: &[&str]) -> ConfigError {
+    let errs = errors(text);
+    let Some(e) = errs.at(path) else { panic!("no error at {path:?}; got:\n{errs}") };
+    for w in words {
+        assert!(e.message.contains(w), "message at {path} lacks {w:?}: {e}");
+    }
+    e.clone()
+}
+
+fn hint(e: &ConfigError) -> &str {
+    e.hint.as_deref().unwrap_or_else(|| panic!("no hint in {e}"))
+}
+
+#[test]
+fn minimal_config_gets_the_documented_defaults() {
+    let c = load(MINIMAL).unwrap();
+    assert_eq!(c.experiment.name, "experiment");
+    assert_eq!(c.experiment.duration, SimDuration::from_secs(120));
+    assert_eq!(c.experiment.warmup, SimDuration::ZERO);
+    assert_eq!(c.experiment.seeds, vec![1]);
+    assert_eq!(c.experiment.metrics_interval, SimDuration::from_secs(1));
+    assert_eq!(c.tor, onionlab_config::parse::default_tor_params());
+    assert_eq!(c.tor.refill_interval, SimDuration::from_millis(100));
+    assert_eq!(c.tor.request_bytes, 500);
+    assert_eq!(c.tor.sndbuf_bytes, 4 << 20);
+    assert_eq!(c.tor.rcvbuf_bytes, 6 << 20);
+    assert_eq!(c.network.latency, LatencyConfig::Constant { one_way: SimDuration::from_millis(20) });
+    assert_eq!(c.network.bandwidth_weights, None);
+    let g = &c.relays[0];
+    assert_eq!(g.bandwidth_rate, 2 << 20);
+    assert_eq!(g.bandwidth_burst, 2 << 20, "burst defaults to one second of bandwidth");
+    assert_eq!(g.link_up, (2 << 20) * 16, "link defaults to twice the relay rate");
+    assert_eq!(g.link_down, g.link_up);
+    assert_eq!(g.consensus_weight, 2048);
+    assert_eq!(g.location, 0);
+    assert_eq!(g.perconn, None);
+    let e = &c.relays[1];
+    assert_eq!(e.link_up, 10_000_000, "at least 10 Mbit");
+    assert_eq!(e.consensus_weight, 512);
+    let cl = &c.clients[0];
+    assert_eq!((cl.link_up, cl.link_down), (10_000_000, 20_000_000));
+    assert_eq!(cl.placement, Placement::At(0));
+    assert_eq!(c.servers, ServerGroup { count: 10, link_up: 1_000_000_000, link_down: 1_000_000_000, placement: Placement::RoundRobin });
+    assert_eq!(
+        c.workloads["web"],
+        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: onionlab_config::parse::default_think_time() }
+    );
+    assert_eq!(c.mechanisms.scheduler, "round-robin");
+}
+
+#[test]
+fn full_config_loads_with_every_feature() {
+    let c = load_file(&fixtures().join("full.toml")).unwrap();
+    assert_eq!(c.experiment.name, "full");
+    assert_eq!(c.experiment.seeds, vec![1, 2, 3]);
+    assert_eq!(c.experiment.metrics_interval, SimDuration::from_millis(500));
+    assert_eq!(c.tor.request_bytes, 1024);
+    assert_eq!(c.tor.num_entry_guards, 3);
+    let LatencyConfig::Matrix { path, one_way } = &c.network.latency else { panic!("{:?}", c.network.latency) };
+    assert_eq!(path, "latency.csv");
+    assert_eq!(one_way.len(), 3);
+    assert_eq!(one_way[0][2], SimDuration::from_micros(35_500));
+    assert_eq!(c.network.bandwidth_weights.as_ref().unwrap()["Wgg"], 5806);
+    // Inline relays first, then the file's.
+    let names: Vec<&str> = c.relays.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["guard1", "middle1", "exit1", "fileguard", "fileexit"]);
+    let g = &c.relays[0];
+    assert_eq!((g.bandwidth_rate, g.bandwidth_burst), (5 << 20, 10 << 20));
+    assert_eq!((g.link_up, g.link_down), (100_000_000, 100_000_000));
+    assert_eq!(g.perconn, Some((50 * 1024, 2 << 20)));
+    let m = &c.relays[1];
+    assert_eq!(m.link_up, 50_000_000);
+    assert_eq!(m.link_down, 1536 * 1024 * 16);
+    let fe = &c.relays[4];
+    assert_eq!(fe.bandwidth_rate, 12_500_000, "100 Mbit = 12.5 MB/s");
+    assert_eq!(fe.consensus_weight, 9000);
+    assert_eq!(c.relays[3].location, 2);
+    assert_eq!(c.clients[1].placement, Placement::At(2));
+    assert_eq!((c.clients[1].link_up, c.clients[1].link_down), (100_000_000, 100_000_000));
+    assert_eq!(c.clients[0].placement, Placement::RoundRobin);
+    assert_eq!(
+        c.workloads["perf"],
+        Workload::Perf {
+            size: onionlab_config::parse::default_perf_sizes(),
+            pause: TimeDist::Exponential { mean: SimDuration::from_secs(60) }
+        }
+    );
+    let Workload::Web { size, think: TimeDist::Empirical { points, .. } } = &c.workloads["trace"] else { panic!() };
+    assert_eq!(size, &SizeDist::Choice { sizes: vec![50 * 1024, 1 << 20], weights: vec![12.0, 2.5] });
+    assert_eq!(points.first(), Some(&(0.0, 0.0)));
+    assert_eq!(points.last(), Some(&(120.0, 1.0)));
+    assert_eq!(
+        c.workloads["pareto"],
+        Workload::Web {
+            size: SizeDist::Fixed { bytes: 87_000 },
+            think: TimeDist::Pareto { scale: SimDuration::from_secs(1), alpha: 1.5 }
+        }
+    );
+    assert_eq!(
+        c.workloads["fixedpause"],
+        Workload::Perf {
+            size: onionlab_config::parse::default_perf_sizes(),
+            pause: TimeDist::Fixed { value: SimDuration::from_millis(1500) }
+        }
+    );
+}
+
+#[test]
+fn full_config_round_trips_through_to_toml() {
+    let c = load_file(&fixtures().join("full.toml")).unwrap();
+    let text = to_toml(&c);
+    let again = load(&text).unwrap_or_else(|e| panic!("{e}\n---\n{text}"));
+    assert_eq!(c, again, "\n{text}");
+    // And the rendering is stable.
+    assert_eq!(text, to_toml(&again));
+}
+
+#[test]
+fn gml_latency_round_trips() {
+    let text = edit("latency = { constant = \"20 ms\" }", "latency = { gml = \"topology.gml\" }");
+    let c = load(&text).unwrap();
+    let LatencyConfig::Gml { path, text: gml } = &c.network.latency else { panic!() };
+    assert_eq!(path, "topology.gml");
+    assert!(gml.contains("graph"));
+    assert_eq!(load(&to_toml(&c)).unwrap(), c);
+}
+
+#[test]
+fn example_configs_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for name in ["tiny.toml", "throttling-medium.toml"] {
+        let path = dir.join(name);
+        if !path.exists() {
+            continue;
+        }
+        let c = load_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let again = load_str(&to_toml(&c), &dir).unwrap_or_else(|e| panic!("{name} rendered: {e}"));
+        assert_eq!(c, again);
+    }
+}
+
+#[test]
+fn name_defaults_to_file_stem() {
+    let dir = std::env::temp_dir().join(format!("onionlab-config-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("my-run.toml");
+    std::fs::write(&path, MINIMAL).unwrap();
+    let c = load_file(&path).unwrap();
+    assert_eq!(c.experiment.name, "my-run");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn missing_config_file() {
+    let errs = load_file(Path::new("/nonexistent/dir/x.toml")).unwrap_err();
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs.0[0].path, "");
+    assert!(errs.0[0].message.contains("x.toml"), "{errs}");
+}
+
+#[test]
+fn display_lists_every_problem_with_a_count() {
+    let text = edit("duration = \"2 min\"", "duration = 5\nwarmup = \"nope\"");
+    let s = errors(&text).to_string();
+    let mut lines = s.lines();
+    assert_eq!(lines.next(), Some("2 problems in the config:"));
+    assert!(lines.next().unwrap().starts_with("experiment.duration: "));
+    assert!(lines.next().unwrap().starts_with("experiment.warmup: "));
+    assert!(s.contains("(hint: "));
+}
+
+#[test]
+fn five_problems_are_all_reported() {
+    let text = MINIMAL
+        .replace("duration = \"2 min\"", "durration = \"2 min\"") // unknown key + missing duration
+        .replace("bandwidth = \"512 KiB/s\"", "bandwidth = \"-3 MiB/s\"")
+        .replace("workload = \"web\"", "workload = \"wbe\"")
+        .replace("size = \"320 KiB\"", "size = \"320 KiB\"\nthink = { dist = \"lognormal\", median = \"5 s\", sigma = 0 }");
+    let errs = errors(&text);
+    let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(errs.len(), 5, "{errs}");
+    for p in [
+        "experiment.durration",
+        "experiment.duration",
+        "relays[1].bandwidth",
+        "clients[0].workload",
+        "workloads.web.think.sigma",
+    ] {
+        assert!(paths.contains(&p), "{p} missing from\n{errs}");
+    }
+}
+
+// ---- syntax and unknown keys ----
+
+#[test]
+fn syntax_error_has_line_and_column() {
+    let text = "[experiment]\nduration = 5 min\n";
+    let errs = errors(text);
+    assert_eq!(errs.len(), 1);
+    let e = &errs.0[0];
+    assert_eq!(e.path, "");
+    assert!(e.message.contains("line 2"), "{e}");
+    assert!(e.message.contains("column"), "{e}");
+}
+
+#[test]
+fn unknown_key_suggests_closest() {
+    let e = err_at(&edit("duration =", "durration ="), "experiment.durration", &["unknown key", "durration"]);
+    assert!(hint(&e).contains("`duration`"), "{e}");
+    let e = err_at(&edit("count = 20", "count = 20\nworkloda = \"x\""), "clients[0].workloda", &["unknown key"]);
+    assert!(hint(&e).contains("`workload`"));
+    let e = err_at(&format!("[experimnt]\nx = 1\n{MINIMAL}"), "experimnt", &["unknown key"]);
+    assert!(hint(&e).contains("`experiment`"));
+    // Nothing close: list the known keys.
+    let e = err_at(&edit("[experiment]", "[experiment]\nzzzzzzzzzzzz = 1"), "experiment.zzzzzzzzzzzz", &["unknown key"]);
+    assert!(hint(&e).contains("duration") && hint(&e).contains("seeds"), "{e}");
+}
+
+// ---- [experiment] ----
+
+#[test]
+fn duration_missing_zero_bare_and_malformed() {
+    let e = err_at(&edit("duration = \"2 min\"", ""), "experiment.duration", &["missing"]);
+    assert!(hint(&e).contains("duration = "));
+    err_at(&edit("\"2 min\"", "\"0 s\""), "experiment.duration", &["longer than 0"]);
+    let e = err_at(&edit("\"2 min\"", "120"), "experiment.duration", &["bare number", "120"]);
+    assert!(hint(&e).contains("\"120 s\""), "{e}");
+    err_at(&edit("\"2 min\"", "\"2 fortnights\""), "experiment.duration", &["bad duration", "2 fortnights"]);
+    err_at(&edit("\"2 min\"", "true"), "experiment.duration", &["boolean"]);
+}
+
+#[test]
+fn warmup_must_be_shorter_than_duration() {
+    let e = err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nwarmup = \"2 min\""), "experiment.warmup", &[
+        "shorter",
+        "2 min",
+    ]);
+    assert!(e.hint.is_some());
+}
+
+#[test]
+fn seeds_must_be_non_negative_integers() {
+    let base = |s: &str| edit("duration = \"2 min\"", &format!("duration = \"2 min\"\nseeds = {s}"));
+    err_at(&base("[1, \"two\"]"), "experiment.seeds[1]", &["integer", "\"two\""]);
+    err_at(&base("[1, 2.5]"), "experiment.seeds[1]", &["integer", "2.5"]);
+    err_at(&base("[-1]"), "experiment.seeds[0]", &["non-negative", "-1"]);
+    err_at(&base("[]"), "experiment.seeds", &["at least one"]);
+    err_at(&base("3"), "experiment.seeds", &["array"]);
+    err_at(&base("[3, 3]"), "experiment.seeds[1]", &["twice"]);
+}
+
+#[test]
+fn metrics_interval_positive_and_name_nonempty() {
+    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nmetrics_interval = \"0 ms\""), "experiment.metrics_interval", &[
+        "longer than 0",
+    ]);
+    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nname = \"\""), "experiment.name", &["empty"]);
+}
+
+// ---- [tor] ----
+
+#[test]
+fn tor_parameters() {
+    let tor = |s: &str| format!("{MINIMAL}\n[tor]\n{s}\n");
+    err_at(&tor("circ_window = 100\ncirc_window_increment = 200"), "tor.circ_window_increment", &["larger than circ_window"]);
+    err_at(&tor("circ_window = 0"), "tor.circ_window", &["at least 1"]);
+    err_at(&tor("num_entry_guards = 0"), "tor.num_entry_guards", &["at least 1"]);
+    err_at(&tor("link_handshake_rtts = -2"), "tor.link_handshake_rtts", &["negative"]);
+    err_at(&tor("circ_max_cell_queue = \"2500\""), "tor.circ_max_cell_queue", &["integer"]);
+    err_at(&tor("request_size = \"0 B\""), "tor.request_size", &["at least 1 byte"]);
+    err_at(&tor("sndbuf = 4096"), "tor.sndbuf", &["bare number"]);
+    err_at(&tor("refill_interval = \"0 s\""), "tor.refill_interval", &["longer than 0"]);
+    let e = err_at(&tor("refil_interval = \"1 s\""), "tor.refil_interval", &["unknown key"]);
+    assert!(hint(&e).contains("refill_interval"));
+    let c = load(&tor("refill_interval = \"1 s\"\nrcvbuf = \"1 MiB\"")).unwrap();
+    assert_eq!(c.tor.refill_interval, SimDuration::from_secs(1));
+    assert_eq!(c.tor.rcvbuf_bytes, 1 << 20);
+}
+
+// ---- [network] ----
+
+#[test]
+fn latency_model_choice() {
+    let lat = |s: &str| edit("latency = { constant = \"20 ms\" }", s);
+    err_at(&lat(""), "network.latency", &["missing"]);
+    err_at(&lat("latency = {}"), "network.latency", &["one of"]);
+    err_at(&lat("latency = { constant = \"20 ms\", gml = \"topology.gml\" }"), "network.latency", &["exactly one"]);
+    err_at(&lat("latency = \"20 ms\""), "network.latency", &["expected a table"]);
+    let e = err_at(&lat("latency = { constnat = \"20 ms\" }"), "network.latency.constnat", &["unknown key"]);
+    assert!(hint(&e).contains("`constant`"));
+}
+
+#[test]
+fn latency_files() {
+    let lat = |s: &str| edit("latency = { constant = \"20 ms\" }", s);
+    let e = err_at(&lat("latency = { matrix = \"nope.csv\" }"), "network.latency.matrix", &["cannot read", "nope.csv"]);
+    assert!(hint(&e).contains("relative"));
+    err_at(&lat("latency = { matrix = \"latency_ragged.csv\" }"), "network.latency.matrix", &[
+        "latency_ragged.csv line 2",
+        "square",
+    ]);
+    err_at(&lat("latency = { matrix = \"latency_bad.csv\" }"), "network.latency.matrix", &["latency_bad.csv line 2", "-3"]);
+    err_at(&lat("latency = { gml = \"empty.gml\" }"), "network.latency.gml", &["empty"]);
+    err_at(&lat("latency = { gml = \"missing.gml\" }"), "network.latency.gml", &["cannot read"]);
+}
+
+#[test]
+fn locations_must_exist_in_the_matrix() {
+    let text = edit("latency = { constant = \"20 ms\" }", "latency = { matrix = \"latency.csv\" }")
+        .replace("flags = [\"Guard\", \"Fast\"]", "flags = [\"Guard\", \"Fast\"]\nlocation = 3")
+        .replace("count = 20", "count = 20\nplacement = 7");
+    err_at(&text, "relays[0].location", &["location 3", "3 locations"]);
+    err_at(&text, "clients[0].placement", &["location 7"]);
+}
+
+#[test]
+fn bandwidth_weights() {
+    let bw = |s: &str| edit("latency = { constant = \"20 ms\" }", &format!("latency = {{ constant = \"20 ms\" }}\nbandwidth_weights = {s}"));
+    let e = err_at(&bw("{ Wggg = 1 }"), "network.bandwidth_weights.Wggg", &["unknown bandwidth weight"]);
+    assert!(hint(&e).contains("Wgg"));
+    err_at(&bw("{ Wgg = \"half\" }"), "network.bandwidth_weights.Wgg", &["integer"]);
+    err_at(&bw("{ Wgg = 1.5 }"), "network.bandwidth_weights.Wgg", &["integer"]);
+    assert_eq!(load(&bw("{ Wgg = 7000 }")).unwrap().network.bandwidth_weights.unwrap()["Wgg"], 7000);
+}
+
+// ---- relays ----
+
+#[test]
+fn relays_required() {
+    let e = err_at(&no_relays(), "relays", &["at least one"]);
+    assert!(hint(&e).contains("relays_file"));
+}
+
+#[test]
+fn relay_fields() {
+    err_at(&edit("bandwidth = \"2 MiB/s\"", ""), "relays[0].bandwidth", &["missing"]);
+    let e = err_at(&edit("\"2 MiB/s\"", "2048"), "relays[0].bandwidth", &["bare number"]);
+    assert!(hint(&e).contains("\"2048 KiB/s\""), "{e}");
+    err_at(&edit("\"2 MiB/s\"", "\"0 MiB/s\""), "relays[0].bandwidth", &["at least 1 byte/s"]);
+    err_at(&edit("\"2 MiB/s\"", "\"2 MiB/fortnight\""), "relays[0].bandwidth", &["bad rate"]);
+    err_at(&edit("name = \"exit\"", "name = \"guard\""), "relays[1].name", &["duplicate", "relays[0]"]);
+    err_at(&edit("name = \"exit\"", ""), "relays[1].name", &["missing"]);
+    let after_guard = |s: &str| edit("flags = [\"Guard\", \"Fast\"]", &format!("flags = [\"Guard\", \"Fast\"]\n{s}"));
+    err_at(&after_guard("burst = \"0 B\""), "relays[0].burst", &["at least 1 byte"]);
+    err_at(&after_guard("link = \"0 Mbit\""), "relays[0].link", &["positive"]);
+    err_at(&after_guard("link_down = \"fast\""), "relays[0].link_down", &["bad rate"]);
+    err_at(&after_guard("consensus_weight = -5"), "relays[0].consensus_weight", &["negative"]);
+    err_at(&after_guard("location = \"here\""), "relays[0].location", &["integer"]);
+    err_at(&after_guard("perconn = { rate = \"50 KiB/s\" }"), "relays[0].perconn.burst", &["missing"]);
+    err_at(&after_guard("perconn = { rate = \"50 KiB/s\", burst = \"1 MiB\", ratee = 1 }"), "relays[0].perconn.ratee", &[
+        "unknown key",
+    ]);
+    err_at(&format!("relays = 5\n{}", no_relays()), "relays", &["array"]);
+}
+
+#[test]
+fn relay_flags() {
+    let e = err_at(&edit("[\"Guard\", \"Fast\"]", "[\"guard\", \"Fast\"]"), "relays[0].flags[0]", &["unknown flag", "guard"]);
+    assert!(hint(&e).contains("`Guard`") && hint(&e).contains("HSDir"), "{e}");
+    let e = err_at(&edit("[\"Guard\", \"Fast\"]", "[\"Guard\", \"Fast\", \"Speedy\"]"), "relays[0].flags[2]", &["unknown flag"]);
+    assert!(hint(&e).contains("Authority") && hint(&e).contains("Valid"));
+    err_at(&edit("[\"Guard\", \"Fast\"]", "[\"Guard\", \"Fast\", \"Fast\"]"), "relays[0].flags[2]", &["twice"]);
+    err_at(&edit("[\"Guard\", \"Fast\"]", "\"Guard\""), "relays[0].flags", &["array"]);
+}
+
+#[test]
+fn relay_set_needs_a_guard_and_an_exit() {
+    let e = err_at(&edit("[\"Guard\", \"Fast\"]", "[\"Guard\"]"), "relays", &["Guard and Fast"]);
+    assert!(hint(&e).contains("\"Guard\", \"Fast\""));
+    let e = err_at(&edit("[\"Exit\", \"Fast\"]", "[\"Exit\", \"Stable\"]"), "relays", &["Exit and Fast"]);
+    assert!(hint(&e).contains("\"Exit\", \"Fast\""));
+}
+
+#[test]
+fn relays_file() {
+    let with_file = |f: &str| format!("relays_file = \"{f}\"\n{MINIMAL}");
+    let c = load(&with_file("relays.toml")).unwrap();
+    assert_eq!(c.relays.len(), 4);
+    assert_eq!(c.relays[2].name, "fileguard");
+    err_at(&with_file("nope.toml"), "relays_file", &["cannot read", "nope.toml"]);
+    let errs = errors(&with_file("relays_bad.toml"));
+    let e = errs.at("relays_file:relays[0].bandwidth").unwrap_or_else(|| panic!("{errs}"));
+    assert!(e.message.contains("bare number"));
+    let e = errs.at("relays_file:relays[0].colour").unwrap_or_else(|| panic!("{errs}"));
+    assert!(e.message.contains("unknown key"));
+    err_at(&with_file("latency.csv"), "relays_file", &["latency.csv", "TOML syntax error", "line"]);
+    err_at(&with_file("topology.gml"), "relays_file", &["TOML syntax error"]);
+    // Names are unique across the config and the file.
+    let dup = with_file("relays.toml").replacen("name = \"guard\"", "name = \"fileexit\"", 1);
+    err_at(&dup, "relays_file:relays[1].name", &["duplicate", "relays[0]"]);
+    // Relays only from the file.
+    let only_file = format!("relays_file = \"relays.toml\"\n{}", no_relays());
+    assert_eq!(load(&only_file).unwrap().relays.len(), 2);
+}
+
+// ---- clients and servers ----
+
+#[test]
+fn clients_required() {
+    let text = MINIMAL.replace("[[clients]]\nname = \"web\"\nworkload = \"web\"\ncount = 20\n", "");
+    err_at(&text, "clients", &["at least one"]);
+    err_at(&format!("clients = []\n{text}"), "clients", &["at least one"]);
+}
+
+#[test]
+fn client_fields() {
+    let e = err_at(&edit("workload = \"web\"", "workload = \"webb\""), "clients[0].workload", &["not defined", "webb"]);
+    assert!(hint(&e).contains("`web`"), "{e}");
+    let e = err_at(&edit("workload = \"web\"", "workload = \"torrent\""), "clients[0].workload", &["not defined"]);
+    assert!(hint(&e).contains("Defined workloads: web"), "{e}");
+    err_at(&edit("workload = \"web\"", ""), "clients[0].workload", &["missing"]);
+    err_at(&edit("name = \"web\"", ""), "clients[0].name", &["missing"]);
+    err_at(&edit("count = 20", "count = 0"), "clients[0].count", &["at least 1"]);
+    err_at(&edit("count = 20", "count = 2.5"), "clients[0].count", &["integer"]);
+    err_at(&edit("count = 20", ""), "clients[0].count", &["missing"]);
+    err_at(&edit("count = 20", "count = 20\nplacement = \"everywhere\""), "clients[0].placement", &["unknown placement"]);
+    err_at(&edit("count = 20", "count = 20\nplacement = -1"), "clients[0].placement", &["negative"]);
+    err_at(&edit("count = 20", "count = 20\nlink_up = \"10\""), "clients[0].link_up", &["bad rate"]);
+    let dup = format!("{MINIMAL}\n[[clients]]\nname = \"web\"\nworkload = \"web\"\ncount = 1\n");
+    err_at(&dup, "clients[1].name", &["duplicate", "clients[0]"]);
+    let c = load(&edit("count = 20", "count = 20\nlink = \"1 Gbit\"\nlink_down = \"2 Gbit\"")).unwrap();
+    assert_eq!((c.clients[0].link_up, c.clients[0].link_down), (1_000_000_000, 2_000_000_000));
+}
+
+#[test]
+fn servers() {
+    let srv = |s: &str| format!("{MINIMAL}\n[servers]\n{s}\n");
+    err_at(&srv("count = 0"), "servers.count", &["at least 1"]);
+    err_at(&srv("link = 1000"), "servers.link", &["bare number"]);
+    err_at(&srv("placement = true"), "servers.placement", &["round_robin"]);
+    let c = load(&srv("count = 3\nlink_up = \"100 Mbit\"\nplacement = 0")).unwrap();
+    assert_eq!(c.servers, ServerGroup { count: 3, link_up: 100_000_000, link_down: 1_000_000_000, placement: Placement::At(0) });
+}
+
+// ---- workloads ----
+
+#[test]
+fn workload_types() {
+    let e = err_at(&edit("type = \"web\"", "type = \"wbe\""), "workloads.web.type", &["unknown workload type"]);
+    assert!(hint(&e).contains("`web`"));
+    err_at(&edit("type = \"web\"", ""), "workloads.web.type", &["missing"]);
+    err_at(&edit("size = \"320 KiB\"", ""), "workloads.web.size", &["missing"]);
+    err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\npause = \"1 s\""), "workloads.web.pause", &["unknown key"]);
+    let perf = format!("{MINIMAL}\n[workloads.p]\ntype = \"perf\"\n");
+    err_at(&perf, "workloads.p.pause", &["missing"]);
+    let bulk = format!("{MINIMAL}\n[workloads.b]\ntype = \"bulk\"\nsize = \"1 MiB\"\nthink = \"1 s\"\n");
+    err_at(&bulk, "workloads.b.think", &["unknown key"]);
+    err_at(&format!("{MINIMAL}\n[workloads]\nx = 1\n").replace("[workloads.web]", "[workloads.web]"), "workloads.x", &["table"]);
+    // An unused workload is fine.
+    assert!(load(&format!("{MINIMAL}\n[workloads.b]\ntype = \"bulk\"\nsize = \"1 MiB\"\n")).is_ok());
+}
+
+#[test]
+fn size_distributions() {
+    let size = |s: &str| edit("size = \"320 KiB\"", &format!("size = {s}"));
+    err_at(&size("\"0 KiB\""), "workloads.web.size", &["at least 1 byte"]);
+    err_at(&size("320"), "workloads.web.size", &["bare number"]);
+    err_at(&size("{ dist = \"uniform\", min = \"2 MiB\", max = \"1 MiB\" }"), "workloads.web.size.min", &["larger than max"]);
+    err_at(&size("{ dist = \"uniform\", min = \"2 MiB\" }"), "workloads.web.size.max", &["missing"]);
+    err_at(&size("{ dist = \"choice\", sizes = [\"1 KiB\", \"2 KiB\"], weights = [1] }"), "workloads.web.size.weights", &[
+        "1 weights for 2 sizes",
+    ]);
+    err_at(&size("{ dist = \"choice\", sizes = [\"1 KiB\"], weights = [0] }"), "workloads.web.size.weights[0]", &["positive"]);
+    err_at(&size("{ dist = \"choice\", sizes = [\"1 KiB\", 5], weights = [1, 1] }"), "workloads.web.size.sizes[1]", &["bare number"]);
+    err_at(&size("{ dist = \"choice\", sizes = [], weights = [] }"), "workloads.web.size.sizes", &["at least one"]);
+    let e = err_at(&size("{ dist = \"unifrom\", min = \"1 KiB\", max = \"2 KiB\" }"), "workloads.web.size.dist", &["unknown distribution"]);
+    assert!(hint(&e).contains("`uniform`"));
+    err_at(&size("{ min = \"1 KiB\" }"), "workloads.web.size.dist", &["missing"]);
+    err_at(&size("{ dist = \"fixed\", bytes = \"1 KiB\" }"), "workloads.web.size.bytes", &["unknown key"]);
+    err_at(&size("{ dist = \"fixed\", bytes = \"1 KiB\" }"), "workloads.web.size.value", &["missing"]);
+}
+
+#[test]
+fn time_distributions() {
+    let think = |s: &str| edit("size = \"320 KiB\"", &format!("size = \"320 KiB\"\nthink = {s}"));
+    err_at(&think("5"), "workloads.web.think", &["bare number"]);
+    err_at(&think("{ dist = \"lognormal\", median = \"5 s\", sigma = -1 }"), "workloads.web.think.sigma", &["positive"]);
+    err_at(&think("{ dist = \"lognormal\", median = \"0 s\", sigma = 1 }"), "workloads.web.think.median", &["longer than 0"]);
+    err_at(&think("{ dist = \"lognormal\", median = \"5 s\", sigma = \"big\" }"), "workloads.web.think.sigma", &["number"]);
+    err_at(&think("{ dist = \"pareto\", scale = \"1 s\", alpha = 0 }"), "workloads.web.think.alpha", &["positive"]);
+    err_at(&think("{ dist = \"exponential\", mean = \"0 s\" }"), "workloads.web.think.mean", &["longer than 0"]);
+    err_at(&think("{ dist = \"exponential\" }"), "workloads.web.think.mean", &["missing"]);
+    err_at(&think("{ dist = \"uniform\", min = \"5 s\", max = \"1 s\" }"), "workloads.web.think.min", &["larger than max"]);
+    let e = err_at(&think("{ dist = \"log-normal\", median = \"5 s\", sigma = 1 }"), "workloads.web.think.dist", &["unknown distribution"]);
+    assert!(hint(&e).contains("`lognormal`"));
+    err_at(&think("{ dist = \"empirical\", file = \"nope.csv\" }"), "workloads.web.think.file", &["cannot read"]);
+    err_at(&think("{ dist = \"empirical\", file = \"think_bad.csv\" }"), "workloads.web.think.file", &["think_bad.csv line 3", "seconds"]);
+    err_at(&think("{ dist = \"empirical\", file = \"think_short.csv\" }"), "workloads.web.think.file", &[
+        "think_short.csv line 2",
+        "must be 1",
+    ]);
+    err_at(&think("{ dist = \"empirical\", file = \"latency.csv\" }"), "workloads.web.think.file", &["latency.csv line 2"]);
+    let c = load(&think("\"20 s\"")).unwrap();
+    assert_eq!(
+        c.workloads["web"],
+        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: TimeDist::Fixed { value: SimDuration::from_secs(20) } }
+    );
+}
+
+// ---- [mechanisms] ----
+
+#[test]
+fn scheduler() {
+    let e = err_at(&format!("{MINIMAL}\n[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["unknown scheduler", "ewma"]);
+    assert!(hint(&e).contains("round-robin"));
+    err_at(&format!("{MINIMAL}\n[mechanisms]\nschedular = \"round-robin\"\n"), "mechanisms.schedular", &["unknown key"]);
+}

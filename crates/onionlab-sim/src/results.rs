@@ -1,0 +1,71 @@
+//! Result rows of one run, named as in tornettools where a name exists.
+//!
+//! **Owns:** the row types and the per-run summary. **Must not touch:** how they are
+//! written to disk (the Python layer writes Parquet and JSON).
+
+use std::collections::BTreeMap;
+
+/// One download (tornettools: a "transfer"). Times in seconds from the start of the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DownloadRow {
+    pub seed: u64,
+    pub client: String,
+    /// The client's group name, e.g. "web" or "bulk".
+    pub class: String,
+    pub size: u64,
+    pub start: f64,
+    /// Time to first byte, seconds from `start`.
+    pub ttfb: Option<f64>,
+    /// Time to last byte, seconds from `start`.
+    pub ttlb: Option<f64>,
+    /// size / ttlb, bytes per second.
+    pub goodput: Option<f64>,
+    pub circuit_build_time: Option<f64>,
+    /// "guard,middle,exit" relay names.
+    pub path: String,
+    pub error: Option<String>,
+}
+
+/// One relay over one metrics interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayRow {
+    pub seed: u64,
+    pub relay: String,
+    pub interval_start: f64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Cells in the relay's circuit queues and outbufs at the end of the interval.
+    pub queued_cells: u64,
+    /// Time the relay's read or write bucket was empty at a refill, in the interval
+    /// (refill intervals found empty x refill interval).
+    pub bucket_empty_s: f64,
+}
+
+/// Per-class totals of one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClassTotals {
+    pub downloads: u64,
+    pub errors: u64,
+    /// Bytes of completed downloads.
+    pub bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSummary {
+    pub experiment: String,
+    pub seed: u64,
+    pub sim_seconds: f64,
+    pub warmup_seconds: f64,
+    pub events: u64,
+    /// Wall-clock seconds of the run (not deterministic; kept out of result files).
+    pub wall_seconds: f64,
+    pub counters: BTreeMap<String, u64>,
+    pub classes: BTreeMap<String, ClassTotals>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutput {
+    pub downloads: Vec<DownloadRow>,
+    pub relays: Vec<RelayRow>,
+    pub summary: RunSummary,
+}

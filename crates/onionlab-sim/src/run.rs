@@ -1,0 +1,196 @@
+//! The run loop: workloads, the Tor model and metric sampling on one event queue.
+//!
+//! **Owns:** client start-up staggering, the clients' fetch timers, server choice (uniform
+//! per download, as in the papers), the per-relay metrics timer, warm-up exclusion and
+//! progress reports. **Must not touch:** model internals.
+//!
+//! Clients start at uniformly random times within the warm-up (within the first 10 s, or
+//! the whole run if shorter, when there is no warm-up), so they do not move in lockstep.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use onionlab_config::model::ExperimentConfig;
+use onionlab_core::{EventClass, RngStreams, SimDuration, SimTime};
+use onionlab_tor::{TorEvent, TorSim};
+use onionlab_workload::{ClientBehaviour, Next};
+use rand::Rng;
+
+use crate::build::{build, Built};
+use crate::results::{ClassTotals, DownloadRow, RelayRow, RunOutput, RunSummary};
+
+/// Why a run could not be built or failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("{0}")]
+    Build(String),
+    #[error("client {client}: {source}")]
+    Tor { client: String, source: onionlab_tor::TorError },
+}
+
+/// Application timers run after the model's own events at the same instant.
+const APP_CLASS: EventClass = EventClass(30);
+const METRICS_TOKEN: u64 = u64::MAX;
+const PROGRESS_TOKEN: u64 = u64::MAX - 1;
+
+/// Progress callback: (simulated seconds done, simulated seconds total, events so far).
+pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
+
+/// Runs the experiment `cfg` with `seed`.
+pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>) -> Result<RunOutput, SimError> {
+    let wall = Instant::now();
+    let Built { tor, clients, servers } = build(cfg, seed)?;
+    let mut sim = TorSim::new(tor);
+    let streams = RngStreams::new(seed);
+    let duration = cfg.experiment.duration;
+    let end = SimTime::ZERO + duration;
+    let warmup = SimTime::ZERO + cfg.experiment.warmup;
+    let spread = if cfg.experiment.warmup > SimDuration::ZERO {
+        cfg.experiment.warmup
+    } else {
+        SimDuration::from_secs(10).min(duration)
+    };
+
+    let names: Vec<String> = clients.iter().map(|&(n, _)| sim.tor.node_name(n).to_string()).collect();
+    let mut behaviours: Vec<ClientBehaviour> = clients
+        .iter()
+        .zip(&names)
+        .map(|(&(_, g), name)| {
+            let w = cfg.workloads[&cfg.clients[g].workload].clone();
+            ClientBehaviour::new(w, streams.stream("workload", name))
+        })
+        .collect();
+    let mut pending = vec![0u64; clients.len()];
+    let schedule = |sim: &mut TorSim, pending: &mut [u64], i: usize, next: Next| {
+        let Next::Fetch { after, bytes } = next;
+        pending[i] = bytes;
+        sim.q.schedule_in(after, APP_CLASS, TorEvent::App { token: i as u64 });
+    };
+    for (i, b) in behaviours.iter_mut().enumerate() {
+        let offset = SimDuration::from_nanos(b.rng().random_range(0..spread.as_nanos().max(1)));
+        let next = b.first(offset);
+        schedule(&mut sim, &mut pending, i, next);
+    }
+    let interval = cfg.experiment.metrics_interval;
+    sim.q.schedule_in(interval, APP_CLASS, TorEvent::App { token: METRICS_TOKEN });
+    let progress_step = SimDuration::from_nanos((duration.as_nanos() / 100).max(1));
+    if progress.is_some() {
+        sim.q.schedule_in(progress_step, APP_CLASS, TorEvent::App { token: PROGRESS_TOKEN });
+    }
+
+    let relays: Vec<_> = sim.tor.relays().to_vec();
+    let refill_s = cfg.tor.refill_interval.as_secs_f64();
+    let mut last_stats: Vec<_> = relays.iter().map(|&r| sim.tor.node_stats(r).clone()).collect();
+    let mut downloads = Vec::new();
+    let mut relay_rows = Vec::new();
+    let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
+    let name_of = |sim: &TorSim, n| sim.tor.node_name(n).to_string();
+
+    while let Some(ev) = sim.q.pop_until(end) {
+        match ev.event {
+            TorEvent::App { token: METRICS_TOKEN } => {
+                let now = sim.q.now();
+                let queued = sim.tor.queued_cells_per_node();
+                for (k, &r) in relays.iter().enumerate() {
+                    let s = sim.tor.node_stats(r).clone();
+                    let l = &last_stats[k];
+                    let empty = (s.read_bucket_empty_intervals - l.read_bucket_empty_intervals)
+                        .max(s.write_bucket_empty_intervals - l.write_bucket_empty_intervals);
+                    relay_rows.push(RelayRow {
+                        seed,
+                        relay: name_of(&sim, r),
+                        interval_start: (now.as_secs_f64() - interval.as_secs_f64()).max(0.0),
+                        bytes_read: s.bytes_read - l.bytes_read,
+                        bytes_written: s.bytes_written - l.bytes_written,
+                        queued_cells: queued[r as usize],
+                        bucket_empty_s: empty as f64 * refill_s,
+                    });
+                    last_stats[k] = s;
+                }
+                if now + interval <= end {
+                    sim.q.schedule_in(interval, APP_CLASS, TorEvent::App { token: METRICS_TOKEN });
+                }
+            }
+            TorEvent::App { token: PROGRESS_TOKEN } => {
+                if let Some(p) = progress.as_mut() {
+                    p(sim.q.now().as_secs_f64(), duration.as_secs_f64(), sim.q.events_processed());
+                }
+                sim.q.schedule_in(progress_step, APP_CLASS, TorEvent::App { token: PROGRESS_TOKEN });
+            }
+            TorEvent::App { token } => {
+                let i = token as usize;
+                let server = servers[behaviours[i].rng().random_range(0..servers.len())];
+                sim.tor
+                    .start_stream(&mut sim.q, clients[i].0, server, pending[i], token)
+                    .map_err(|source| SimError::Tor { client: names[i].clone(), source })?;
+            }
+            other => sim.tor.handle(&mut sim.q, other),
+        }
+        for rec in sim.tor.take_records() {
+            let i = rec.tag as usize;
+            if rec.start >= warmup {
+                let class = &cfg.clients[clients[i].1].name;
+                let totals = classes.get_mut(class).expect("every group has totals");
+                totals.downloads += 1;
+                if rec.error.is_some() {
+                    totals.errors += 1;
+                } else {
+                    totals.bytes += rec.bytes;
+                }
+                let ttlb = rec.ttlb.map(|d| d.as_secs_f64());
+                downloads.push(DownloadRow {
+                    seed,
+                    client: names[i].clone(),
+                    class: class.clone(),
+                    size: rec.bytes,
+                    start: rec.start.as_secs_f64(),
+                    ttfb: rec.ttfb.map(|d| d.as_secs_f64()),
+                    ttlb,
+                    goodput: ttlb.filter(|&t| t > 0.0).map(|t| rec.bytes as f64 / t),
+                    circuit_build_time: rec.circuit_build_time.map(|d| d.as_secs_f64()),
+                    path: rec.path.iter().map(|&n| name_of(&sim, n)).collect::<Vec<_>>().join(","),
+                    error: rec.error.map(str::to_string),
+                });
+            }
+            let next = behaviours[i].next_after_done();
+            schedule(&mut sim, &mut pending, i, next);
+        }
+    }
+    if let Some(p) = progress.as_mut() {
+        p(duration.as_secs_f64(), duration.as_secs_f64(), sim.q.events_processed());
+    }
+
+    let k = &sim.tor.counters;
+    let mut counters: BTreeMap<String, u64> = [
+        ("cells_emitted", k.cells_emitted),
+        ("cells_consumed", k.cells_consumed),
+        ("cells_dropped", k.cells_dropped),
+        ("cell_hops", k.cell_hops),
+        ("circuit_sendmes_sent", k.circuit_sendmes_sent),
+        ("stream_sendmes_sent", k.stream_sendmes_sent),
+        ("circuits_built", k.circuits_built),
+        ("circuits_closed_queue_limit", k.circuits_closed_queue_limit),
+        ("streams_completed", k.streams_completed),
+        ("streams_failed", k.streams_failed),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    for (n, v) in sim.tor.net.counters().snapshot() {
+        counters.insert(n.to_string(), v);
+    }
+    Ok(RunOutput {
+        downloads,
+        relays: relay_rows,
+        summary: RunSummary {
+            experiment: cfg.experiment.name.clone(),
+            seed,
+            sim_seconds: duration.as_secs_f64(),
+            warmup_seconds: cfg.experiment.warmup.as_secs_f64(),
+            events: sim.q.events_processed(),
+            wall_seconds: wall.elapsed().as_secs_f64(),
+            counters,
+            classes,
+        },
+    })
+}

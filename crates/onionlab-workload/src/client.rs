@@ -1,0 +1,105 @@
+//! Client behaviours as small state machines.
+//!
+//! **Owns:** what a client fetches next and how long it waits first, per workload:
+//! - **web** (the throttling paper, section 4): download a file, think, repeat forever;
+//! - **bulk**: download files back to back without pausing;
+//! - **perf** (onionperf-like): pause, then download a file of 50 KiB, 1 MiB or 5 MiB
+//!   (weights 12:2:1 by default), repeat.
+//!
+//! A failed download counts as done: the client carries on as a browser would.
+//! **Must not touch:** servers, circuits or time itself; the driver schedules.
+
+use onionlab_config::model::Workload;
+use onionlab_core::rng::SimRng;
+use onionlab_core::SimDuration;
+
+use crate::dist::{sample_size, sample_time};
+
+/// What a client does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Fetch `bytes` after waiting `after`.
+    Fetch { after: SimDuration, bytes: u64 },
+}
+
+/// One client's behaviour and its own random stream.
+pub struct ClientBehaviour {
+    workload: Workload,
+    rng: SimRng,
+}
+
+impl ClientBehaviour {
+    pub fn new(workload: Workload, rng: SimRng) -> Self {
+        ClientBehaviour { workload, rng }
+    }
+
+    /// The first action, `offset` after the start of the run (clients start staggered so
+    /// that they do not move in lockstep). Web and bulk clients fetch at once; perf
+    /// clients pause first.
+    pub fn first(&mut self, offset: SimDuration) -> Next {
+        match &self.workload {
+            Workload::Web { size, .. } | Workload::Bulk { size } => {
+                Next::Fetch { after: offset, bytes: sample_size(size, &mut self.rng) }
+            }
+            Workload::Perf { .. } => match self.next_after_done() {
+                Next::Fetch { after, bytes } => Next::Fetch { after: after + offset, bytes },
+            },
+        }
+    }
+
+    /// The action after a download finished (or failed).
+    pub fn next_after_done(&mut self) -> Next {
+        match &self.workload {
+            Workload::Web { size, think } => {
+                let after = sample_time(think, &mut self.rng);
+                Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
+            }
+            Workload::Bulk { size } => Next::Fetch { after: SimDuration::ZERO, bytes: sample_size(size, &mut self.rng) },
+            Workload::Perf { size, pause } => {
+                let after = sample_time(pause, &mut self.rng);
+                Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
+            }
+        }
+    }
+
+    pub fn rng(&mut self) -> &mut SimRng {
+        &mut self.rng
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onionlab_config::model::{SizeDist, TimeDist};
+    use onionlab_core::RngStreams;
+
+    fn behaviour(w: Workload) -> ClientBehaviour {
+        ClientBehaviour::new(w, RngStreams::new(1).stream("client", "c0"))
+    }
+
+    #[test]
+    fn web_fetches_at_once_then_thinks() {
+        let think = SimDuration::from_secs(20);
+        let mut c = behaviour(Workload::Web {
+            size: SizeDist::Fixed { bytes: 87_000 },
+            think: TimeDist::Fixed { value: think },
+        });
+        let off = SimDuration::from_secs(3);
+        assert_eq!(c.first(off), Next::Fetch { after: off, bytes: 87_000 });
+        assert_eq!(c.next_after_done(), Next::Fetch { after: think, bytes: 87_000 });
+    }
+
+    #[test]
+    fn bulk_never_pauses_and_perf_always_does() {
+        let mut b = behaviour(Workload::Bulk { size: SizeDist::Fixed { bytes: 5 << 20 } });
+        assert_eq!(b.next_after_done(), Next::Fetch { after: SimDuration::ZERO, bytes: 5 << 20 });
+        let pause = SimDuration::from_secs(60);
+        let mut p = behaviour(Workload::Perf {
+            size: SizeDist::Choice { sizes: vec![51_200, 1 << 20, 5 << 20], weights: vec![12.0, 2.0, 1.0] },
+            pause: TimeDist::Fixed { value: pause },
+        });
+        let Next::Fetch { after, bytes } = p.first(SimDuration::from_secs(1));
+        assert_eq!(after, pause + SimDuration::from_secs(1));
+        assert!([51_200, 1 << 20, 5 << 20].contains(&bytes));
+    }
+}
