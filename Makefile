@@ -8,8 +8,12 @@ CARGO ?= cargo
 install:
 	$(PYTHON) -m pip install --quiet -e '.[test]'
 
+# The built-in example: the throttling paper's medium-load network for 10 simulated minutes,
+# its plots and an HTML report, in results/throttling-medium/.
 demo: install
-	$(PYTHON) -m onionlab demo
+	$(PYTHON) -m onionlab run examples/throttling-medium.toml -o results/throttling-medium
+	$(PYTHON) -m onionlab plot results/throttling-medium
+	$(PYTHON) -m onionlab report results/throttling-medium -o results/throttling-medium/report.html
 
 rust-test:
 	$(CARGO) test --workspace --all-targets --locked
@@ -19,10 +23,18 @@ py-test: install
 
 # A short run of the CLI, as a user would type it.
 smoke: install
+	rm -rf out/smoke
+	$(PYTHON) -m onionlab check examples/throttling-medium.toml
+	$(PYTHON) -m onionlab run examples/tiny.toml -o out/smoke --seeds 2 --no-progress
+	$(PYTHON) -m onionlab plot out/smoke
+	$(PYTHON) -m onionlab report out/smoke -o out/smoke/report.html
 	$(PYTHON) -m onionlab demo --flows 4 --seconds 5 > /dev/null
 
 test: rust-test py-test smoke
 
-bench:
+bench: install
 	$(CARGO) bench -p onionlab-core --bench event_queue
 	$(CARGO) bench -p onionlab-net --bench transport
+	$(CARGO) bench -p onionlab-tor --bench tor_network
+	$(CARGO) bench -p onionlab-sim --bench experiment
+	$(PYTHON) bench/throttling_medium.py

@@ -2,8 +2,42 @@
 
 The simulator is written in Rust (``onionlab._core``); this package is its command line and
 Python API. No model logic lives in Python.
+
+Modules: :mod:`~onionlab.config` (validating and reading experiment files),
+:mod:`~onionlab.runner` (running seeds in parallel), :mod:`~onionlab.results` (the results
+tables and their directory), :mod:`~onionlab.stats` (statistics over result tables),
+:mod:`~onionlab.plot`, :mod:`~onionlab.compare`, :mod:`~onionlab.report` (figures, tables,
+HTML), :mod:`~onionlab.progress` and :mod:`~onionlab.cli`.
+
+    import onionlab
+    res = onionlab.run("examples/tiny.toml", seeds=[1, 2], out="results/tiny")
+    res.summary["classes"]["web"]["time_to_last_byte_recv"]["median"]
 """
 
 from onionlab._core import __version__, transport_demo
+from onionlab.config import ConfigError  # str(err) is the problem list (see config.py)
 
-__all__ = ["__version__", "transport_demo"]
+__all__ = ["__version__", "transport_demo", "ConfigError", "run", "Results", "load", "check_config"]
+
+# The pandas-based parts load on first use, so `onionlab demo` and worker processes start fast.
+_LAZY = {
+    "run": ("onionlab.runner", "run"),
+    "Results": ("onionlab.results", "Results"),
+    "load": ("onionlab.results", "load"),
+    "check_config": ("onionlab.config", "check"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        value = getattr(importlib.import_module(mod), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'onionlab' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

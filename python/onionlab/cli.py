@@ -1,11 +1,19 @@
-"""The ``onionlab`` command line."""
+"""The ``onionlab`` command line.
+
+**Owns:** argument parsing, printing, and turning errors into clean messages and exit codes
+(1: the config has problems; 2: bad arguments, missing files or directories, other errors;
+130: interrupted). Subcommands: ``run``, ``check``, ``show-config``, ``plot``, ``compare``,
+``report`` and ``demo``. The pandas/matplotlib modules are imported only by the subcommands
+that need them. **Must not touch:** the model, statistics or figures themselves.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from onionlab import __version__, transport_demo
+from onionlab import ConfigError, __version__, transport_demo
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -32,6 +40,114 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Problems(Exception):
+    """A config with problems, already formatted for stderr."""
+
+
+def _check(path: str) -> tuple[str, dict]:
+    from onionlab import config
+
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such config file")
+    try:
+        text = config.check(path)
+    except ConfigError as e:
+        n = len(config.problems(e))
+        lines = config.format_problems(e).splitlines()
+        raise _Problems(
+            f"{path}: {n} problem{'s' if n != 1 else ''} in the config:\n" + "\n".join("  " + l for l in lines)
+        ) from None
+    return text, config.parse(text)
+
+
+def _fmt(v, spec=".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _print_run_summary(res) -> None:
+    s = res.summary
+    seeds = s.get("seeds", [])
+    print(
+        f"{s.get('experiment')}: {len(seeds)} seed{'s' if len(seeds) != 1 else ''} {seeds}, "
+        f"{s.get('events', 0):,} events, {s.get('downloads', 0)} downloads, {s.get('errors', 0)} errors, "
+        f"{_fmt(s.get('data_gib'))} GiB"
+    )
+    hdr = f"{'class':<10} {'downloads':>9} {'errors':>6} {'share %':>7} {'ttfb med':>9} {'ttlb med':>9} {'ttlb p90':>9}"
+    print(hdr)
+    for cls, c in s.get("classes", {}).items():
+        fb, lb = c["time_to_first_byte_recv"], c["time_to_last_byte_recv"]
+        print(
+            f"{cls:<10} {c['downloads']:>9} {c['errors']:>6} {_fmt(c['data_share_pct'], '.1f'):>7} "
+            f"{_fmt(fb['median']):>9} {_fmt(lb['median']):>9} {_fmt(lb['p90']):>9}"
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from onionlab.runner import run
+
+    _, cfg = _check(args.file)
+    seeds = None
+    if args.seed:
+        seeds = list(args.seed)
+    elif args.seeds is not None:
+        if args.seeds < 1:
+            raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
+        first = int(cfg.get("experiment", {}).get("seeds", [1])[0])
+        seeds = list(range(first, first + args.seeds))
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
+    res = run(args.file, seeds=seeds, out=args.output, jobs=args.jobs, progress=not args.no_progress, ray_address=args.ray)
+    _print_run_summary(res)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _check_cmd(args: argparse.Namespace) -> int:
+    from onionlab import config
+
+    _, cfg = _check(args.file)
+    print(f"ok: {config.describe(cfg)}")
+    return 0
+
+
+def _show_config(args: argparse.Namespace) -> int:
+    text, _ = _check(args.file)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from onionlab.plot import plot
+    from onionlab.results import load
+
+    res = load(args.dir)
+    out = args.output if args.output is not None else args.dir
+    for p in plot(res, os.path.join(out, "")):
+        print(f"wrote {p}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from onionlab.compare import compare, format_table
+    from onionlab.results import load
+
+    results = [load(d) for d in args.dirs]
+    table = compare(results, out=args.output)
+    print(format_table(table))
+    if args.output is not None:
+        print(f"wrote {os.path.join(args.output, 'ttfb.png')}, ttlb.png and compare.csv")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from onionlab.report import report
+    from onionlab.results import load
+
+    results = [load(d) for d in args.dirs]
+    print(f"wrote {report(results, args.output)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="onionlab", description=__doc__)
     p.add_argument("--version", action="version", version=f"onionlab {__version__}")
@@ -44,6 +160,40 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--seconds", type=float, default=60.0, help="simulated time limit (default 60)")
     d.add_argument("--seed", type=int, default=1, help="run seed (default 1)")
     d.set_defaults(func=_demo)
+
+    r = sub.add_parser("run", help="run an experiment (one run per seed) and write its results directory")
+    r.add_argument("file", help="experiment config (TOML; see docs/config.md)")
+    r.add_argument("-o", "--output", required=True, metavar="DIR", help="results directory to write")
+    g = r.add_mutually_exclusive_group()
+    g.add_argument("--seeds", type=int, metavar="N", help="N runs with seeds s, s+1, ..., s+N-1 (s: the config's first seed)")
+    g.add_argument("--seed", type=int, nargs="+", action="extend", metavar="S", help="run exactly these seeds")
+    r.add_argument("--jobs", type=int, metavar="J", help="parallel worker processes (default: one per seed, at most the CPUs)")
+    r.add_argument("--ray", metavar="ADDRESS", help="run the seeds on the ray cluster at ADDRESS (needs ray installed)")
+    r.add_argument("--no-progress", action="store_true", help="do not draw the progress line on stderr")
+    r.set_defaults(func=_run)
+
+    c = sub.add_parser("check", help="validate an experiment config and list every problem")
+    c.add_argument("file")
+    c.set_defaults(func=_check_cmd)
+
+    sc = sub.add_parser("show-config", help="print the fully resolved config (defaults filled in)")
+    sc.add_argument("file")
+    sc.set_defaults(func=_show_config)
+
+    pl = sub.add_parser("plot", help="CDFs of time to first/last byte per client class (ttfb.png, ttlb.png)")
+    pl.add_argument("dir", help="results directory")
+    pl.add_argument("-o", "--output", metavar="OUTDIR", help="where to write the PNGs (default: DIR)")
+    pl.set_defaults(func=_plot)
+
+    cp = sub.add_parser("compare", help="compare several results directories (table and overlaid CDFs)")
+    cp.add_argument("dirs", nargs="+", metavar="DIR")
+    cp.add_argument("-o", "--output", metavar="OUTDIR", help="write ttfb.png, ttlb.png and compare.csv here")
+    cp.set_defaults(func=_compare)
+
+    rp = sub.add_parser("report", help="one self-contained HTML page about one or more results directories")
+    rp.add_argument("dirs", nargs="+", metavar="DIR")
+    rp.add_argument("-o", "--output", required=True, metavar="FILE.html")
+    rp.set_defaults(func=_report)
     return p
 
 
@@ -51,9 +201,23 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, OverflowError) as e:
+    except _Problems as e:
+        print(f"onionlab: {e}", file=sys.stderr)
+        return 1
+    except ConfigError as e:
+        from onionlab.config import format_problems
+
+        print(f"onionlab: the config has problems:\n{format_problems(e)}", file=sys.stderr)
+        return 1
+    except (FileNotFoundError, NotADirectoryError) as e:
         print(f"onionlab: error: {e}", file=sys.stderr)
         return 2
+    except (ValueError, OverflowError, TypeError, RuntimeError, OSError) as e:
+        print(f"onionlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nonionlab: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 //! A whole experiment from its config: `examples/throttling-medium.toml` (50 relays,
 //! 1,000 clients, 200 servers) for its configured 10 simulated minutes. Prints wall time,
 //! events per second, cell-hops per second and peak memory. Set BENCH_CONFIG to run
-//! another config.
+//! another config. Under `cargo test` (no `--bench` argument) it runs 90 simulated seconds.
 
 use std::path::PathBuf;
 
@@ -17,13 +17,18 @@ fn main() {
     let path = std::env::var("BENCH_CONFIG").map(PathBuf::from).unwrap_or_else(|_| {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/throttling-medium.toml")
     });
-    let cfg = match onionlab_config::load_file(&path) {
+    let mut cfg = match onionlab_config::load_file(&path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(1);
         }
     };
+    // `cargo test --all-targets` runs benches once without `--bench`: keep that a short smoke run.
+    if !std::env::args().any(|a| a == "--bench") {
+        cfg.experiment.duration = onionlab_core::SimDuration::from_secs(90);
+        cfg.experiment.warmup = onionlab_core::SimDuration::from_secs(30);
+    }
     let out = onionlab_sim::run(&cfg, cfg.experiment.seeds[0], None).expect("the example runs");
     let s = &out.summary;
     let hops = s.counters.get("cell_hops").copied().unwrap_or(0);

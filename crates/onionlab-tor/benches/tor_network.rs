@@ -5,6 +5,7 @@
 //! network's), a third guards, a third exits, the rest middles; 100 Mbit/s links; one-way
 //! latencies 5-60 ms from a random matrix of 20 locations. Prints wall time, events,
 //! cell-hops per wall second and peak memory. Override with BENCH_CLIENTS, BENCH_SECS.
+//! Under `cargo test` (no `--bench` argument) it runs 10 simulated seconds as a smoke test.
 
 use std::time::Instant;
 
@@ -28,7 +29,9 @@ fn peak_rss_mib() -> f64 {
 
 fn main() {
     let clients = env("BENCH_CLIENTS", 1000) as usize;
-    let secs = env("BENCH_SECS", 600);
+    // `cargo test --all-targets` runs benches once without `--bench`: keep that a short smoke run.
+    let full = std::env::args().any(|a| a == "--bench");
+    let secs = env("BENCH_SECS", if full { 600 } else { 10 });
     let mut rng = RngStreams::new(7).stream("bench", "tor");
     let locs = 20;
     let lat: Vec<Vec<SimDuration>> =

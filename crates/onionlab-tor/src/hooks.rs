@@ -7,7 +7,6 @@
 //! hooks. **Must not touch:** queues, schedulers or the transport.
 
 use onionlab_core::{SimDuration, SimTime};
-use onionlab_net::Side;
 
 use crate::node::{NodeId, NodeKind};
 use crate::network::TorNetwork;
@@ -106,6 +105,5 @@ impl<'a> RelayControl<'a> {
                 end.conn_write = None;
             }
         }
-        let _ = Side::Initiator;
     }
 }

@@ -1,22 +1,1041 @@
-// TEMPORARY stub; replaced by the real module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+//! Bandwidth-weighted relay selection for the guard, middle and exit positions of a
+//! three-hop circuit.
+//!
+//! **Owns:** relay flags ([`RelayFlags`]), the per-relay directory view path selection
+//! needs ([`RelayInfo`]), the consensus "bandwidth-weights" ([`BandwidthWeights`]) and the
+//! precomputed per-position selection tables ([`PathSelector`]).
+//!
+//! **Must not touch:** circuits, channels, guard-state persistence or anything else that
+//! happens after a relay has been picked (that is [`crate::network`]'s job); it never reads
+//! a clock and never allocates relay identities — relays are plain indices into the slice
+//! given to [`PathSelector::new`].
+//!
+//! **Tor source followed** (tor 0.4.8):
+//!
+//! * `src/feature/nodelist/node_select.c: compute_weighted_bandwidths` — the weight of a
+//!   relay in a position is its consensus bandwidth (`w Bandwidth=`) times one of the
+//!   position's four weights, picked by the relay's flags: Guard+Exit → `W?d`, Guard only →
+//!   `W?g`, Exit only → `W?e`, neither → `W?m`. A relay with `BadExit` counts as a non-exit
+//!   here (`is_exit = node->is_exit && ! node->is_bad_exit`).
+//! * `node_select.c: node_sl_choose_by_bandwidth` / `choose_array_element_by_weight` —
+//!   pick with probability proportional to weight. Tor turns the `double` weights into
+//!   `uint64_t`s and draws `crypto_rand_uint64(total)`; we keep the weights exact as
+//!   `bandwidth × weight` integers (`u128`) and draw uniformly below their sum, which is the
+//!   same distribution without tor's rounding. Tor's historical
+//!   `smartlist_choose_node_by_bandwidth_weights` (0.2.2–0.2.9) computed the same thing.
+//! * dir-spec section 3.8.3 "bandwidth-weights" (the `Wxy` keys and `bwweightscale`,
+//!   default 10000, allowed 1..=`INT32_MAX`).
+//! * `src/core/or/circuitbuild.c: onion_pick_cpath_exit`, `onion_extend_cpath`,
+//!   `choose_good_entry_server`, `choose_good_middle_server` — the exit is chosen first,
+//!   then the guard, then the middle, all distinct. Circuits are built with
+//!   `need_capacity` set, so `node_is_unreliable` rejects relays without the `Fast` flag in
+//!   every position; we require [`RelayFlags::FAST`] everywhere.
+//!
+//! **Not modelled** (documented simplifications): relays are assumed `Running` and `Valid`
+//! (the flags are kept but not checked); tor's family and same-/16 exclusions
+//! (`nodelist_add_node_and_family`, `EnforceDistinctSubnets`) are not applied — only the
+//! explicit `exclude` list is; exit-policy matching for a particular port is not modelled, so
+//! the exit position is "has `Exit`, lacks `BadExit`" and `Weg`/`Wem` (weights for relays
+//! allowed to exit by "odd exit policies") are parsed but never used; the directory
+//! multipliers `Wgb`/`Wmb`/`Web`/`Wdb` are accepted and ignored (they are 10000, i.e. 1, in
+//! every consensus since 2011); guard sampling/persistence (`entrynodes.c`) is the caller's.
+//!
+//! Everything is deterministic given the RNG: no hash-map iteration, ties broken by index.
+
+use std::fmt;
+use std::ops::{BitOr, BitOrAssign};
+
+/// The consensus flags of a relay (dir-spec 3.4.1 "s" line), as a bit set.
+///
+/// Only [`GUARD`](Self::GUARD), [`EXIT`](Self::EXIT), [`BAD_EXIT`](Self::BAD_EXIT) and
+/// [`FAST`](Self::FAST) affect path selection; the others are carried for callers.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RelayFlags(pub u16);
-impl RelayFlags { pub const GUARD: RelayFlags = RelayFlags(1); pub const EXIT: RelayFlags = RelayFlags(2); pub const FAST: RelayFlags = RelayFlags(4); pub const STABLE: RelayFlags = RelayFlags(8);
-  pub fn contains(self, o: RelayFlags) -> bool { self.0 & o.0 == o.0 }
-  pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> RelayFlags { let mut f = RelayFlags(0); for n in names { f = f | match n { "Guard" => RelayFlags::GUARD, "Exit" => RelayFlags::EXIT, "Fast" => RelayFlags::FAST, "Stable" => RelayFlags::STABLE, _ => RelayFlags(0) }; } f } }
-impl std::ops::BitOr for RelayFlags { type Output = RelayFlags; fn bitor(self, o: RelayFlags) -> RelayFlags { RelayFlags(self.0 | o.0) } }
-#[derive(Clone, Debug)] pub struct RelayInfo { pub nickname: String, pub bandwidth: u64, pub flags: RelayFlags }
-#[derive(Clone, Copy, Debug, PartialEq, Eq)] pub enum Position { Guard, Middle, Exit }
-#[derive(Clone, Debug, PartialEq)] pub struct BandwidthWeights;
-impl BandwidthWeights { pub fn uniform() -> Self { BandwidthWeights }
-  pub fn from_pairs<'a>(_p: impl IntoIterator<Item = (&'a str, i64)>, _scale: i64) -> Result<Self, PathError> { Ok(BandwidthWeights) } }
-#[derive(Debug, Clone, PartialEq, thiserror::Error)] pub enum PathError { #[error("no relays")] NoRelays }
-pub struct PathSelector { r: Vec<RelayInfo> }
+
+/// Flag names as they appear in the consensus, in bit order.
+const FLAG_NAMES: [(&str, RelayFlags); 10] = [
+    ("Guard", RelayFlags::GUARD),
+    ("Exit", RelayFlags::EXIT),
+    ("Fast", RelayFlags::FAST),
+    ("Stable", RelayFlags::STABLE),
+    ("Running", RelayFlags::RUNNING),
+    ("Valid", RelayFlags::VALID),
+    ("BadExit", RelayFlags::BAD_EXIT),
+    ("HSDir", RelayFlags::HSDIR),
+    ("V2Dir", RelayFlags::V2DIR),
+    ("Authority", RelayFlags::AUTHORITY),
+];
+
+impl RelayFlags {
+    /// No flags.
+    pub const EMPTY: RelayFlags = RelayFlags(0);
+    /// `Guard`: may be chosen for the first hop.
+    pub const GUARD: RelayFlags = RelayFlags(1 << 0);
+    /// `Exit`: allows exiting to the common ports.
+    pub const EXIT: RelayFlags = RelayFlags(1 << 1);
+    /// `Fast`: required in every position of a general-purpose circuit.
+    pub const FAST: RelayFlags = RelayFlags(1 << 2);
+    /// `Stable`: long uptime (only needed by circuits with `need_uptime`; not modelled).
+    pub const STABLE: RelayFlags = RelayFlags(1 << 3);
+    /// `Running`: reachable (assumed for every relay given to [`PathSelector`]).
+    pub const RUNNING: RelayFlags = RelayFlags(1 << 4);
+    /// `Valid`: approved (assumed for every relay given to [`PathSelector`]).
+    pub const VALID: RelayFlags = RelayFlags(1 << 5);
+    /// `BadExit`: never chosen as exit, and weighted as a non-exit elsewhere.
+    pub const BAD_EXIT: RelayFlags = RelayFlags(1 << 6);
+    /// `HSDir`: onion-service directory.
+    pub const HSDIR: RelayFlags = RelayFlags(1 << 7);
+    /// `V2Dir`: directory cache.
+    pub const V2DIR: RelayFlags = RelayFlags(1 << 8);
+    /// `Authority`: directory authority.
+    pub const AUTHORITY: RelayFlags = RelayFlags(1 << 9);
+
+    /// True if every flag in `other` is set in `self` (true for an empty `other`).
+    pub fn contains(self, other: RelayFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Parses consensus flag names (case-sensitive, as on the "s" line: `Guard`, `Exit`,
+    /// `Fast`, `Stable`, `Running`, `Valid`, `BadExit`, `HSDir`, `V2Dir`, `Authority`).
+    /// Unknown names (e.g. `NoEdConsensus`, `StaleDesc`) are ignored.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> RelayFlags {
+        let mut flags = RelayFlags::EMPTY;
+        for name in names {
+            if let Some((_, f)) = FLAG_NAMES.iter().find(|(n, _)| *n == name) {
+                flags |= *f;
+            }
+        }
+        flags
+    }
+}
+
+impl BitOr for RelayFlags {
+    type Output = RelayFlags;
+    fn bitor(self, rhs: RelayFlags) -> RelayFlags {
+        RelayFlags(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for RelayFlags {
+    fn bitor_assign(&mut self, rhs: RelayFlags) {
+        self.0 |= rhs.0;
+    }
+}
+
+impl fmt::Debug for RelayFlags {
+    /// Prints the consensus names, e.g. `RelayFlags(Guard|Fast)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RelayFlags(")?;
+        let mut first = true;
+        for (name, flag) in FLAG_NAMES {
+            if self.contains(flag) {
+                if !first {
+                    write!(f, "|")?;
+                }
+                write!(f, "{name}")?;
+                first = false;
+            }
+        }
+        let unknown = self.0 & !FLAG_NAMES.iter().fold(0, |acc, (_, fl)| acc | fl.0);
+        if unknown != 0 {
+            write!(f, "{}{unknown:#x}", if first { "" } else { "|" })?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// What path selection knows about one relay: its consensus entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayInfo {
+    /// Relay nickname (for messages only).
+    pub nickname: String,
+    /// Consensus weight (`w Bandwidth=`), in the consensus's units (KB/s, as measured by the
+    /// bandwidth authorities). Only ratios matter.
+    pub bandwidth: u64,
+    /// Consensus flags.
+    pub flags: RelayFlags,
+}
+
+/// A hop position in a three-hop circuit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Position {
+    /// First hop (entry guard). Tor's `WEIGHT_FOR_GUARD`.
+    Guard,
+    /// Second hop. Tor's `WEIGHT_FOR_MID`.
+    Middle,
+    /// Last hop. Tor's `WEIGHT_FOR_EXIT`.
+    Exit,
+}
+
+impl Position {
+    const ALL: [Position; 3] = [Position::Guard, Position::Middle, Position::Exit];
+
+    fn index(self) -> usize {
+        match self {
+            Position::Guard => 0,
+            Position::Middle => 1,
+            Position::Exit => 2,
+        }
+    }
+}
+
+/// Consensus "bandwidth-weights" (dir-spec 3.8.3), each scaled by `scale` (`scale` = weight 1).
+///
+/// `Wxy` is the weight of a relay of class `y` in position `x`, where the position is
+/// `g` (guard), `m` (middle), `e` (exit) or `b` (directory fetch) and the class is `g`
+/// (Guard flag only), `m` (neither), `e` (Exit only) or `d` (Guard and Exit). All values are
+/// dimensionless, in units of `1/scale`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BandwidthWeights {
+    /// Guard-flagged relays in the guard position.
+    pub wgg: i64,
+    /// Unflagged relays in the guard position (bridges only in tor; unused here).
+    pub wgm: i64,
+    /// Guard+Exit relays in the guard position.
+    pub wgd: i64,
+    /// Guard-flagged relays in the middle position.
+    pub wmg: i64,
+    /// Unflagged relays in the middle position.
+    pub wmm: i64,
+    /// Exit-flagged relays in the middle position.
+    pub wme: i64,
+    /// Guard+Exit relays in the middle position.
+    pub wmd: i64,
+    /// Guard-flagged relays in the exit position (odd exit policies; unused here).
+    pub weg: i64,
+    /// Unflagged relays in the exit position (odd exit policies; unused here).
+    pub wem: i64,
+    /// Exit-flagged relays in the exit position.
+    pub wee: i64,
+    /// Guard+Exit relays in the exit position.
+    pub wed: i64,
+    /// Guard-flagged relays for directory fetches (parsed, unused).
+    pub wbg: i64,
+    /// Unflagged relays for directory fetches (parsed, unused).
+    pub wbm: i64,
+    /// Exit-flagged relays for directory fetches (parsed, unused).
+    pub wbe: i64,
+    /// Guard+Exit relays for directory fetches (parsed, unused).
+    pub wbd: i64,
+    /// The weight that means 1 (`bwweightscale`, 10000 by default; 1..=`i32::MAX`).
+    pub scale: i64,
+}
+
+/// Tor's default `bwweightscale` (`BW_WEIGHT_SCALE`).
+pub const DEFAULT_WEIGHT_SCALE: i64 = 10_000;
+
+/// Keys that must be present on a "bandwidth-weights" line, in dir-spec order.
+const REQUIRED_KEYS: [&str; 11] = ["Wgg", "Wgm", "Wgd", "Wmg", "Wmm", "Wme", "Wmd", "Weg", "Wem", "Wee", "Wed"];
+/// Keys that may be present (default: `scale`).
+const OPTIONAL_KEYS: [&str; 4] = ["Wbg", "Wbm", "Wbe", "Wbd"];
+
+impl Default for BandwidthWeights {
+    /// Same as [`BandwidthWeights::uniform`].
+    fn default() -> Self {
+        Self::uniform()
+    }
+}
+
+impl BandwidthWeights {
+    /// All weights 1 (`scale` = 10000): every eligible relay is weighted by its bandwidth
+    /// alone, in every position.
+    ///
+    /// This is what current tor does when the consensus has no (or a negative)
+    /// bandwidth-weights entry: `compute_weighted_bandwidths` reads each `Wxy` with default
+    /// -1 and, on any negative value, logs "Got negative bandwidth weights. Defaulting to
+    /// naive selection algorithm." and sets every weight to `weight_scale`.
+    ///
+    /// It is a **simplification** of what tor 0.2.2–0.2.7 did with a weight-less consensus
+    /// (e.g. the 2010 ones): it fell back to `smartlist_choose_node_by_bandwidth`, which for
+    /// non-exit positions scaled Exit relays by `max(0, 1 − T/(3E))` and for non-guard
+    /// positions scaled Guard relays by `max(0, 1 − T/(3G))` (T, E, G: total, exit and guard
+    /// bandwidth; so scarce exits/guards are kept for their own position) and capped each
+    /// relay's bandwidth at 10 MB/s. That rule is not modelled here.
+    pub fn uniform() -> Self {
+        let s = DEFAULT_WEIGHT_SCALE;
+        BandwidthWeights {
+            wgg: s,
+            wgm: s,
+            wgd: s,
+            wmg: s,
+            wmm: s,
+            wme: s,
+            wmd: s,
+            weg: s,
+            wem: s,
+            wee: s,
+            wed: s,
+            wbg: s,
+            wbm: s,
+            wbe: s,
+            wbd: s,
+            scale: s,
+        }
+    }
+
+    /// Builds the weights from `key=value` pairs as found on a consensus
+    /// "bandwidth-weights" line (keys case-sensitive, e.g. `("Wgg", 5806)`), with weight
+    /// scale `scale` (the consensus `bwweightscale` parameter; 10000 normally).
+    ///
+    /// `Wgg, Wgm, Wgd, Wmg, Wmm, Wme, Wmd, Weg, Wem, Wee, Wed` are required; `Wbg, Wbm, Wbe,
+    /// Wbd` default to `scale`; any other key (`Wgb`, `Wmb`, `Web`, `Wdb`, future keys) is
+    /// ignored. Every value must lie in `0..=scale`, and a key may appear only once.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, i64)>, scale: i64) -> Result<Self, PathError> {
+        if !(1..=i64::from(i32::MAX)).contains(&scale) {
+            return Err(PathError::BadScale { scale });
+        }
+        let mut found: [Option<i64>; 15] = [None; 15];
+        for (key, value) in pairs {
+            let slot = REQUIRED_KEYS.iter().chain(OPTIONAL_KEYS.iter()).position(|k| *k == key);
+            let Some(slot) = slot else { continue };
+            if value < 0 {
+                return Err(PathError::BadWeight {
+                    key: key.to_string(),
+                    value,
+                    hint: "bandwidth weights cannot be negative (tor would ignore the whole line)",
+                });
+            }
+            if value > scale {
+                return Err(PathError::BadWeight {
+                    key: key.to_string(),
+                    value,
+                    hint: "a bandwidth weight cannot exceed the weight scale (10000 = weight 1)",
+                });
+            }
+            if found[slot].replace(value).is_some() {
+                return Err(PathError::DuplicateWeight { key: key.to_string() });
+            }
+        }
+        for (i, key) in REQUIRED_KEYS.iter().enumerate() {
+            if found[i].is_none() {
+                return Err(PathError::MissingWeight { key });
+            }
+        }
+        let get = |i: usize| found[i].unwrap_or(scale);
+        Ok(BandwidthWeights {
+            wgg: get(0),
+            wgm: get(1),
+            wgd: get(2),
+            wmg: get(3),
+            wmm: get(4),
+            wme: get(5),
+            wmd: get(6),
+            weg: get(7),
+            wem: get(8),
+            wee: get(9),
+            wed: get(10),
+            wbg: get(11),
+            wbm: get(12),
+            wbe: get(13),
+            wbd: get(14),
+            scale,
+        })
+    }
+
+    /// Checks a hand-built value: `scale` in 1..=`i32::MAX`, every weight in `0..=scale`.
+    fn validate(&self) -> Result<(), PathError> {
+        if !(1..=i64::from(i32::MAX)).contains(&self.scale) {
+            return Err(PathError::BadScale { scale: self.scale });
+        }
+        let all = [
+            ("Wgg", self.wgg),
+            ("Wgm", self.wgm),
+            ("Wgd", self.wgd),
+            ("Wmg", self.wmg),
+            ("Wmm", self.wmm),
+            ("Wme", self.wme),
+            ("Wmd", self.wmd),
+            ("Weg", self.weg),
+            ("Wem", self.wem),
+            ("Wee", self.wee),
+            ("Wed", self.wed),
+            ("Wbg", self.wbg),
+            ("Wbm", self.wbm),
+            ("Wbe", self.wbe),
+            ("Wbd", self.wbd),
+        ];
+        for (key, value) in all {
+            if !(0..=self.scale).contains(&value) {
+                return Err(PathError::BadWeight {
+                    key: key.to_string(),
+                    value,
+                    hint: "each bandwidth weight must lie in 0..=scale (10000 = weight 1)",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The `W?x` weight (in `1/scale` units) of a relay with these flags in `pos`, or `None`
+    /// if the relay is not eligible for `pos` at all.
+    fn for_relay(&self, flags: RelayFlags, pos: Position) -> Option<i64> {
+        if !flags.contains(RelayFlags::FAST) {
+            return None;
+        }
+        let is_guard = flags.contains(RelayFlags::GUARD);
+        let is_exit = flags.contains(RelayFlags::EXIT) && !flags.contains(RelayFlags::BAD_EXIT);
+        match pos {
+            Position::Guard if !is_guard => None,
+            Position::Guard => Some(if is_exit { self.wgd } else { self.wgg }),
+            Position::Middle => Some(match (is_guard, is_exit) {
+                (true, true) => self.wmd,
+                (true, false) => self.wmg,
+                (false, true) => self.wme,
+                (false, false) => self.wmm,
+            }),
+            Position::Exit if !is_exit => None,
+            Position::Exit => Some(if is_guard { self.wed } else { self.wee }),
+        }
+    }
+}
+
+/// Errors from building weights or a [`PathSelector`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// [`PathSelector::new`] was given no relays.
+    #[error("relays: the relay list is empty; add at least one relay (three for a circuit)")]
+    NoRelays,
+    /// A required key is missing from the bandwidth-weights pairs.
+    #[error(
+        "bandwidth_weights.{key}: missing; a consensus bandwidth-weights line needs Wgg, Wgm, Wgd, \
+         Wmg, Wmm, Wme, Wmd, Weg, Wem, Wee and Wed (omit the whole table to use uniform weights)"
+    )]
+    MissingWeight {
+        /// The missing key, e.g. `"Wgd"`.
+        key: &'static str,
+    },
+    /// A weight is outside `0..=scale`.
+    #[error("bandwidth_weights.{key}: {value} is out of range: {hint}")]
+    BadWeight {
+        /// The offending key, e.g. `"Wgg"`.
+        key: String,
+        /// Its value, in `1/scale` units.
+        value: i64,
+        /// What is allowed.
+        hint: &'static str,
+    },
+    /// A key appears more than once.
+    #[error("bandwidth_weights.{key}: given more than once; keep a single value")]
+    DuplicateWeight {
+        /// The repeated key.
+        key: String,
+    },
+    /// The weight scale is outside tor's `bwweightscale` range.
+    #[error(
+        "bandwidth_weights.scale: {scale} is out of range; bwweightscale must be in 1..=2147483647 (normally 10000)"
+    )]
+    BadScale {
+        /// The rejected scale.
+        scale: i64,
+    },
+}
+
+/// Precomputed weighted selection tables, one per [`Position`]: exact integer weights
+/// (`bandwidth × Wxy`, in KB/s × `1/scale`) and their running sums, so a draw is one
+/// uniform integer plus a binary search (O(log n)).
+#[derive(Clone, Debug)]
+pub struct PathSelector {
+    relays: Vec<RelayInfo>,
+    weights: BandwidthWeights,
+    /// `weight[p][i]`: weight of relay `i` in position `p`, 0 if ineligible.
+    weight: [Vec<u128>; 3],
+    /// `cumulative[p][i]` = `weight[p][0] + … + weight[p][i]`.
+    cumulative: [Vec<u128>; 3],
+}
+
+/// Rejection-sampling attempts before [`PathSelector::choose`] falls back to a linear scan.
+const MAX_REJECTIONS: usize = 32;
+
 impl PathSelector {
-  pub fn new(relays: &[RelayInfo], _w: BandwidthWeights) -> Result<Self, PathError> { Ok(PathSelector { r: relays.to_vec() }) }
-  pub fn choose<R: rand::Rng + ?Sized>(&self, pos: Position, rng: &mut R, exclude: &[usize]) -> Option<usize> {
-    let el: Vec<usize> = (0..self.r.len()).filter(|i| !exclude.contains(i) && match pos { Position::Guard => self.r[*i].flags.contains(RelayFlags::GUARD), Position::Exit => self.r[*i].flags.contains(RelayFlags::EXIT), _ => true }).collect();
-    if el.is_empty() { None } else { Some(el[rng.random_range(0..el.len())]) } }
-  pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Option<[usize; 3]> {
-    let g = guard?; let e = self.choose(Position::Exit, rng, &[g])?; let m = self.choose(Position::Middle, rng, &[g, e])?; Some([g, m, e]) }
+    /// Builds the selection tables for `relays` (relay `i` is index `i` in every method).
+    ///
+    /// Relays are assumed `Running` and `Valid`. A position no relay can serve is not an
+    /// error here: [`choose`](Self::choose) returns `None` for it. Errors: an empty relay
+    /// list, or `weights` outside their ranges (scale in 1..=`i32::MAX`, weights in
+    /// `0..=scale`).
+    pub fn new(relays: &[RelayInfo], weights: BandwidthWeights) -> Result<Self, PathError> {
+        if relays.is_empty() {
+            return Err(PathError::NoRelays);
+        }
+        weights.validate()?;
+        let mut weight: [Vec<u128>; 3] = Default::default();
+        let mut cumulative: [Vec<u128>; 3] = Default::default();
+        for pos in Position::ALL {
+            let p = pos.index();
+            let mut sum: u128 = 0;
+            for r in relays {
+                // bandwidth < 2^64, w <= 2^31: each product < 2^95, so the sum cannot
+                // overflow below 2^32 relays; saturate rather than panic beyond that.
+                let w = weights.for_relay(r.flags, pos).map_or(0, |w| u128::from(r.bandwidth) * w as u128);
+                sum = sum.saturating_add(w);
+                weight[p].push(w);
+                cumulative[p].push(sum);
+            }
+        }
+        Ok(PathSelector { relays: relays.to_vec(), weights, weight, cumulative })
+    }
+
+    /// Number of relays.
+    pub fn len(&self) -> usize {
+        self.relays.len()
+    }
+
+    /// Always false: a selector has at least one relay.
+    pub fn is_empty(&self) -> bool {
+        self.relays.is_empty()
+    }
+
+    /// The relays, in index order.
+    pub fn relays(&self) -> &[RelayInfo] {
+        &self.relays
+    }
+
+    /// The bandwidth weights in use.
+    pub fn bandwidth_weights(&self) -> &BandwidthWeights {
+        &self.weights
+    }
+
+    /// Weight of relay `relay` in position `pos`, in consensus-bandwidth units (KB/s):
+    /// `bandwidth × Wxy / scale`, as in tor's `compute_weighted_bandwidths`:
+    ///
+    /// * every position needs [`RelayFlags::FAST`] (tor's `need_capacity`); else 0;
+    /// * a relay with `BadExit` is treated as a non-exit;
+    /// * **Guard**: needs `Guard`; `Wgd` if also an exit, else `Wgg`;
+    /// * **Middle**: `Wmd` (Guard+Exit), `Wmg` (Guard), `Wme` (Exit), `Wmm` (neither);
+    /// * **Exit**: needs `Exit` and not `BadExit`; `Wed` if also a guard, else `Wee`.
+    ///
+    /// Returns 0.0 for an out-of-range index.
+    pub fn weight(&self, relay: usize, pos: Position) -> f64 {
+        match self.weight[pos.index()].get(relay) {
+            Some(&w) => w as f64 / self.weights.scale as f64,
+            None => 0.0,
+        }
+    }
+
+    /// Sum of [`weight`](Self::weight) over all relays for `pos`, in KB/s.
+    pub fn total_weight(&self, pos: Position) -> f64 {
+        self.total(pos) as f64 / self.weights.scale as f64
+    }
+
+    fn total(&self, pos: Position) -> u128 {
+        self.cumulative[pos.index()].last().copied().unwrap_or(0)
+    }
+
+    /// True if `relay` has the flags `pos` needs (ignoring its weight).
+    pub fn is_eligible(&self, relay: usize, pos: Position) -> bool {
+        self.relays.get(relay).is_some_and(|r| self.weights.for_relay(r.flags, pos).is_some())
+    }
+
+    /// Chooses a relay for `pos` with probability proportional to its
+    /// [`weight`](Self::weight), never returning an index in `exclude` (the relays already
+    /// on the path; out-of-range indices there are ignored). Tor also excludes relays of the
+    /// same family and the same /16; that is not modelled.
+    ///
+    /// Returns `None` if no eligible, non-excluded relay has positive weight. (Tor's
+    /// `choose_array_element_by_weight` picks uniformly when all weights are 0; we don't,
+    /// so a zero weight reliably keeps a class out of a position.)
+    ///
+    /// Cost: O(log n) per draw; an excluded pick is re-drawn (rejection sampling, which
+    /// keeps the exact conditional distribution) up to 32 times, then one O(n) scan over
+    /// the remaining weight finishes the job, so it always terminates.
+    pub fn choose<R: rand::Rng + ?Sized>(&self, pos: Position, rng: &mut R, exclude: &[usize]) -> Option<usize> {
+        let p = pos.index();
+        let total = self.total(pos);
+        if total == 0 {
+            return None;
+        }
+        let cumulative = &self.cumulative[p];
+        for _ in 0..MAX_REJECTIONS {
+            let x = rng.random_range(0..total);
+            // First index whose running sum exceeds x; zero-weight relays are never hit.
+            let i = cumulative.partition_point(|&c| c <= x);
+            if !exclude.contains(&i) {
+                return Some(i);
+            }
+        }
+        // Linear fallback over what is left after exclusion.
+        let weight = &self.weight[p];
+        let remaining: u128 = weight
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !exclude.contains(i))
+            .fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
+        if remaining == 0 {
+            return None;
+        }
+        let mut x = rng.random_range(0..remaining);
+        for (i, &w) in weight.iter().enumerate() {
+            if w == 0 || exclude.contains(&i) {
+                continue;
+            }
+            if x < w {
+                return Some(i);
+            }
+            x -= w;
+        }
+        None // unreachable: x < remaining = sum of the weights walked
+    }
+
+    /// Chooses a full path, returned as `[guard, middle, exit]` relay indices, all distinct.
+    ///
+    /// Order follows tor's `onion_pick_cpath_exit` then `onion_extend_cpath`: the exit is
+    /// chosen first, then the guard (excluding the exit), then the middle (excluding both).
+    /// With a persistent `guard` given, it is used as the first hop and excluded from the
+    /// exit and middle choices (tor would instead skip a primary guard that equals the
+    /// chosen exit; we keep the caller's guard). Returns `None` if `guard` is out of range
+    /// or lacks the Guard/Fast flags, or if some position has no eligible relay left.
+    pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Option<[usize; 3]> {
+        match guard {
+            Some(g) => {
+                if !self.is_eligible(g, Position::Guard) {
+                    return None;
+                }
+                let exit = self.choose(Position::Exit, rng, &[g])?;
+                let middle = self.choose(Position::Middle, rng, &[g, exit])?;
+                Some([g, middle, exit])
+            }
+            None => {
+                let exit = self.choose(Position::Exit, rng, &[])?;
+                let g = self.choose(Position::Guard, rng, &[exit])?;
+                let middle = self.choose(Position::Middle, rng, &[g, exit])?;
+                Some([g, middle, exit])
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    const G: RelayFlags = RelayFlags::GUARD;
+    const E: RelayFlags = RelayFlags::EXIT;
+    const F: RelayFlags = RelayFlags::FAST;
+    const B: RelayFlags = RelayFlags::BAD_EXIT;
+
+    fn relay(nickname: &str, bandwidth: u64, flags: RelayFlags) -> RelayInfo {
+        RelayInfo { nickname: nickname.to_string(), bandwidth, flags }
+    }
+
+    /// The 2022 consensus bandwidth-weights line (includes keys we ignore).
+    const W2022: &[(&str, i64)] = &[
+        ("Wbd", 0),
+        ("Wbe", 0),
+        ("Wbg", 4194),
+        ("Wbm", 10000),
+        ("Wdb", 10000),
+        ("Web", 10000),
+        ("Wed", 10000),
+        ("Wee", 10000),
+        ("Weg", 10000),
+        ("Wem", 10000),
+        ("Wgb", 10000),
+        ("Wgd", 0),
+        ("Wgg", 5806),
+        ("Wgm", 5806),
+        ("Wmb", 10000),
+        ("Wmd", 0),
+        ("Wme", 0),
+        ("Wmg", 4194),
+        ("Wmm", 10000),
+    ];
+
+    fn w2022() -> BandwidthWeights {
+        BandwidthWeights::from_pairs(W2022.iter().copied(), 10_000).expect("2022 weights parse")
+    }
+
+    /// Distinct weights so any class/position mix-up shows.
+    fn hand_weights() -> BandwidthWeights {
+        BandwidthWeights {
+            wgg: 6000,
+            wgm: 5500,
+            wgd: 2000,
+            wmg: 4000,
+            wmm: 10000,
+            wme: 1000,
+            wmd: 3000,
+            weg: 8000,
+            wem: 8500,
+            wee: 9000,
+            wed: 7000,
+            ..BandwidthWeights::uniform()
+        }
+    }
+
+    fn five_relays() -> Vec<RelayInfo> {
+        vec![
+            relay("guard", 100, G | F),
+            relay("guardexit", 200, G | E | F),
+            relay("exit", 300, E | F),
+            relay("middle", 400, F),
+            relay("guardbadexit", 500, G | E | B | F),
+        ]
+    }
+
+    #[test]
+    fn hand_worked_weights_five_relays() {
+        let sel = PathSelector::new(&five_relays(), hand_weights()).unwrap();
+        // (relay, guard, middle, exit), computed by hand: bw × W / 10000.
+        let expected: [(usize, f64, f64, f64); 5] = [
+            (0, 100.0 * 0.6, 100.0 * 0.4, 0.0),         // Guard only: Wgg, Wmg, not an exit
+            (1, 200.0 * 0.2, 200.0 * 0.3, 200.0 * 0.7), // Guard+Exit: Wgd, Wmd, Wed
+            (2, 0.0, 300.0 * 0.1, 300.0 * 0.9),         // Exit only: no Guard, Wme, Wee
+            (3, 0.0, 400.0, 0.0),                       // neither: Wmm
+            (4, 500.0 * 0.6, 500.0 * 0.4, 0.0),         // BadExit counts as non-exit: Wgg, Wmg, never exit
+        ];
+        let pos = [Position::Guard, Position::Middle, Position::Exit];
+        for (i, g, m, e) in expected {
+            for (p, want) in pos.iter().zip([g, m, e]) {
+                let got = sel.weight(i, *p);
+                assert!((got - want).abs() < 1e-9, "relay {i} {p:?}: got {got}, want {want}");
+            }
+        }
+        assert_eq!(sel.weight(0, Position::Guard), 60.0);
+        assert_eq!(sel.weight(1, Position::Exit), 140.0);
+        assert_eq!(sel.weight(4, Position::Middle), 200.0);
+        assert!((sel.total_weight(Position::Guard) - 400.0).abs() < 1e-9);
+        assert!((sel.total_weight(Position::Middle) - 730.0).abs() < 1e-9);
+        assert!((sel.total_weight(Position::Exit) - 410.0).abs() < 1e-9);
+        assert_eq!(sel.weight(99, Position::Guard), 0.0);
+        assert_eq!(sel.len(), 5);
+        assert!(!sel.is_empty());
+    }
+
+    #[test]
+    fn fast_flag_required_everywhere() {
+        let relays = vec![relay("slow", 1000, G | E), relay("fast", 10, G | E | F)];
+        let sel = PathSelector::new(&relays, BandwidthWeights::uniform()).unwrap();
+        for p in Position::ALL {
+            assert_eq!(sel.weight(0, p), 0.0, "{p:?}");
+            assert!(!sel.is_eligible(0, p));
+            assert_eq!(sel.weight(1, p), 10.0);
+        }
+        let mut rng = StdRng::seed_from_u64(1);
+        for _ in 0..100 {
+            assert_eq!(sel.choose(Position::Middle, &mut rng, &[]), Some(1));
+        }
+    }
+
+    #[test]
+    fn weights_2022_vector() {
+        let w = w2022();
+        assert_eq!((w.wgg, w.wgm, w.wgd), (5806, 5806, 0));
+        assert_eq!((w.wmg, w.wmm, w.wme, w.wmd), (4194, 10000, 0, 0));
+        assert_eq!((w.weg, w.wem, w.wee, w.wed), (10000, 10000, 10000, 10000));
+        assert_eq!((w.wbg, w.wbm, w.wbe, w.wbd), (4194, 10000, 0, 0));
+        assert_eq!(w.scale, 10000);
+        let sel = PathSelector::new(&five_relays(), w).unwrap();
+        // Guard+Exit relays are saved for the exit position: Wgd = Wmd = 0.
+        assert_eq!(sel.weight(1, Position::Guard), 0.0);
+        assert_eq!(sel.weight(1, Position::Middle), 0.0);
+        assert_eq!(sel.weight(1, Position::Exit), 200.0);
+        assert!((sel.weight(0, Position::Guard) - 58.06).abs() < 1e-9);
+        assert!((sel.weight(0, Position::Middle) - 41.94).abs() < 1e-9);
+        assert_eq!(sel.weight(2, Position::Middle), 0.0);
+        assert_eq!(sel.weight(3, Position::Middle), 400.0);
+    }
+
+    #[test]
+    fn uniform_matches_equivalent_pairs() {
+        let pairs: Vec<(&str, i64)> = REQUIRED_KEYS.iter().map(|k| (*k, 10_000)).collect();
+        let parsed = BandwidthWeights::from_pairs(pairs, 10_000).unwrap();
+        assert_eq!(parsed, BandwidthWeights::uniform());
+        assert_eq!(BandwidthWeights::default(), BandwidthWeights::uniform());
+        let sel = PathSelector::new(&five_relays(), BandwidthWeights::uniform()).unwrap();
+        assert_eq!(sel.weight(1, Position::Guard), 200.0);
+        assert_eq!(sel.weight(2, Position::Middle), 300.0);
+        assert_eq!(sel.weight(4, Position::Exit), 0.0);
+    }
+
+    #[test]
+    fn from_pairs_other_scale() {
+        let pairs: Vec<(&str, i64)> = REQUIRED_KEYS.iter().map(|k| (*k, 50)).collect();
+        let w = BandwidthWeights::from_pairs(pairs, 100).unwrap();
+        assert_eq!(w.wbg, 100, "optional keys default to the scale");
+        let sel = PathSelector::new(&[relay("m", 1000, F)], w).unwrap();
+        assert_eq!(sel.weight(0, Position::Middle), 500.0);
+    }
+
+    #[test]
+    fn error_cases() {
+        let missing: Vec<(&str, i64)> = W2022.iter().copied().filter(|(k, _)| *k != "Wgd").collect();
+        let err = BandwidthWeights::from_pairs(missing, 10_000).unwrap_err();
+        assert_eq!(err, PathError::MissingWeight { key: "Wgd" });
+        assert!(err.to_string().contains("Wgd"));
+
+        let mut neg = W2022.to_vec();
+        neg.push(("Wmm", -1));
+        neg.retain(|&(k, v)| k != "Wmm" || v < 0);
+        let err = BandwidthWeights::from_pairs(neg, 10_000).unwrap_err();
+        assert!(matches!(&err, PathError::BadWeight { key, value: -1, .. } if key == "Wmm"), "{err}");
+        assert!(err.to_string().contains("negative"));
+
+        let mut big = W2022.to_vec();
+        big.retain(|&(k, _)| k != "Wee");
+        big.push(("Wee", 10_001));
+        let err = BandwidthWeights::from_pairs(big, 10_000).unwrap_err();
+        assert!(matches!(&err, PathError::BadWeight { key, value: 10_001, .. } if key == "Wee"));
+
+        let mut dup = W2022.to_vec();
+        dup.push(("Wgg", 1));
+        let err = BandwidthWeights::from_pairs(dup, 10_000).unwrap_err();
+        assert_eq!(err, PathError::DuplicateWeight { key: "Wgg".into() });
+
+        // Negative *ignored* keys are ignored too.
+        let mut odd = W2022.to_vec();
+        odd.push(("Wxx", -5));
+        assert!(BandwidthWeights::from_pairs(odd, 10_000).is_ok());
+
+        assert_eq!(
+            BandwidthWeights::from_pairs(W2022.iter().copied(), 0).unwrap_err(),
+            PathError::BadScale { scale: 0 }
+        );
+
+        assert_eq!(PathSelector::new(&[], BandwidthWeights::uniform()).unwrap_err(), PathError::NoRelays);
+        assert!(PathError::NoRelays.to_string().contains("relays"));
+
+        let bad = BandwidthWeights { wmd: -3, ..BandwidthWeights::uniform() };
+        let err = PathSelector::new(&five_relays(), bad).unwrap_err();
+        assert!(matches!(&err, PathError::BadWeight { key, .. } if key == "Wmd"));
+    }
+
+    #[test]
+    fn flags_from_names() {
+        let f = RelayFlags::from_names(["Guard", "Fast", "Stable", "Running", "Valid", "NoEdConsensus"]);
+        assert!(f.contains(G | F | RelayFlags::STABLE | RelayFlags::RUNNING | RelayFlags::VALID));
+        assert!(!f.contains(E));
+        let all = RelayFlags::from_names(FLAG_NAMES.iter().map(|(n, _)| *n));
+        assert_eq!(all.0, (1 << 10) - 1);
+        assert_eq!(RelayFlags::from_names(["guard", "EXIT"]), RelayFlags::EMPTY, "names are case-sensitive");
+        assert!(RelayFlags::default().contains(RelayFlags::EMPTY));
+        assert_eq!(format!("{:?}", G | B), "RelayFlags(Guard|BadExit)");
+    }
+
+    /// Upper-tail chi-square critical value for `df` degrees of freedom and upper-tail
+    /// normal quantile `z`, by the Wilson–Hilferty cube approximation.
+    fn chi2_critical(df: usize, z: f64) -> f64 {
+        let k = df as f64;
+        let a = 2.0 / (9.0 * k);
+        k * (1.0 - a + z * a.sqrt()).powi(3)
+    }
+
+    /// z for upper-tail p = 0.001.
+    const Z_0_001: f64 = 3.090_232;
+
+    fn stats_relays() -> Vec<RelayInfo> {
+        vec![
+            relay("g1", 5000, G | F),
+            relay("g2", 12000, G | F | RelayFlags::STABLE),
+            relay("g3", 700, G | F),
+            relay("ge1", 9000, G | E | F),
+            relay("ge2", 3000, G | E | F),
+            relay("e1", 8000, E | F),
+            relay("e2", 1500, E | F),
+            relay("e3", 20000, E | F),
+            relay("m1", 4000, F),
+            relay("m2", 250, F),
+            relay("m3", 15000, F),
+            relay("bad", 6000, E | B | F),
+            relay("gbad", 2500, G | E | B | F),
+            relay("slow", 30000, G | E),
+            relay("zero", 0, G | E | F),
+        ]
+    }
+
+    /// Returns (statistic, df, critical) after asserting zero-weight relays never appear.
+    fn chi_square(sel: &PathSelector, pos: Position, draws: usize, seed: u64, exclude: &[usize]) -> (f64, usize, f64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut counts = vec![0u64; sel.len()];
+        for _ in 0..draws {
+            let i = sel.choose(pos, &mut rng, exclude).expect("some relay is eligible");
+            counts[i] += 1;
+        }
+        let total: f64 = (0..sel.len()).filter(|i| !exclude.contains(i)).map(|i| sel.weight(i, pos)).sum();
+        let mut stat = 0.0;
+        let mut cells = 0;
+        for (i, &c) in counts.iter().enumerate() {
+            let w = if exclude.contains(&i) { 0.0 } else { sel.weight(i, pos) };
+            if w == 0.0 {
+                assert_eq!(c, 0, "{pos:?}: relay {i} has zero weight but was chosen {c} times");
+                continue;
+            }
+            let expected = draws as f64 * w / total;
+            stat += (c as f64 - expected).powi(2) / expected;
+            cells += 1;
+        }
+        let df = cells - 1;
+        (stat, df, chi2_critical(df, Z_0_001))
+    }
+
+    #[test]
+    fn chi_square_frequencies_match_weights() {
+        let sel = PathSelector::new(&stats_relays(), w2022()).unwrap();
+        for (k, pos) in Position::ALL.into_iter().enumerate() {
+            let (stat, df, crit) = chi_square(&sel, pos, 200_000, 42 + k as u64, &[]);
+            eprintln!("chi2 {pos:?}: statistic {stat:.3}, df {df}, critical(p=0.001) {crit:.3}");
+            assert!(stat < crit, "{pos:?}: chi2 {stat} >= {crit} (df {df})");
+        }
+        let sel = PathSelector::new(&stats_relays(), hand_weights()).unwrap();
+        for (k, pos) in Position::ALL.into_iter().enumerate() {
+            let (stat, df, crit) = chi_square(&sel, pos, 200_000, 7 + k as u64, &[]);
+            eprintln!("chi2 hand-weights {pos:?}: statistic {stat:.3}, df {df}, critical(p=0.001) {crit:.3}");
+            assert!(stat < crit, "{pos:?}: chi2 {stat} >= {crit} (df {df})");
+        }
+    }
+
+    #[test]
+    fn chi_square_with_exclusions() {
+        // Exclude the heaviest middle relay (m3, 15000 of ~45000 weight) so that rejection
+        // sampling happens often; the conditional distribution must still be exact.
+        let sel = PathSelector::new(&stats_relays(), w2022()).unwrap();
+        let (stat, df, crit) = chi_square(&sel, Position::Middle, 200_000, 99, &[10, 1]);
+        eprintln!("chi2 Middle excluding m3,g2: statistic {stat:.3}, df {df}, critical(p=0.001) {crit:.3}");
+        assert!(stat < crit);
+        // Exclude two huge exits so almost every draw falls back to the linear scan.
+        let relays = vec![
+            relay("huge1", 1_000_000, E | F),
+            relay("small1", 10, E | F),
+            relay("huge2", 1_000_000, E | F),
+            relay("small2", 20, E | F),
+            relay("small3", 45, E | F),
+        ];
+        let sel = PathSelector::new(&relays, w2022()).unwrap();
+        let (stat, df, crit) = chi_square(&sel, Position::Exit, 50_000, 5, &[0, 2]);
+        eprintln!("chi2 Exit fallback: statistic {stat:.3}, df {df}, critical(p=0.001) {crit:.3}");
+        assert!(stat < crit);
+    }
+
+    #[test]
+    fn wilson_hilferty_sanity() {
+        // Tabulated chi-square 0.999 quantiles.
+        for (df, table) in [(1usize, 10.828), (2, 13.816), (5, 20.515), (10, 29.588), (30, 59.703)] {
+            let approx = chi2_critical(df, Z_0_001);
+            assert!((approx - table).abs() / table < 0.05, "df {df}: {approx} vs {table}");
+        }
+    }
+
+    #[test]
+    fn exclusion_is_honoured() {
+        let sel = PathSelector::new(&five_relays(), hand_weights()).unwrap();
+        let mut rng = StdRng::seed_from_u64(3);
+        for _ in 0..2000 {
+            let g = sel.choose(Position::Guard, &mut rng, &[4]).unwrap();
+            assert!(g == 0 || g == 1, "{g}");
+        }
+        // Exits: 1 and 2 only; exclude both → None (also a rejection-heavy case).
+        assert_eq!(sel.choose(Position::Exit, &mut rng, &[1, 2]), None);
+        assert_eq!(sel.choose(Position::Exit, &mut rng, &[2, 1, 77]), None);
+        for _ in 0..200 {
+            assert_eq!(sel.choose(Position::Exit, &mut rng, &[2]), Some(1));
+        }
+        let all: Vec<usize> = (0..5).collect();
+        for p in Position::ALL {
+            assert_eq!(sel.choose(p, &mut rng, &all), None);
+        }
+        // Zero-weight positions give None even with nothing excluded.
+        let only_middles = vec![relay("a", 10, F), relay("b", 20, F)];
+        let sel = PathSelector::new(&only_middles, BandwidthWeights::uniform()).unwrap();
+        assert_eq!(sel.choose(Position::Guard, &mut rng, &[]), None);
+        assert_eq!(sel.choose(Position::Exit, &mut rng, &[]), None);
+        assert_eq!(sel.choose_path(&mut rng, None), None);
+    }
+
+    #[test]
+    fn choose_path_distinct_with_correct_flags() {
+        let relays = stats_relays();
+        let sel = PathSelector::new(&relays, w2022()).unwrap();
+        let mut rng = StdRng::seed_from_u64(11);
+        for round in 0..5000 {
+            let guard = if round % 2 == 0 { None } else { Some([0, 1, 2, 12][round % 4]) };
+            let [g, m, e] = sel.choose_path(&mut rng, guard).expect("path exists");
+            assert!(g != m && m != e && g != e, "{g} {m} {e}");
+            if let Some(want) = guard {
+                assert_eq!(g, want);
+            }
+            for (i, p) in [(g, Position::Guard), (m, Position::Middle), (e, Position::Exit)] {
+                assert!(relays[i].flags.contains(F), "{p:?} relay {i} lacks Fast");
+                if guard.is_none() || p != Position::Guard {
+                    assert!(sel.weight(i, p) > 0.0, "{p:?} relay {i} has zero weight");
+                }
+            }
+            assert!(relays[g].flags.contains(G));
+            assert!(relays[e].flags.contains(E) && !relays[e].flags.contains(B));
+        }
+        // A guard that cannot be a guard, or an out-of-range one, gives None.
+        assert_eq!(sel.choose_path(&mut rng, Some(8)), None);
+        assert_eq!(sel.choose_path(&mut rng, Some(13)), None);
+        assert_eq!(sel.choose_path(&mut rng, Some(1000)), None);
+    }
+
+    #[test]
+    fn choose_path_three_relay_network() {
+        // The minimal network the simulator's tests build, with uniform weights.
+        let relays = vec![relay("guard", 100, G | F), relay("middle", 100, F), relay("exit", 100, E | F)];
+        let sel = PathSelector::new(&relays, BandwidthWeights::uniform()).unwrap();
+        let mut rng = StdRng::seed_from_u64(0);
+        for _ in 0..100 {
+            assert_eq!(sel.choose_path(&mut rng, None), Some([0, 1, 2]));
+            assert_eq!(sel.choose_path(&mut rng, Some(0)), Some([0, 1, 2]));
+        }
+    }
+
+    #[test]
+    fn deterministic_for_a_seed() {
+        let sel = PathSelector::new(&stats_relays(), w2022()).unwrap();
+        let run = |seed| {
+            let mut rng = StdRng::seed_from_u64(seed);
+            (0..200).map(|_| sel.choose_path(&mut rng, None)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(5), run(5));
+        assert_ne!(run(5), run(6));
+    }
+
+    fn arb_relays() -> impl Strategy<Value = Vec<RelayInfo>> {
+        prop::collection::vec((0u64..1000, 0u16..(1 << 10)), 1..12).prop_map(|v| {
+            v.into_iter().enumerate().map(|(i, (bw, f))| relay(&format!("r{i}"), bw, RelayFlags(f))).collect()
+        })
+    }
+
+    fn arb_weights() -> impl Strategy<Value = BandwidthWeights> {
+        prop::collection::vec(0i64..=10_000, 11).prop_map(|v| {
+            let pairs: Vec<(&str, i64)> = REQUIRED_KEYS.iter().copied().zip(v).collect();
+            BandwidthWeights::from_pairs(pairs, 10_000).unwrap()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn choose_respects_eligibility_and_exclusion(
+            relays in arb_relays(),
+            weights in arb_weights(),
+            exclude in prop::collection::vec(0usize..14, 0..6),
+            seed in any::<u64>(),
+        ) {
+            let sel = PathSelector::new(&relays, weights).unwrap();
+            let mut rng = StdRng::seed_from_u64(seed);
+            for pos in Position::ALL {
+                let available: f64 = (0..relays.len()).filter(|i| !exclude.contains(i)).map(|i| sel.weight(i, pos)).sum();
+                for _ in 0..8 {
+                    match sel.choose(pos, &mut rng, &exclude) {
+                        Some(i) => {
+                            prop_assert!(i < relays.len());
+                            prop_assert!(!exclude.contains(&i));
+                            prop_assert!(sel.weight(i, pos) > 0.0);
+                            prop_assert!(sel.is_eligible(i, pos));
+                        }
+                        None => prop_assert_eq!(available, 0.0),
+                    }
+                }
+            }
+            if let Some([g, m, e]) = sel.choose_path(&mut rng, None) {
+                prop_assert!(g != m && m != e && g != e);
+                prop_assert!(sel.weight(g, Position::Guard) > 0.0);
+                prop_assert!(sel.weight(m, Position::Middle) > 0.0);
+                prop_assert!(sel.weight(e, Position::Exit) > 0.0);
+            }
+        }
+    }
 }

@@ -1,0 +1,183 @@
+"""Experiment results: the :class:`Results` container and its on-disk form.
+
+**Owns:** the table schemas of the ``downloads`` and ``relays`` tables, turning the column
+dicts returned by ``_core.run_experiment`` into DataFrames, and writing/reading a results
+directory. **Must not touch:** the simulation; statistics live in :mod:`onionlab.stats`.
+
+A results directory holds::
+
+    downloads.parquet   one row per reported download (all seeds), sorted by (seed, start, client)
+    relays.parquet      one row per relay per metrics interval (all seeds)
+    summary.json        pooled per-class figures and per-seed run summaries (sorted keys)
+    config.toml         the fully resolved config that produced them
+    timing.json         wall-clock seconds per seed (the only non-deterministic file)
+
+Everything but ``timing.json`` is byte-identical for the same config, seeds and versions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from onionlab import stats
+
+DOWNLOADS_SCHEMA = pa.schema(
+    [
+        ("seed", pa.int64()),
+        ("client", pa.string()),
+        ("class", pa.string()),
+        ("size", pa.int64()),
+        ("start", pa.float64()),
+        ("ttfb", pa.float64()),
+        ("ttlb", pa.float64()),
+        ("goodput", pa.float64()),
+        ("circuit_build_time", pa.float64()),
+        ("path", pa.string()),
+        ("error", pa.string()),
+    ]
+)
+
+RELAYS_SCHEMA = pa.schema(
+    [
+        ("seed", pa.int64()),
+        ("relay", pa.string()),
+        ("interval_start", pa.float64()),
+        ("bytes_read", pa.int64()),
+        ("bytes_written", pa.int64()),
+        ("queued_cells", pa.int64()),
+        ("bucket_empty_s", pa.float64()),
+    ]
+)
+
+FILES = ("downloads.parquet", "relays.parquet", "summary.json", "config.toml")
+
+
+def table(columns: Mapping[str, list], schema: pa.Schema) -> pd.DataFrame:
+    """A DataFrame with exactly `schema`'s columns and types from a dict of column lists
+    (missing columns are filled with nulls; extra columns are kept at the end)."""
+    n = max((len(v) for v in columns.values()), default=0)
+    arrays = {}
+    for f in schema:
+        vals = columns.get(f.name, [None] * n)
+        arrays[f.name] = pa.array(list(vals), type=f.type)
+    t = pa.table(arrays, schema=schema)
+    df = t.to_pandas()
+    for k, v in columns.items():
+        if k not in df.columns:
+            df[k] = list(v)
+    return df
+
+
+def _conform(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """An Arrow table of `df` in `schema` order and types, without the pandas index."""
+    cols = {f.name: (df[f.name] if f.name in df.columns else pd.Series([None] * len(df))) for f in schema}
+    extra = [c for c in df.columns if c not in cols]
+    arrays = [pa.array(cols[f.name].astype(object).where(cols[f.name].notna(), None).tolist(), type=f.type) for f in schema]
+    fields = list(schema)
+    for c in extra:
+        a = pa.array(df[c].tolist())
+        arrays.append(a)
+        fields.append(pa.field(str(c), a.type))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, allow_nan=False, default=stats._clean) + "\n"
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return stats._clean(obj)
+
+
+@dataclass
+class Results:
+    """The results of one experiment (one or more seeds).
+
+    ``downloads`` and ``relays`` hold every seed's rows (a ``seed`` column tells them apart);
+    ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
+    :mod:`onionlab.stats`); ``config`` is the resolved TOML; ``timing`` maps seed to wall
+    seconds (not part of the deterministic output).
+    """
+
+    downloads: pd.DataFrame
+    relays: pd.DataFrame
+    summary: dict
+    config: str
+    timing: dict = field(default_factory=dict)
+    source: str | None = None
+
+    @classmethod
+    def from_runs(cls, runs: list[dict[str, Any]], config: str) -> "Results":
+        """Builds Results from ``_core.run_experiment`` return values (one per seed)."""
+        runs = sorted(runs, key=lambda r: int(r["summary"]["seed"]))
+        dls = [table(r["downloads"], DOWNLOADS_SCHEMA) for r in runs] or [table({}, DOWNLOADS_SCHEMA)]
+        rls = [table(r["relays"], RELAYS_SCHEMA) for r in runs] or [table({}, RELAYS_SCHEMA)]
+        downloads = pd.concat(dls, ignore_index=True)
+        downloads = downloads.sort_values(["seed", "start", "client"], kind="mergesort").reset_index(drop=True)
+        relays = pd.concat(rls, ignore_index=True)
+        relays = relays.sort_values(["seed"], kind="mergesort").reset_index(drop=True)
+        per_seed = []
+        timing = {}
+        for r in runs:
+            s = dict(r["summary"])
+            wall = s.pop("wall_seconds", None)
+            timing[str(s["seed"])] = wall
+            per_seed.append(_json_safe(s))
+        summary = _json_safe(stats.pooled_summary(downloads, per_seed))
+        return cls(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing)
+
+    @property
+    def label(self) -> str:
+        """The experiment name (or the directory it was loaded from)."""
+        return str(self.summary.get("experiment") or (Path(self.source).name if self.source else "experiment"))
+
+    def write(self, directory: str | os.PathLike) -> Path:
+        """Writes the results directory (see the module docstring); returns its path."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        for name, df, schema in (
+            ("downloads.parquet", self.downloads, DOWNLOADS_SCHEMA),
+            ("relays.parquet", self.relays, RELAYS_SCHEMA),
+        ):
+            pq.write_table(_conform(df, schema), d / name, compression="zstd")
+        (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
+        cfg = self.config if self.config.endswith("\n") else self.config + "\n"
+        (d / "config.toml").write_text(cfg, encoding="utf-8")
+        (d / "timing.json").write_text(_json(_json_safe({"wall_seconds": self.timing})), encoding="utf-8")
+        return d
+
+
+def load(directory: str | os.PathLike) -> Results:
+    """Reads a results directory written by :meth:`Results.write`. Raises
+    ``FileNotFoundError`` naming what is missing."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: no such results directory")
+    missing = [f for f in FILES if not (d / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{d}: not a results directory (missing {', '.join(missing)})")
+    downloads = pq.read_table(d / "downloads.parquet").to_pandas()
+    relays = pq.read_table(d / "relays.parquet").to_pandas()
+    summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
+    config = (d / "config.toml").read_text(encoding="utf-8")
+    timing = {}
+    if (d / "timing.json").is_file():
+        timing = json.loads((d / "timing.json").read_text(encoding="utf-8")).get("wall_seconds", {})
+    return Results(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing, source=str(d))
+
+
+def as_results(x: "Results | str | os.PathLike") -> Results:
+    """`x` itself if it is a :class:`Results`, else the results loaded from directory `x`."""
+    return x if isinstance(x, Results) else load(x)

@@ -1,0 +1,152 @@
+"""Statistics over result tables: the pooled per-class summary, empirical CDFs and their
+confidence bands, and the comparison table.
+
+**Owns:** descriptive statistics of the ``downloads`` table (quantiles, means, data shares,
+ECDFs with DKW bands). **Must not touch:** anything that models the network; these functions
+only read tables the Rust simulator produced.
+
+Pooled class figures (in ``summary.json`` under ``"classes"``) use tornettools-like names::
+
+    downloads, errors, bytes, data_gib, data_share_pct,
+    time_to_first_byte_recv: {median, mean, p10, p25, p75, p90, p99, count},
+    time_to_last_byte_recv:  {... same ...},
+    goodput: {median}           # bytes/s, size / ttlb
+
+Times are seconds, counted only over downloads that completed (no error, ttlb present).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+GIB = float(1 << 30)
+QUANTILES = {"p10": 0.10, "p25": 0.25, "p75": 0.75, "p90": 0.90, "p99": 0.99}
+
+
+def _clean(x: Any) -> Any:
+    """Plain Python numbers for JSON; NaN becomes None."""
+    if x is None:
+        return None
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        return None if math.isnan(x) else x
+    return x
+
+
+def describe(values: Iterable[float]) -> dict[str, Any]:
+    """median, mean, p10, p25, p75, p90, p99 and count of the non-missing `values`."""
+    a = np.asarray(pd.Series(values, dtype="float64").dropna(), dtype="float64")
+    out: dict[str, Any] = {"count": int(a.size)}
+    if a.size == 0:
+        out.update({"median": None, "mean": None, **{k: None for k in QUANTILES}})
+        return out
+    out["median"] = float(np.quantile(a, 0.5))
+    out["mean"] = float(a.mean())
+    for k, q in QUANTILES.items():
+        out[k] = float(np.quantile(a, q))
+    return out
+
+
+def completed(downloads: pd.DataFrame) -> pd.DataFrame:
+    """Downloads that finished: no error and a time to last byte."""
+    ok = downloads["error"].isna() & downloads["ttlb"].notna()
+    return downloads[ok]
+
+
+def class_summary(downloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """The pooled per-class figures described in the module docstring (classes sorted)."""
+    done = completed(downloads)
+    total_bytes = int(done["size"].sum()) if len(done) else 0
+    out: dict[str, dict[str, Any]] = {}
+    for cls in sorted(downloads["class"].dropna().unique()):
+        rows = downloads[downloads["class"] == cls]
+        ok = done[done["class"] == cls]
+        b = int(ok["size"].sum())
+        out[str(cls)] = {
+            "downloads": int(len(rows)),
+            "errors": int(rows["error"].notna().sum()),
+            "bytes": b,
+            "data_gib": b / GIB,
+            "data_share_pct": (100.0 * b / total_bytes) if total_bytes else None,
+            "time_to_first_byte_recv": describe(ok["ttfb"]),
+            "time_to_last_byte_recv": describe(ok["ttlb"]),
+            "goodput": {"median": _clean(ok["goodput"].median()) if len(ok) else None},
+        }
+    return out
+
+
+def pooled_summary(downloads: pd.DataFrame, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The deterministic ``summary.json`` content: per-seed run summaries (without wall-clock
+    times) under ``"runs"`` and pooled figures over all seeds."""
+    runs = sorted(runs, key=lambda r: r.get("seed", 0))
+    counters: dict[str, int] = {}
+    for r in runs:
+        for k, v in (r.get("counters") or {}).items():
+            counters[k] = counters.get(k, 0) + int(v)
+    done = completed(downloads)
+    total = int(done["size"].sum()) if len(done) else 0
+    first = runs[0] if runs else {}
+    return {
+        "experiment": first.get("experiment"),
+        "seeds": [int(r["seed"]) for r in runs if "seed" in r],
+        "sim_seconds": first.get("sim_seconds"),
+        "warmup_seconds": first.get("warmup_seconds"),
+        "events": int(sum(int(r.get("events", 0)) for r in runs)),
+        "counters": dict(sorted(counters.items())),
+        "downloads": int(len(downloads)),
+        "errors": int(downloads["error"].notna().sum()),
+        "bytes": total,
+        "data_gib": total / GIB,
+        "classes": class_summary(downloads),
+        "runs": runs,
+    }
+
+
+def ecdf(values: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted non-missing values and their empirical CDF (i/n)."""
+    a = np.sort(np.asarray(pd.Series(values, dtype="float64").dropna(), dtype="float64"))
+    n = a.size
+    return a, (np.arange(1, n + 1) / n if n else np.zeros(0))
+
+
+def dkw_epsilon(n: int, alpha: float = 0.05) -> float:
+    """Half-width of the Dvoretzky-Kiefer-Wolfowitz confidence band for an ECDF of n samples:
+    with probability 1 - alpha the true CDF lies within +/- epsilon everywhere."""
+    if n <= 0:
+        return 1.0
+    return math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
+
+
+def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The comparison table: one row per labelled pooled summary, with total data, each
+    class's share of bytes (the throttling paper's "Data (GiB)", "Web (%)", "Bulk (%)"), and
+    per class the median and p90 of time to first and last byte and the median goodput."""
+    classes = sorted({c for s in summaries.values() for c in s.get("classes", {})})
+    rows = []
+    for label, s in summaries.items():
+        row: dict[str, Any] = {"experiment": label, "Data (GiB)": s.get("data_gib")}
+        cl = s.get("classes", {})
+        for c in classes:
+            row[f"{c.capitalize()} (%)"] = cl.get(c, {}).get("data_share_pct")
+        for c in classes:
+            x = cl.get(c, {})
+            ttfb = x.get("time_to_first_byte_recv", {})
+            ttlb = x.get("time_to_last_byte_recv", {})
+            row[f"{c} downloads"] = x.get("downloads")
+            row[f"{c} errors"] = x.get("errors")
+            row[f"{c} ttfb median (s)"] = ttfb.get("median")
+            row[f"{c} ttfb p90 (s)"] = ttfb.get("p90")
+            row[f"{c} ttlb median (s)"] = ttlb.get("median")
+            row[f"{c} ttlb p90 (s)"] = ttlb.get("p90")
+            row[f"{c} goodput median (KiB/s)"] = (
+                x["goodput"]["median"] / 1024.0 if x.get("goodput", {}).get("median") is not None else None
+            )
+        rows.append(row)
+    df = pd.DataFrame(rows).set_index("experiment")
+    return df.astype("float64", errors="ignore")

@@ -1,0 +1,83 @@
+"""Shared fixtures for the Python tests: the tiny example, and synthetic results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from onionlab import _core
+
+# No example database: the tests leave no .hypothesis directory behind.
+settings.register_profile("onionlab", database=None)
+settings.load_profile("onionlab")
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "examples" / "tiny.toml"
+
+needs_core = pytest.mark.skipif(
+    not hasattr(_core, "run_experiment"), reason="onionlab._core.run_experiment is not built yet"
+)
+
+
+def fake_run(seed: int, classes=(("web", 320 * 1024, 1.0), ("bulk", 5 << 20, 10.0)), n: int = 20, errors: int = 1):
+    """A synthetic ``_core.run_experiment`` return value following the glue contract."""
+    cols = {k: [] for k in ("seed", "client", "class", "size", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error")}
+    for cls, size, scale in classes:
+        for i in range(n):
+            failed = i < errors
+            ttlb = None if failed else scale * (1 + i) / n + 0.01 * seed
+            cols["seed"].append(seed)
+            cols["client"].append(f"{cls}{i % 3}")
+            cols["class"].append(cls)
+            cols["size"].append(size)
+            cols["start"].append(10.0 + (n - i) * 0.5)
+            cols["ttfb"].append(None if failed else 0.1 + 0.01 * i)
+            cols["ttlb"].append(ttlb)
+            cols["goodput"].append(None if failed else size / ttlb)
+            cols["circuit_build_time"].append(0.3)
+            cols["path"].append("guard1,middle1,exit1")
+            cols["error"].append("timeout" if failed else None)
+    relays = {
+        "seed": [seed] * 4,
+        "relay": ["guard1", "exit1", "guard1", "exit1"],
+        "interval_start": [0.0, 0.0, 1.0, 1.0],
+        "bytes_read": [100, 200, 300, 400],
+        "bytes_written": [110, 210, 310, 410],
+        "queued_cells": [0, 1, 2, 3],
+        "bucket_empty_s": [0.0, 0.1, 0.2, 0.0],
+    }
+    counts = {}
+    for cls, size, _ in classes:
+        counts[cls] = {"downloads": n, "errors": errors, "bytes": size * (n - errors)}
+    summary = {
+        "experiment": "fake",
+        "seed": seed,
+        "sim_seconds": 120.0,
+        "warmup_seconds": 10.0,
+        "events": 1000 + seed,
+        "wall_seconds": 0.123 * seed,
+        "counters": {"cells": 10 * seed},
+        "classes": counts,
+    }
+    return {"downloads": cols, "relays": relays, "summary": summary}
+
+
+@pytest.fixture(scope="session")
+def fake_results():
+    from onionlab.results import Results
+
+    return Results.from_runs([fake_run(2), fake_run(1)], config='[experiment]\nname = "fake"\nseeds = [1, 2]\n')
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """The tiny example run with seeds 1 and 2 (in worker processes), written to a directory."""
+    if not hasattr(_core, "run_experiment"):
+        pytest.skip("onionlab._core.run_experiment is not built yet")
+    import onionlab
+
+    out = tmp_path_factory.mktemp("tiny")
+    onionlab.run(TINY, seeds=[1, 2], out=out, jobs=2)
+    return out

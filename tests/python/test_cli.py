@@ -1,0 +1,113 @@
+"""The command line's argument handling and error reporting (the runner is stubbed where a
+simulation would be needed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import onionlab.runner
+from onionlab.cli import main
+
+from conftest import TINY
+
+
+@pytest.fixture
+def captured_run(monkeypatch, fake_results):
+    calls = []
+
+    def fake(path, seeds=None, out=None, jobs=None, progress=False, ray_address=None):
+        calls.append(dict(path=path, seeds=seeds, out=out, jobs=jobs, progress=progress, ray_address=ray_address))
+        return fake_results
+
+    monkeypatch.setattr(onionlab.runner, "run", fake)
+    return calls
+
+
+def test_run_seeds_n_counts_from_the_configs_first_seed(tmp_path, captured_run, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(TINY.read_text().replace("seeds = [1]", "seeds = [7, 9]"))
+    assert main(["run", str(cfg), "-o", str(tmp_path / "o"), "--seeds", "3", "--no-progress"]) == 0
+    assert captured_run[-1]["seeds"] == [7, 8, 9]
+    assert captured_run[-1]["progress"] is False
+    assert "web" in capsys.readouterr().out
+
+
+def test_run_explicit_seeds_jobs_and_ray(tmp_path, captured_run):
+    assert main(["run", str(TINY), "-o", str(tmp_path), "--seed", "4", "5", "--seed", "11", "--jobs", "2", "--ray", "auto"]) == 0
+    c = captured_run[-1]
+    assert c["seeds"] == [4, 5, 11] and c["jobs"] == 2 and c["ray_address"] == "auto" and c["progress"] is True
+    assert main(["run", str(TINY), "-o", str(tmp_path)]) == 0
+    assert captured_run[-1]["seeds"] is None
+
+
+def test_seeds_and_seed_are_exclusive(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", str(TINY), "-o", str(tmp_path), "--seeds", "2", "--seed", "1"])
+    assert e.value.code == 2
+
+
+@pytest.mark.parametrize("argv", [["--seeds", "0"], ["--jobs", "0"]])
+def test_bad_counts_are_errors(tmp_path, captured_run, capsys, argv):
+    assert main(["run", str(TINY), "-o", str(tmp_path)] + argv) == 2
+    assert "must be at least 1" in capsys.readouterr().err
+    assert not captured_run
+
+
+def test_missing_inputs_exit_2_cleanly(tmp_path, capsys):
+    for argv in (
+        ["check", str(tmp_path / "nope.toml")],
+        ["run", str(tmp_path / "nope.toml"), "-o", str(tmp_path / "o")],
+        ["plot", str(tmp_path / "nope")],
+        ["compare", str(tmp_path / "a"), str(tmp_path / "b")],
+        ["report", str(tmp_path / "a"), "-o", str(tmp_path / "r.html")],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("onionlab: error:") and "Traceback" not in err, err
+
+
+def test_check_and_show_config(capsys):
+    assert main(["check", str(TINY)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ok: tiny: 6 relays, 22 clients") and "seeds [1]" in out
+    assert main(["show-config", str(TINY)]) == 0
+    out = capsys.readouterr().out
+    assert 'metrics_interval = "1 s"' in out and "[[relays]]" in out
+
+
+def test_check_lists_every_problem_without_traceback(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(TINY.read_text().replace("count = 20", "count = -1").replace('workload = "bulk"', 'workload = "bulkk"'))
+    for cmd in ("check", "show-config", "run"):
+        argv = [sys.executable, "-m", "onionlab", cmd, str(bad)] + (["-o", str(tmp_path / "o")] if cmd == "run" else [])
+        p = subprocess.run(argv, capture_output=True, text=True)
+        assert p.returncode == 1, (cmd, p.stderr)
+        assert "2 problems" in p.stderr and "clients[0].count" in p.stderr and "clients[1].workload" in p.stderr
+        assert "hint: did you mean `bulk`?" in p.stderr
+        assert "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_plot_compare_report_commands(fake_results, tmp_path, capsys):
+    fake_results.write(tmp_path / "a")
+    fake_results.write(tmp_path / "b")
+    assert main(["plot", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "ttfb.png").is_file() and (tmp_path / "a" / "ttlb.png").is_file()
+    assert main(["plot", str(tmp_path / "a"), "-o", str(tmp_path / "figs")]) == 0
+    assert (tmp_path / "figs" / "ttlb.png").is_file()
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "Data (GiB)" in out and "Web (%)" in out and "web ttlb median (s)" in out
+    assert (tmp_path / "cmp" / "compare.csv").is_file()
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")]) == 0
+    assert "data:image/png;base64," in (tmp_path / "r.html").read_text()
+
+
+def test_ray_missing_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["run", str(TINY), "-o", str(tmp_path / "o"), "--ray", "auto", "--no-progress"]) == 2
+    assert "pip install" in capsys.readouterr().err

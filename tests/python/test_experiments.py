@@ -1,0 +1,222 @@
+"""End to end over the real simulator: running the tiny example through the API and the CLI,
+config validation errors, the resolved-config round trip, determinism, and the figures,
+comparison and report of real results."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import onionlab
+from onionlab import _core
+from onionlab.compare import compare
+from onionlab.config import parse
+from onionlab.plot import plot
+from onionlab.report import report
+
+from conftest import TINY, needs_core
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+# ------------------------------------------------------------------ running
+
+
+@needs_core
+def test_api_run_tiny(tiny_dir):
+    res = onionlab.load(tiny_dir)
+    d = res.downloads
+    assert len(d) > 50 and set(d["class"]) == {"web", "bulk"} and set(d["seed"]) == {1, 2}
+    assert len(res.relays) > 0 and set(res.relays["relay"]) >= {"guard1", "exit1"}
+    assert res.summary["seeds"] == [1, 2] and len(res.summary["runs"]) == 2
+    web = res.summary["classes"]["web"]
+    ttlb, ttfb = web["time_to_last_byte_recv"]["median"], web["time_to_first_byte_recv"]["median"]
+    # 320 KiB over an idle-ish network: a few seconds at most.
+    assert 0.3 < ttlb < 10.0
+    assert 0 < ttfb < ttlb
+    ok = d.dropna(subset=["ttlb"])
+    assert (ok["ttfb"] <= ok["ttlb"]).all()
+    assert (ok["start"] >= res.summary["warmup_seconds"]).all()
+    bulk = res.summary["classes"]["bulk"]["time_to_last_byte_recv"]["median"]
+    assert bulk > ttlb
+    # The pooled counts agree with the simulator's own per-seed counts.
+    for cls in ("web", "bulk"):
+        assert res.summary["classes"][cls]["downloads"] == sum(r["classes"][cls]["downloads"] for r in res.summary["runs"])
+        assert res.summary["classes"][cls]["bytes"] == sum(r["classes"][cls]["bytes"] for r in res.summary["runs"])
+    assert 'seeds = [1, 2]' in res.config
+
+
+@needs_core
+def test_cli_run_tiny_and_determinism(tmp_path, tiny_dir):
+    """The CLI (in-process, one seed) and the API (worker processes) give identical files."""
+    out = tmp_path / "cli"
+    p = subprocess.run(
+        [sys.executable, "-m", "onionlab", "run", str(TINY), "-o", str(out), "--seed", "1", "--no-progress"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "web" in p.stdout and f"wrote {out}" in p.stdout
+    a = onionlab.run(TINY, seeds=[1], out=tmp_path / "api", jobs=1)
+    for f in ("downloads.parquet", "relays.parquet", "summary.json", "config.toml"):
+        assert (out / f).read_bytes() == (tmp_path / "api" / f).read_bytes(), f
+    assert len(a.downloads) > 0
+    # The same seed inside a multi-seed run gives the same rows.
+    both = onionlab.load(tiny_dir).downloads
+    one = both[both["seed"] == 1].reset_index(drop=True)
+    assert one.equals(onionlab.load(out).downloads)
+
+
+@needs_core
+def test_progress_line_and_seeds_override(tmp_path, capsys):
+    res = onionlab.run(TINY, seeds=[3], progress=True)
+    err = capsys.readouterr().err
+    assert "100.0%" in err and "events/s" in err and "ETA" in err
+    assert set(res.downloads["seed"]) == {3}
+
+
+def test_bad_seeds_argument():
+    with pytest.raises(ValueError, match="seeds"):
+        onionlab.run(TINY, seeds=[-1])
+    with pytest.raises(ValueError, match="duplicates"):
+        onionlab.run(TINY, seeds=[1, 1])
+
+
+# ------------------------------------------------------------------ validation
+
+BASE = TINY.read_text()
+
+BAD = {
+    "unknown key": (BASE.replace('duration = "2 min"', 'duration = "2 min"\ndurration = "1 s"'), "experiment.durration", "duration"),
+    "bad unit": (BASE.replace('bandwidth = "2 MiB/s"', 'bandwidth = "2 Mfoo/s"', 1), "relays[0].bandwidth", "unit"),
+    "bare number": (BASE.replace('bandwidth = "2 MiB/s"', "bandwidth = 2", 1), "relays[0].bandwidth", "bare number"),
+    "negative rate": (BASE.replace('bandwidth = "2 MiB/s"', 'bandwidth = "-2 MiB/s"', 1), "relays[0].bandwidth", "negative"),
+    "missing latency file": (
+        BASE.replace('latency = { constant = "20 ms" }', 'latency = { matrix = "no-such-latency.csv" }'),
+        "network.latency.matrix",
+        "no-such-latency.csv",
+    ),
+    "undefined workload": (BASE.replace('workload = "bulk"', 'workload = "bulkk"'), "clients[1].workload", "bulkk"),
+    "float seed": (BASE.replace("seeds = [1]", "seeds = [1.5]"), "experiment.seeds[0]", "integer"),
+    "negative count": (BASE.replace("count = 20", "count = -3"), "clients[0].count", "negative"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_validation_errors_name_the_field(tmp_path, case):
+    text, field, word = BAD[case]
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    with pytest.raises(onionlab.ConfigError) as e:
+        onionlab.check_config(cfg)
+    assert isinstance(e.value, ValueError)
+    problems = e.value.args[1]
+    assert [p["path"] for p in problems] == [field]
+    assert word in problems[0]["message"] + (problems[0]["hint"] or "")
+    assert field in str(e.value)
+    assert str(e.value).startswith(f"{len(problems)} problem"), "str(err) is the message, not the args tuple"
+    assert e.value.problems == problems
+    with pytest.raises(onionlab.ConfigError, match=re.escape(field)):
+        onionlab.run(cfg, out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ resolved-config round trip
+
+SIZE_UNITS = {"B": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+PARSE_SIZE_UNITS = {**SIZE_UNITS, "TB": 1000**4, "TiB": 1024**4}
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+PREFIX = {"": 1, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
+
+
+def size_bytes(s: str) -> float:
+    v, u = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]+)\s*", s).groups()
+    return float(v) * PARSE_SIZE_UNITS[u]
+
+
+def seconds(s: str) -> float:
+    v, u = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-zµ]+)\s*", s).groups()
+    return float(v) * TIME_UNITS[u]
+
+
+def rate_bytes_per_s(s: str) -> float:
+    v, p, kind = re.fullmatch(r"\s*([0-9.]+)\s*([KkMGT]i?|)(bit|B)(?:/s|ps)?\s*", s).groups()
+    return float(v) * PREFIX[p] / (8 if kind == "bit" else 1)
+
+
+def sized(units: dict, lo: int, hi: int):
+    return st.tuples(st.integers(lo, hi), st.sampled_from(sorted(units)))
+
+
+@st.composite
+def configs(draw):
+    dur_s = draw(st.integers(10, 4 * 3600))
+    dur = draw(st.sampled_from([f"{dur_s} s", f"{dur_s * 1000} ms"] + ([f"{dur_s // 60} min"] if dur_s % 60 == 0 else [])))
+    warm_ms = draw(st.integers(0, dur_s * 1000 - 1))
+    warm = draw(st.sampled_from([f"{warm_ms} ms"] + ([f"{warm_ms // 1000} s"] if warm_ms % 1000 == 0 else [])))
+    interval = draw(sized({"ms": 1e-3, "s": 1}, 1, 9))
+    seeds = draw(st.lists(st.integers(0, 2**31), min_size=1, max_size=4, unique=True))
+    web_count, bulk_count = draw(st.integers(1, 500)), draw(st.integers(1, 50))
+    servers = draw(st.integers(1, 100))
+    web_size, bulk_size = draw(sized(SIZE_UNITS, 1, 4096)), draw(sized(SIZE_UNITS, 1, 4096))
+    bw = draw(st.tuples(st.integers(1, 1000), st.sampled_from(["KiB/s", "MiB/s", "Mbit", "Kbit", "KBps", "MB/s"])))
+    return dict(
+        duration=dur, warmup=warm, interval=f"{interval[0]} {interval[1]}", seeds=seeds, web_count=web_count,
+        bulk_count=bulk_count, servers=servers, web_size=f"{web_size[0]} {web_size[1]}",
+        bulk_size=f"{bulk_size[0]} {bulk_size[1]}", bw=f"{bw[0]} {bw[1]}",
+    )
+
+
+def render(c: dict) -> str:
+    text = BASE
+    text = text.replace('duration = "2 min"', f'duration = "{c["duration"]}"\nmetrics_interval = "{c["interval"]}"')
+    text = text.replace('warmup = "10 s"', f'warmup = "{c["warmup"]}"')
+    text = text.replace("seeds = [1]", f"seeds = {c['seeds']}")
+    text = text.replace("count = 20\n", "count = @WEB@\n").replace("count = 2\n", "count = @BULK@\n")
+    text = text.replace("count = 4\n", "count = @SERVERS@\n")
+    text = text.replace("@WEB@", str(c["web_count"])).replace("@BULK@", str(c["bulk_count"]))
+    text = text.replace("@SERVERS@", str(c["servers"]))
+    text = text.replace('size = "320 KiB"', f'size = "{c["web_size"]}"').replace('size = "5 MiB"', f'size = "{c["bulk_size"]}"')
+    text = text.replace('bandwidth = "1536 KiB/s"', f'bandwidth = "{c["bw"]}"')
+    return text
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(c=configs())
+def test_resolved_config_round_trips(tmp_path, c):
+    path = tmp_path / "gen.toml"
+    path.write_text(render(c))
+    resolved = parse(_core.check_config(str(path)))
+    again = tmp_path / "again.toml"
+    again.write_text(_core.check_config(str(path)))
+    assert parse(_core.check_config(str(again))) == resolved  # resolving is idempotent
+    e = resolved["experiment"]
+    assert seconds(e["duration"]) == pytest.approx(seconds(c["duration"]), rel=1e-12)
+    assert seconds(e["warmup"]) == pytest.approx(seconds(c["warmup"]), rel=1e-12, abs=1e-12)
+    assert seconds(e["metrics_interval"]) == pytest.approx(seconds(c["interval"]), rel=1e-12)
+    assert e["seeds"] == c["seeds"]
+    groups = {g["name"]: g for g in resolved["clients"]}
+    assert groups["web"]["count"] == c["web_count"] and groups["bulk"]["count"] == c["bulk_count"]
+    assert resolved["servers"]["count"] == c["servers"]
+    assert size_bytes(resolved["workloads"]["web"]["size"]) == size_bytes(c["web_size"])
+    assert size_bytes(resolved["workloads"]["bulk"]["size"]) == size_bytes(c["bulk_size"])
+    middle = next(r for r in resolved["relays"] if r["name"] == "middle1")
+    assert rate_bytes_per_s(middle["bandwidth"]) == pytest.approx(rate_bytes_per_s(c["bw"]), rel=1e-12)
+
+
+# ------------------------------------------------------------------ figures over real results
+
+
+@needs_core
+def test_plot_compare_report_real(tiny_dir, tmp_path):
+    paths = plot(tiny_dir, str(tmp_path / "figs") + "/")
+    assert all(p.read_bytes()[:8] == PNG for p in paths)
+    other = onionlab.run(TINY, seeds=[5], out=tmp_path / "seed5")
+    table = compare([tiny_dir, other], out=tmp_path / "cmp")
+    assert table.shape[0] == 2 and table["Web (%)"].between(0, 100).all()
+    assert (tmp_path / "cmp" / "ttlb.png").read_bytes()[:8] == PNG
+    page = report([tiny_dir, tmp_path / "seed5"], tmp_path / "report.html").read_text()
+    assert '<img alt=\'ttlb CDF\' src="data:image/png;base64,' in page and "guard1" in page

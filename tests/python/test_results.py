@@ -1,0 +1,126 @@
+"""Pure-Python parts over synthetic tables: statistics, the results directory, figures,
+comparison and report (no simulation needed)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from onionlab import stats
+from onionlab.compare import compare, summary_table
+from onionlab.plot import plot
+from onionlab.report import report
+from onionlab.results import Results, load
+
+from conftest import fake_run
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def test_tables_are_sorted_and_typed(fake_results):
+    d = fake_results.downloads
+    assert list(d.columns)[:11] == ["seed", "client", "class", "size", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error"]
+    keys = list(zip(d["seed"], d["start"], d["client"]))
+    assert keys == sorted(keys)
+    assert d["seed"].dtype == np.int64 and d["ttlb"].dtype == np.float64
+    assert d["ttlb"].isna().sum() == 4  # one failed download per class per seed
+    assert list(fake_results.relays["seed"].unique()) == [1, 2]
+
+
+def test_pooled_summary_figures(fake_results):
+    s = fake_results.summary
+    assert s["seeds"] == [1, 2]
+    assert s["events"] == 1001 + 1002
+    assert s["counters"] == {"cells": 30}
+    assert [r["seed"] for r in s["runs"]] == [1, 2]
+    assert all("wall_seconds" not in r for r in s["runs"])
+    web, bulk = s["classes"]["web"], s["classes"]["bulk"]
+    assert web["downloads"] == 40 and web["errors"] == 2
+    assert web["bytes"] == 38 * 320 * 1024
+    assert bulk["data_gib"] == pytest.approx(38 * 5 / 1024)
+    assert web["data_share_pct"] + bulk["data_share_pct"] == pytest.approx(100.0)
+    done = fake_results.downloads.dropna(subset=["ttlb"])
+    w = done[done["class"] == "web"]["ttlb"]
+    t = web["time_to_last_byte_recv"]
+    assert t["count"] == 38
+    assert t["median"] == pytest.approx(w.median())
+    assert t["mean"] == pytest.approx(w.mean())
+    assert t["p10"] <= t["p25"] <= t["median"] <= t["p75"] <= t["p90"] <= t["p99"]
+    assert t["p90"] == pytest.approx(np.quantile(w, 0.9))
+    assert web["goodput"]["median"] == pytest.approx(done[done["class"] == "web"]["goodput"].median())
+
+
+def test_describe_empty_and_nan():
+    d = stats.describe([None, float("nan")])
+    assert d["count"] == 0 and d["median"] is None and d["p99"] is None
+
+
+def test_ecdf_and_dkw():
+    x, y = stats.ecdf([3.0, None, 1.0, 2.0])
+    assert list(x) == [1.0, 2.0, 3.0] and list(y) == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert stats.dkw_epsilon(100) == pytest.approx(math.sqrt(math.log(40) / 200))
+    assert stats.dkw_epsilon(10_000) < stats.dkw_epsilon(100)
+
+
+def test_write_load_round_trip_and_bytes_identical(fake_results, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    fake_results.write(a)
+    Results.from_runs([fake_run(1), fake_run(2)], fake_results.config).write(b)
+    for f in ("downloads.parquet", "relays.parquet", "summary.json", "config.toml"):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    summary_text = (a / "summary.json").read_text()
+    assert "wall_seconds" not in summary_text
+    assert json.loads((a / "timing.json").read_text())["wall_seconds"] == {"1": 0.123, "2": 0.246}
+    assert summary_text == json.dumps(json.loads(summary_text), indent=2, sort_keys=True) + "\n"
+    r = load(a)
+    pd.testing.assert_frame_equal(
+        r.downloads.astype(object).where(r.downloads.notna(), None),
+        fake_results.downloads.astype(object).where(fake_results.downloads.notna(), None),
+    )
+    assert r.summary == fake_results.summary
+    assert r.config == fake_results.config
+    assert len(r.relays) == len(fake_results.relays)
+
+
+def test_empty_runs_write_and_summarise(tmp_path):
+    run = fake_run(1, n=0, errors=0)
+    res = Results.from_runs([run], "")
+    assert len(res.downloads) == 0 and res.summary["classes"] == {}
+    res.write(tmp_path / "e")
+    assert len(load(tmp_path / "e").downloads) == 0
+    plot(res, tmp_path / "e" / "")
+
+
+def test_load_missing_dir_is_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such results directory"):
+        load(tmp_path / "nope")
+    (tmp_path / "half").mkdir()
+    with pytest.raises(FileNotFoundError, match="downloads.parquet"):
+        load(tmp_path / "half")
+
+
+def test_plot_compare_report_on_synthetic(fake_results, tmp_path):
+    paths = plot(fake_results, str(tmp_path / "p") + "/")
+    assert [p.name for p in paths] == ["ttfb.png", "ttlb.png"]
+    assert all(p.read_bytes()[:8] == PNG for p in paths)
+    assert [p.name for p in plot(fake_results, tmp_path / "x")] == ["x-ttfb.png", "x-ttlb.png"]
+
+    other = Results.from_runs([fake_run(3, classes=(("web", 320 * 1024, 2.0), ("bulk", 5 << 20, 20.0)))], "")
+    other.source = str(tmp_path / "slower")
+    fake_results.write(tmp_path / "base")
+    table = compare([tmp_path / "base", other], out=tmp_path / "c")
+    assert list(table.index) == ["base", "slower"]  # same experiment name: labelled by directory
+    assert {"Data (GiB)", "Web (%)", "Bulk (%)", "web ttlb median (s)", "web ttlb p90 (s)"} <= set(table.columns)
+    assert table.loc["slower", "web ttlb median (s)"] > table.loc["base", "web ttlb median (s)"]
+    assert table.loc["base", "Web (%)"] + table.loc["base", "Bulk (%)"] == pytest.approx(100)
+    assert (tmp_path / "c" / "ttfb.png").read_bytes()[:8] == PNG
+    assert (tmp_path / "c" / "compare.csv").is_file()
+    assert summary_table([fake_results]).shape[0] == 1
+
+    page = report([tmp_path / "base", other], tmp_path / "r" / "report.html").read_text()
+    assert page.count('<img alt=') == 2 and '<img alt=\'ttfb CDF\' src="data:image/png;base64,' in page
+    assert "<table" in page and "slower" in page and "Resolved config" in page
