@@ -205,6 +205,7 @@ struct DocRelay<'a> {
     location: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
     perconn: Option<DocPerconn>,
+    scheduler: &'a SchedulerConfig,
 }
 
 #[derive(Serialize)]
@@ -343,6 +344,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                         rate: format_byte_rate(rate),
                         burst: format_size(burst),
                     }),
+                    scheduler: &r.scheduler,
                 })
                 .collect(),
             clients: c

@@ -108,6 +108,8 @@ pub struct RelayConfig {
     pub location: u32,
     /// PerConnBWRate / PerConnBWBurst, bytes/s and bytes.
     pub perconn: Option<(u64, u64)>,
+    /// This relay's circuit scheduler (default: `mechanisms.scheduler`).
+    pub scheduler: SchedulerConfig,
 }
 
 /// Where the hosts of a group are placed.
@@ -204,8 +206,29 @@ pub enum Workload {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Mechanisms {
-    /// Circuit scheduler on every relay: "round-robin".
-    pub scheduler: String,
+    /// Circuit scheduler on every relay that does not name its own.
+    pub scheduler: SchedulerConfig,
+}
+
+/// A relay's circuit scheduler. Written `scheduler = "ewma"` (defaults) or
+/// `scheduler = { kind = "ewma", halflife = "30 s", tick = "10 s" }`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SchedulerConfig {
+    /// Round robin over active circuits, one cell per turn (the 2010-2012 papers' "vanilla").
+    RoundRobin,
+    /// Tor's circuit EWMA: tick-based decay (CircuitPriorityHalflife, default 30 s; tick 10 s).
+    Ewma {
+        #[serde(serialize_with = "ser_duration")]
+        halflife: SimDuration,
+        #[serde(serialize_with = "ser_duration")]
+        tick: SimDuration,
+    },
+    /// The EWMA paper's exact continuous decay (half-life default 30 s).
+    EwmaExact {
+        #[serde(serialize_with = "ser_duration")]
+        halflife: SimDuration,
+    },
 }
 
 fn ser_duration<S: serde::Serializer>(d: &SimDuration, s: S) -> Result<S::Ok, S::Error> {

@@ -101,7 +101,12 @@ impl std::error::Error for ConfigErrors {}
 pub const KNOWN_FLAGS: &[&str] =
     &["Authority", "BadExit", "Exit", "Fast", "Guard", "HSDir", "Running", "Stable", "V2Dir", "Valid"];
 /// Circuit schedulers the simulator implements.
-pub const SCHEDULERS: &[&str] = &["round-robin"];
+pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact"];
+/// Tor's CircuitPriorityHalflife default (circuitmux_ewma.c), and its decay tick.
+const EWMA_HALFLIFE: SimDuration = SimDuration::from_secs(30);
+const EWMA_TICK: SimDuration = SimDuration::from_secs(10);
+const SCHEDULER_EXAMPLE: &str =
+    "scheduler = \"round-robin\", \"ewma\", or { kind = \"ewma\", halflife = \"30 s\", tick = \"10 s\" }";
 /// Consensus bandwidth-weight names (dir-spec section 3.8.3).
 pub const BANDWIDTH_WEIGHTS: &[&str] = &[
     "Wbd", "Wbe", "Wbg", "Wbm", "Wdb", "Web", "Wed", "Wee", "Weg", "Wem", "Wgb", "Wgd", "Wgg", "Wgm",
@@ -126,7 +131,7 @@ const TOR_KEYS: &[&str] = &[
 const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights"];
 const LATENCY_KEYS: &[&str] = &["constant", "matrix", "gml"];
 const RELAY_KEYS: &[&str] =
-    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn"];
+    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler"];
 const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf"];
@@ -181,7 +186,7 @@ pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<E
         Ok(t) => t,
         Err(e) => return Err(syntax_error("", None, text, &e).into()),
     };
-    let mut cx = Ctx { base_dir, errors: Vec::new() };
+    let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin };
     let cfg = cx.config(&root, default_name);
     if cx.errors.is_empty() {
         Ok(cfg)
@@ -282,6 +287,8 @@ fn suggest(word: &str, candidates: &[&str], what: &str) -> String {
 struct Ctx<'a> {
     base_dir: &'a Path,
     errors: Vec<ConfigError>,
+    /// `mechanisms.scheduler`, parsed before the relays, which may override it.
+    default_scheduler: SchedulerConfig,
 }
 
 impl Ctx<'_> {
@@ -547,6 +554,9 @@ impl Ctx<'_> {
         let tor = self.tor(t);
         let t = self.section(root, "network").unwrap_or(&empty);
         let (network, locations) = self.network(t);
+        let t = self.section(root, "mechanisms").unwrap_or(&empty);
+        let mechanisms = self.mechanisms(t);
+        self.default_scheduler = mechanisms.scheduler;
         let relays = self.relays(root, locations);
         let t = self.section(root, "workloads");
         let workloads = self.workloads(t);
@@ -559,8 +569,6 @@ impl Ctx<'_> {
         let clients = self.clients(root.get("clients"), &workload_names, locations);
         let t = self.section(root, "servers").unwrap_or(&empty);
         let servers = self.servers(t, locations);
-        let t = self.section(root, "mechanisms").unwrap_or(&empty);
-        let mechanisms = self.mechanisms(t);
         ExperimentConfig { experiment, tor, network, relays, clients, servers, workloads, mechanisms }
     }
 
@@ -959,7 +967,9 @@ impl Ctx<'_> {
                 })
             }
         };
+        let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(self.default_scheduler);
         RelayConfig {
+            scheduler,
             name: name.to_string(),
             bandwidth_rate: rate.unwrap_or(0),
             bandwidth_burst: burst,
@@ -1325,15 +1335,48 @@ impl Ctx<'_> {
     fn mechanisms(&mut self, t: &Table) -> Mechanisms {
         let p = "mechanisms";
         self.keys(t, p, &["scheduler"]);
-        let scheduler = match self.opt(t, p, "scheduler", Ctx::string) {
-            Some(s) if SCHEDULERS.contains(&s) => s.to_string(),
-            Some(s) => {
-                self.err_hint("mechanisms.scheduler", format!("unknown scheduler {s:?}"), suggest(s, SCHEDULERS, "Available schedulers"));
-                SCHEDULERS[0].to_string()
-            }
-            None => SCHEDULERS[0].to_string(),
-        };
+        let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(SchedulerConfig::RoundRobin);
         Mechanisms { scheduler }
+    }
+
+    /// A scheduler: a name with default parameters, or a table with `kind` and parameters.
+    fn scheduler(&mut self, v: &Value, p: &str) -> Option<SchedulerConfig> {
+        let (kind, table, kp) = match v {
+            Value::String(s) => (s.as_str(), None, p.to_string()),
+            Value::Table(t) => {
+                let kind = self.req(t, p, "kind", Ctx::string, SCHEDULER_EXAMPLE)?;
+                (kind, Some(t), join(p, "kind"))
+            }
+            other => {
+                self.err_hint(p, format!("expected a scheduler name or table, found {}", describe(other)), SCHEDULER_EXAMPLE);
+                return None;
+            }
+        };
+        let empty = Table::new();
+        let t = table.unwrap_or(&empty);
+        match kind {
+            "round-robin" => {
+                self.keys(t, p, &["kind"]);
+                Some(SchedulerConfig::RoundRobin)
+            }
+            "ewma" => {
+                self.keys(t, p, &["kind", "halflife", "tick"]);
+                let halflife = self.opt(t, p, "halflife", Ctx::pos_duration);
+                let tick = self.opt(t, p, "tick", Ctx::pos_duration);
+                let bad = (t.contains_key("halflife") && halflife.is_none()) || (t.contains_key("tick") && tick.is_none());
+                (!bad).then(|| SchedulerConfig::Ewma { halflife: halflife.unwrap_or(EWMA_HALFLIFE), tick: tick.unwrap_or(EWMA_TICK) })
+            }
+            "ewma-exact" => {
+                self.keys(t, p, &["kind", "halflife"]);
+                let halflife = self.opt(t, p, "halflife", Ctx::pos_duration);
+                let bad = t.contains_key("halflife") && halflife.is_none();
+                (!bad).then(|| SchedulerConfig::EwmaExact { halflife: halflife.unwrap_or(EWMA_HALFLIFE) })
+            }
+            other => {
+                self.err_hint(kp, format!("unknown scheduler {other:?}"), suggest(other, SCHEDULERS, "Available schedulers"));
+                None
+            }
+        }
     }
 }
 

@@ -110,7 +110,8 @@ fn minimal_config_gets_the_documented_defaults() {
         c.workloads["web"],
         Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: onionlab_config::parse::default_think_time() }
     );
-    assert_eq!(c.mechanisms.scheduler, "round-robin");
+    assert_eq!(c.mechanisms.scheduler, SchedulerConfig::RoundRobin);
+    assert!(c.relays.iter().all(|r| r.scheduler == SchedulerConfig::RoundRobin));
 }
 
 #[test]
@@ -566,7 +567,33 @@ fn time_distributions() {
 
 #[test]
 fn scheduler() {
-    let e = err_at(&format!("{MINIMAL}\n[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["unknown scheduler", "ewma"]);
-    assert!(hint(&e).contains("round-robin"));
-    err_at(&format!("{MINIMAL}\n[mechanisms]\nschedular = \"round-robin\"\n"), "mechanisms.schedular", &["unknown key"]);
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    let c = load(&with("scheduler = \"ewma\"")).unwrap();
+    let tor_ewma = SchedulerConfig::Ewma { halflife: SimDuration::from_secs(30), tick: SimDuration::from_secs(10) };
+    assert_eq!(c.mechanisms.scheduler, tor_ewma, "tor's CircuitPriorityHalflife and tick by default");
+    assert!(c.relays.iter().all(|r| r.scheduler == tor_ewma), "relays inherit mechanisms.scheduler");
+    let c = load(&with("scheduler = { kind = \"ewma-exact\", halflife = \"4.5 s\" }")).unwrap();
+    assert_eq!(c.mechanisms.scheduler, SchedulerConfig::EwmaExact { halflife: SimDuration::from_millis(4500) });
+
+    let e = err_at(&with("scheduler = \"ewmaa\""), "mechanisms.scheduler", &["unknown scheduler", "ewmaa"]);
+    assert!(hint(&e).contains("ewma"));
+    err_at(&with("schedular = \"round-robin\""), "mechanisms.schedular", &["unknown key"]);
+    err_at(&with("scheduler = { kind = \"ewma\", halflife = \"0 s\" }"), "mechanisms.scheduler.halflife", &["longer than 0"]);
+    err_at(&with("scheduler = { kind = \"ewma\", halflife = 30 }"), "mechanisms.scheduler.halflife", &["bare number"]);
+    err_at(&with("scheduler = { kind = \"round-robin\", tick = \"1 s\" }"), "mechanisms.scheduler.tick", &["unknown key"]);
+    err_at(&with("scheduler = { kind = \"nope\" }"), "mechanisms.scheduler.kind", &["unknown scheduler"]);
+    err_at(&with("scheduler = { halflife = \"3 s\" }"), "mechanisms.scheduler.kind", &["missing"]);
+    err_at(&with("scheduler = 3"), "mechanisms.scheduler", &["expected a scheduler"]);
+}
+
+#[test]
+fn per_relay_scheduler_overrides_the_default() {
+    let text = edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = { kind = \"ewma\", halflife = \"3 s\", tick = \"1 s\" }\n");
+    let c = load(&text).unwrap();
+    assert_eq!(c.relays[0].scheduler, SchedulerConfig::RoundRobin);
+    assert_eq!(c.relays[1].scheduler, SchedulerConfig::Ewma { halflife: SimDuration::from_secs(3), tick: SimDuration::from_secs(1) });
+    // The resolved TOML keeps the override.
+    let again = load_str(&onionlab_config::to_toml(&c), &fixtures()).unwrap();
+    assert_eq!(again, c);
+    err_at(&edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = \"kist2\"\n"), "relays[1].scheduler", &["unknown scheduler"]);
 }

@@ -4,7 +4,7 @@
 //! parameters, relays (flags, buckets, PerConnBW), client and server hosts and their
 //! placement. **Must not touch:** running; [`crate::run`] drives what this builds.
 
-use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement};
+use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement, SchedulerConfig};
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
 use onionlab_tor::{BandwidthWeights, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork};
@@ -42,10 +42,11 @@ fn place(p: &Placement, i: usize, locations: usize) -> u32 {
     }
 }
 
-fn scheduler(name: &str) -> Result<SchedulerKind, SimError> {
-    match name {
-        "round-robin" => Ok(SchedulerKind::RoundRobin),
-        other => Err(SimError::Build(format!("mechanisms.scheduler: unknown scheduler {other:?}"))),
+fn scheduler(s: &SchedulerConfig) -> SchedulerKind {
+    match *s {
+        SchedulerConfig::RoundRobin => SchedulerKind::RoundRobin,
+        SchedulerConfig::Ewma { halflife, tick } => SchedulerKind::Ewma { halflife, tick },
+        SchedulerConfig::EwmaExact { halflife } => SchedulerKind::EwmaExact { halflife },
     }
 }
 
@@ -72,7 +73,6 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         Some(w) => BandwidthWeights::from_pairs(w.iter().map(|(k, v)| (k.as_str(), *v)), 10_000)
             .map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?,
     };
-    let sched = scheduler(&cfg.mechanisms.scheduler)?;
     let mut tor = TorNetwork::new(tor_config(cfg), latency, weights, seed);
     let err = |what: String| move |e: onionlab_tor::TorError| SimError::Build(format!("{what}: {e}"));
     for (i, r) in cfg.relays.iter().enumerate() {
@@ -86,7 +86,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             consensus_weight: r.consensus_weight,
             flags: RelayFlags::from_names(r.flags.iter().map(|s| s.as_str())),
             perconn: r.perconn,
-            scheduler: sched,
+            scheduler: scheduler(&r.scheduler),
         })
         .map_err(err(format!("relays[{i}]")))?;
     }
