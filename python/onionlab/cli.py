@@ -194,7 +194,28 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("dirs", nargs="+", metavar="DIR")
     rp.add_argument("-o", "--output", required=True, metavar="FILE.html")
     rp.set_defaults(func=_report)
+
+    from onionlab import reproduce
+
+    rr = sub.add_parser("reproduce", help="reproduce a paper's experiments: tables and figures in a directory")
+    papers = rr.add_subparsers(dest="paper", required=True, metavar="PAPER")
+    for name in sorted(reproduce.PAPERS):
+        mod = reproduce.module(name)
+        pp = papers.add_parser(name, help=mod.DESCRIPTION, description=mod.DESCRIPTION)
+        pp.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for configs, results, tables and figures")
+        mod.add_arguments(pp)
+        pp.set_defaults(func=_reproduce)
     return p
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from onionlab import reproduce
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    return reproduce.module(args.paper).main(out, args)
 
 
 def main(argv: list[str] | None = None) -> int:
