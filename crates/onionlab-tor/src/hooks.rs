@@ -8,7 +8,7 @@
 
 use onionlab_core::{SimDuration, SimTime};
 
-use crate::node::{NodeId, NodeKind};
+use crate::node::NodeId;
 use crate::network::TorNetwork;
 use crate::token_bucket::TokenBucket;
 
@@ -17,6 +17,13 @@ pub trait RelayHook {
     fn interval(&self) -> SimDuration;
     fn on_tick(&mut self, now: SimTime, relay: &mut RelayControl<'_>);
     fn name(&self) -> &'static str;
+    /// The per-connection rate (bytes/s) above which this relay would throttle a client
+    /// connection right now, if the policy has one: what a guard-probing adversary
+    /// estimates (throttling paper section 5, technique T1). Recorded per relay per
+    /// metrics interval. `None` for policies without such a rate.
+    fn throttle_threshold(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// One connection from a client to this relay, as a hook sees it.
@@ -59,23 +66,13 @@ impl<'a> RelayControl<'a> {
 
     /// Connections from clients (not relays) to this relay, in channel order.
     pub fn client_connections(&mut self) -> Vec<ClientConnection> {
-        let chans = self.net.node_mut(self.node).chans.clone();
-        let mut out = Vec::new();
-        for (chan, side) in chans {
-            let peer = self.net.chan_peer(chan, side);
-            if self.net.node_kind(peer) != NodeKind::Client {
-                continue;
-            }
-            let end = self.net.chan_end_mut(chan, side);
-            out.push(ClientConnection {
-                chan,
-                client: peer,
-                bytes_read: end.bytes_read,
-                bytes_written: end.bytes_written,
-                throttle: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
-            });
-        }
-        out
+        self.net.client_connections(self.node)
+    }
+
+    /// Open OR connections of this relay, to relays and clients alike (the `N` of the
+    /// throttling paper's bit-splitting, as its code counts it).
+    pub fn or_connection_count(&mut self) -> usize {
+        self.net.node_mut(self.node).chans.len()
     }
 
     /// Sets (or with `None` removes) the read and write buckets of client connection

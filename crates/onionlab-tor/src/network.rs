@@ -293,6 +293,32 @@ impl TorNetwork {
         Ok(())
     }
 
+    /// Connections from clients (not relays) to relay `node`, in channel order, with their
+    /// byte counters and current per-connection throttle.
+    pub fn client_connections(&self, node: NodeId) -> Vec<crate::hooks::ClientConnection> {
+        let mut out = Vec::new();
+        for &(chan, side) in &self.nodes[node as usize].chans {
+            let peer = self.chan_peer(chan, side);
+            if self.node_kind(peer) != NodeKind::Client {
+                continue;
+            }
+            let end = &self.chans[chan as usize].ends[side_index(side)];
+            out.push(crate::hooks::ClientConnection {
+                chan,
+                client: peer,
+                bytes_read: end.bytes_read,
+                bytes_written: end.bytes_written,
+                throttle: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
+            });
+        }
+        out
+    }
+
+    /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
+    pub fn hook_throttle_threshold(&self, node: NodeId) -> Option<u64> {
+        self.hooks.get(node as usize).and_then(|h| h.as_ref()).and_then(|h| h.throttle_threshold())
+    }
+
     /// Limits how fast the exit packages cells onto `circ` (bytes of cells per second);
     /// the hook congestion controllers use. Refilled with the exit's buckets.
     pub fn set_circuit_rate_limit(&mut self, q: &mut EventQueue<TorEvent>, circ: u32, rate: u64, burst: u64) {

@@ -1,0 +1,324 @@
+//! Guard throttling against hand-worked cases from the paper, and end to end in the model.
+
+use onionlab_core::{SimDuration, SimTime};
+use onionlab_mech::throttling::conn_ewma::steady_state;
+use onionlab_mech::*;
+use onionlab_net::LatencyModel;
+use onionlab_tor::*;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * 1024;
+const GBIT: u64 = 1_000_000_000;
+
+fn t(s: u64) -> SimTime {
+    SimTime::ZERO + SimDuration::from_secs(s)
+}
+
+fn conn(chan: u32, written: u64) -> ClientConnection {
+    ClientConnection { chan, client: chan, bytes_read: 0, bytes_written: written, throttle: None }
+}
+
+fn state(now: SimTime, b: u64, n: usize, clients: &[ClientConnection]) -> GuardState<'_> {
+    GuardState { now, bandwidth_rate: b, or_connections: n, clients }
+}
+
+// ---------------------------------------------------------------- bit-splitting
+
+#[test]
+fn bit_splitting_four_connections_on_a_1_mib_guard_get_256_kib_each() {
+    let mut p = BitSplitting::new(DEFAULT_BURST, SplitDenominator::AllOrConnections).unwrap();
+    let clients: Vec<_> = (0..4).map(|c| conn(c, 0)).collect();
+    let d = p.tick(&state(t(1), MIB, 4, &clients));
+    assert_eq!(d.len(), 4);
+    assert!(d.iter().all(|&(_, th)| th == Some((256 * KIB, 2 * MIB))), "{d:?}");
+    assert_eq!(p.threshold_rate(), Some(256 * KIB));
+    // Two relay connections join: N = 6, the clients' share shrinks (code-faithful N).
+    let d = p.tick(&state(t(2), MIB, 6, &clients));
+    assert!(d.iter().all(|&(_, th)| th == Some((MIB / 6, 2 * MIB))));
+    // The prose's readings: only client connections; only the active ones.
+    let mut p = BitSplitting::new(DEFAULT_BURST, SplitDenominator::ClientConnections).unwrap();
+    assert!(p.tick(&state(t(1), MIB, 6, &clients)).iter().all(|&(_, th)| th == Some((256 * KIB, 2 * MIB))));
+    let mut p = BitSplitting::new(DEFAULT_BURST, SplitDenominator::ActiveClientConnections).unwrap();
+    let busy = [conn(0, 5000), conn(1, 0), conn(2, 7000), conn(3, 0)];
+    assert!(p.tick(&state(t(1), MIB, 6, &busy)).iter().all(|&(_, th)| th == Some((512 * KIB, 2 * MIB))));
+    assert!(p.tick(&state(t(2), MIB, 6, &busy)).iter().all(|&(_, th)| th == Some((MIB, 2 * MIB))), "nobody active: N = 1");
+}
+
+#[test]
+fn bit_splitting_with_no_connections_does_nothing() {
+    let mut p = BitSplitting::new(DEFAULT_BURST, SplitDenominator::AllOrConnections).unwrap();
+    assert!(p.tick(&state(t(1), MIB, 0, &[])).is_empty());
+    assert_eq!(p.threshold_rate(), None);
+}
+
+// ---------------------------------------------------------------- static
+
+#[test]
+fn static_throttles_every_client_connection_at_its_rate() {
+    let mut p = StaticThrottle::new(5 * KIB, 2 * MIB).unwrap();
+    let clients = [conn(3, 0), conn(8, 99)];
+    assert_eq!(p.tick(&state(t(1), MIB, 10, &clients)), vec![(3, Some((5 * KIB, 2 * MIB))), (8, Some((5 * KIB, 2 * MIB)))]);
+    assert!(StaticThrottle::new(0, 1).is_err());
+}
+
+// ---------------------------------------------------------------- flagging
+
+fn flag_params(penalty: f64) -> FlagParams {
+    FlagParams {
+        flag_rate: 20 * KIB,
+        penalty,
+        halflife: SimDuration::from_secs(30),
+        burst: DEFAULT_BURST,
+        freeze_penalty_at_flag: false,
+        denominator: SplitDenominator::AllOrConnections,
+    }
+}
+
+/// Two client connections on a 1 MiB/s guard with 4 OR connections (fair share 256 KiB/s):
+/// one bulk at 400 KiB/s, one web at 20 KiB/s, for `secs` seconds; returns the policy and
+/// the byte counters reached.
+fn run_flagging(p: &mut Flagging, from: u64, secs: u64, written: &mut [u64; 2], rates: [u64; 2]) -> Vec<Vec<ThrottleDecision>> {
+    let mut out = Vec::new();
+    for s in from..from + secs {
+        written[0] += rates[0];
+        written[1] += rates[1];
+        let clients = [conn(1, written[0]), conn(2, written[1])];
+        out.push(p.tick(&state(t(s), MIB, 4, &clients)));
+    }
+    out
+}
+
+#[test]
+fn flagging_flags_the_connection_faster_than_the_fair_share_and_unflags_it_below_p_times_m() {
+    let mut p = Flagging::new(flag_params(0.5)).unwrap();
+    let mut w = [0u64; 2];
+    let d = run_flagging(&mut p, 1, 600, &mut w, [400 * KIB, 20 * KIB]);
+    assert!(p.is_flagged(1), "bulk is flagged");
+    assert!(!p.is_flagged(2), "web is not");
+    assert!(d.iter().flatten().all(|&(chan, _)| chan == 1), "only the bulk connection is ever touched");
+    assert_eq!(d.iter().flatten().next(), Some(&(1, Some((20 * KIB, DEFAULT_BURST)))));
+    // M converged to the fair share's steady state; E(bulk) to its own.
+    let m = steady_state((MIB / 4) as f64, SimDuration::from_secs(30));
+    assert!((p.meta_ewma() - m).abs() / m < 1e-6);
+    assert!((p.conn_ewma(1) - steady_state((400 * KIB) as f64, SimDuration::from_secs(30))).abs() / m < 1e-3);
+    // Throttled to a trickle (5 KiB/s sent): E decays; it is unflagged the first tick
+    // E < 0.5 M, and not before.
+    let d = run_flagging(&mut p, 601, 300, &mut w, [5 * KIB, 20 * KIB]);
+    let at = d.iter().position(|x| x.contains(&(1, None))).expect("unflagged");
+    // Hand-worked: E(n) = E0 2^(-n/30) + s (1 - 2^(-n/30)) with s = steady state of 5 KiB/s;
+    // solve E(n) < M/2.
+    let (e0, s) = (steady_state((400 * KIB) as f64, SimDuration::from_secs(30)), steady_state((5 * KIB) as f64, SimDuration::from_secs(30)));
+    let n = (1..).find(|&n: &i32| e0 * 0.5f64.powf(n as f64 / 30.0) + s * (1.0 - 0.5f64.powf(n as f64 / 30.0)) < m / 2.0).unwrap();
+    assert_eq!(at as i32 + 1, n, "unflagged after exactly the hand-worked number of ticks");
+    assert!(!p.is_flagged(1));
+}
+
+#[test]
+fn flagging_with_p_zero_never_unflags() {
+    let mut p = Flagging::new(flag_params(0.0)).unwrap();
+    let mut w = [0u64; 2];
+    run_flagging(&mut p, 1, 300, &mut w, [400 * KIB, 20 * KIB]);
+    assert!(p.is_flagged(1));
+    let d = run_flagging(&mut p, 301, 3000, &mut w, [0, 20 * KIB]);
+    assert!(p.is_flagged(1), "P = 0 never unflags");
+    assert!(!d.iter().flatten().any(|&(_, th)| th.is_none()));
+}
+
+#[test]
+fn flagging_frozen_penalty_is_the_codes_behaviour() {
+    // With a frozen threshold P*M(t_flag) and M growing afterwards (more connections
+    // leave: N drops, the fair share rises), the paper's current P*M unflags sooner.
+    let mut paper = Flagging::new(flag_params(0.5)).unwrap();
+    let mut code = Flagging::new(FlagParams { freeze_penalty_at_flag: true, ..flag_params(0.5) }).unwrap();
+    let mut w = [0u64; 2];
+    for s in 1..400 {
+        w[0] += 400 * KIB;
+        let c = [conn(1, w[0])];
+        paper.tick(&state(t(s), MIB, 4, &c));
+        code.tick(&state(t(s), MIB, 4, &c));
+    }
+    assert!(paper.is_flagged(1) && code.is_flagged(1));
+    // N drops from 4 to 2: M rises toward twice its value; the bulk slows to 150 KiB/s.
+    let (mut paper_off, mut code_off) = (None, None);
+    for s in 400..1400 {
+        w[0] += 150 * KIB;
+        let c = [conn(1, w[0])];
+        if paper.tick(&state(t(s), MIB, 2, &c)).contains(&(1, None)) {
+            paper_off.get_or_insert(s);
+        }
+        if code.tick(&state(t(s), MIB, 2, &c)).contains(&(1, None)) {
+            code_off.get_or_insert(s);
+        }
+    }
+    let paper_off = paper_off.expect("paper semantics unflags: 150 KiB/s is below half of the new share");
+    assert!(code_off.is_none_or(|c| c > paper_off), "frozen threshold unflags later: {code_off:?} vs {paper_off}");
+}
+
+// ---------------------------------------------------------------- threshold
+
+fn thresh_params(fraction: f64, floor: u64) -> ThresholdParams {
+    ThresholdParams {
+        fraction,
+        refresh: SimDuration::from_secs(10),
+        floor,
+        halflife: SimDuration::from_secs(30),
+        burst: DEFAULT_BURST,
+        semantics: ThresholdSemantics::Paper,
+    }
+}
+
+/// Ten connections; connection i sends (i+1) * 10 KiB/s (so 9 is the loudest).
+fn run_threshold(p: &mut Threshold, secs: u64) -> Vec<ThrottleDecision> {
+    let mut last = Vec::new();
+    for s in 0..=secs {
+        let clients: Vec<_> = (0..10u32)
+            .map(|i| ClientConnection { chan: i, client: i, bytes_read: (i as u64 + 1) * 10 * KIB * s, bytes_written: (i as u64 + 1) * 10 * KIB * s, throttle: None })
+            .collect();
+        let d = p.tick(&state(t(s + 1), MIB, 12, &clients));
+        if !d.is_empty() {
+            last = d;
+        }
+    }
+    last
+}
+
+#[test]
+fn threshold_throttles_the_loudest_fraction_at_the_kth_loudest_mean_throughput() {
+    // T = 0.2, N = 10: the two loudest (9 and 8) at connection 8's throughput, 90 KiB/s
+    // ((read + written) / 2 per second).
+    let mut p = Threshold::new(thresh_params(0.2, 5 * KIB)).unwrap();
+    let mut d = run_threshold(&mut p, 30);
+    d.sort();
+    let mut want: Vec<ThrottleDecision> = (0..8).map(|c| (c, None)).collect();
+    want.push((8, Some((90 * KIB, DEFAULT_BURST))));
+    want.push((9, Some((90 * KIB, DEFAULT_BURST))));
+    assert_eq!(d, want);
+    assert_eq!(p.rate(), Some(90 * KIB));
+}
+
+#[test]
+fn threshold_applies_the_floor_and_throttles_nobody_when_t_n_rounds_to_zero() {
+    let mut p = Threshold::new(thresh_params(0.2, 200 * KIB)).unwrap();
+    let d = run_threshold(&mut p, 30);
+    assert!(d.contains(&(9, Some((200 * KIB, DEFAULT_BURST)))), "raised to the floor F: {d:?}");
+    let mut p = Threshold::new(thresh_params(0.05, 5 * KIB)).unwrap();
+    let d = run_threshold(&mut p, 30);
+    assert!(d.iter().all(|&(_, th)| th.is_none()), "floor(0.05 * 10) = 0: nobody");
+}
+
+#[test]
+fn threshold_code_semantics_throttle_all_but_the_quietest_fraction() {
+    let mut p = Threshold::new(ThresholdParams { semantics: ThresholdSemantics::Code, ..thresh_params(0.2, 5 * KIB) }).unwrap();
+    let d = run_threshold(&mut p, 30);
+    // Ascending index floor(0.2 * 10) = 2 is connection 2 (30 KiB/s): 2..=9 throttled.
+    let throttled: Vec<u32> = d.iter().filter(|x| x.1.is_some()).map(|x| x.0).collect();
+    assert_eq!(throttled.len(), 8);
+    assert!(d.contains(&(9, Some((30 * KIB, DEFAULT_BURST)))));
+}
+
+#[test]
+fn threshold_acts_only_every_r_seconds() {
+    let mut p = Threshold::new(thresh_params(0.2, 5 * KIB)).unwrap();
+    let clients: Vec<_> = (0..10u32).map(|i| conn(i, 0)).collect();
+    let acted: Vec<u64> = (1..=35u64).filter(|&s| !p.tick(&state(t(s), MIB, 10, &clients)).is_empty()).collect();
+    assert_eq!(acted, vec![11, 21, 31]);
+}
+
+#[test]
+fn bad_parameters_name_the_field() {
+    let e = Flagging::new(flag_params(1.5)).err().unwrap();
+    assert!(e.to_string().starts_with("penalty:"), "{e}");
+    let e = Threshold::new(thresh_params(-0.1, 1)).err().unwrap();
+    assert!(e.to_string().starts_with("fraction:"), "{e}");
+    let e = Threshold::new(thresh_params(0.1, 0)).err().unwrap();
+    assert!(e.to_string().starts_with("floor:"), "{e}");
+}
+
+// ---------------------------------------------------------------- end to end
+
+fn relay(name: &str, rate: u64, flags: RelayFlags) -> RelaySpec {
+    RelaySpec {
+        name: name.into(),
+        location: 0,
+        up_bits_per_sec: GBIT,
+        down_bits_per_sec: GBIT,
+        bandwidth_rate: rate,
+        bandwidth_burst: rate,
+        consensus_weight: (rate / 1024).max(1),
+        flags: flags | RelayFlags::FAST,
+        perconn: None,
+        scheduler: SchedulerKind::RoundRobin,
+    }
+}
+
+/// guard -> middle -> exit, `clients` clients, one server; 1 s refills as in the paper.
+fn line(guard_rate: u64, clients: usize) -> (TorSim, NodeId, Vec<NodeId>, NodeId) {
+    let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
+    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), BandwidthWeights::uniform(), 1);
+    let g = tor.add_relay(relay("guard", guard_rate, RelayFlags::GUARD)).unwrap();
+    tor.add_relay(relay("middle", 50 * MIB, RelayFlags::default())).unwrap();
+    tor.add_relay(relay("exit", 50 * MIB, RelayFlags::EXIT)).unwrap();
+    let ep = |n: String| EndpointSpec { name: n, location: 0, up_bits_per_sec: GBIT, down_bits_per_sec: GBIT };
+    let cs = (0..clients).map(|i| tor.add_client(ep(format!("client{i}"))).unwrap()).collect();
+    let s = tor.add_server(ep("server".into())).unwrap();
+    (TorSim::new(tor), g, cs, s)
+}
+
+#[test]
+fn a_statically_throttled_client_never_exceeds_rate_plus_burst() {
+    // Figure 4a's configuration: 5 KiB/s with a 2 MiB burst, probed with a 10 MiB download.
+    let (mut sim, g, c, s) = line(10 * MIB, 1);
+    sim.tor.set_relay_hook(&mut sim.q, g, Box::new(ThrottleHook::new(StaticThrottle::new(5 * KIB, 2 * MIB).unwrap()))).unwrap();
+    sim.start_stream(c[0], s, 10 * MIB, 0).unwrap();
+    let mut samples = Vec::new();
+    for sec in 1..=120u64 {
+        sim.run_until(t(sec), |_| {});
+        let written: u64 = sim.tor.client_connections(g).iter().map(|cc| cc.bytes_written).sum();
+        samples.push(written);
+    }
+    for (i, &w) in samples.iter().enumerate() {
+        let secs = (i + 1) as u64;
+        // Until the throttle lands at the first tick the connection is unlimited, but the
+        // burst was full: at most 2 MiB + a second of guard bandwidth + rate * t.
+        assert!(w <= 2 * MIB + 10 * MIB + 5 * KIB * secs, "{w} bytes by {secs} s");
+    }
+    // Long run: after the burst is spent, the rate is the throttle rate.
+    let late = (samples[119] - samples[59]) as f64 / 60.0;
+    assert!(late <= 5.0 * 1024.0 * 1.02 && late >= 5.0 * 1024.0 * 0.9, "late rate {late} B/s");
+    sim.tor.check_invariants().unwrap();
+}
+
+#[test]
+fn flagging_end_to_end_throttles_bulk_not_web() {
+    // A 1 MiB/s guard; one bulk client downloading back to back and one web-like client
+    // fetching 100 KiB every 10 s.
+    let (mut sim, g, c, s) = line(MIB, 2);
+    let p = Flagging::new(FlagParams { flag_rate: 20 * KIB, penalty: 0.5, ..flag_params(0.5) }).unwrap();
+    sim.tor.set_relay_hook(&mut sim.q, g, Box::new(ThrottleHook::new(p))).unwrap();
+    sim.start_stream(c[0], s, 1 << 30, 0).unwrap();
+    let mut next_web = 0u64;
+    let mut web_flagged = false;
+    let mut bulk_flagged_secs = 0;
+    for sec in 1..=300u64 {
+        if sec >= next_web {
+            sim.start_stream(c[1], s, 100 * KIB, 1).unwrap();
+            next_web = sec + 10;
+        }
+        sim.run_until(t(sec), |_| {});
+        let conns = sim.tor.client_connections(g);
+        let web = conns.iter().find(|cc| cc.client == c[1]).unwrap();
+        web_flagged |= web.throttle.is_some();
+        let bulk = conns.iter().find(|cc| cc.client == c[0]).unwrap();
+        if bulk.throttle.is_some() {
+            assert_eq!(bulk.throttle, Some((20 * KIB, DEFAULT_BURST)));
+            bulk_flagged_secs += 1;
+        }
+    }
+    // Flagged, it is throttled until its EWMA decays below P*M, unflagged, bursts, and is
+    // flagged again: most of the time it is flagged.
+    assert!(bulk_flagged_secs > 150, "bulk flagged {bulk_flagged_secs} of 300 s");
+    assert!(!web_flagged, "the web connection is never flagged");
+    // Guard's OR connections: two clients and the middle: fair share MiB/3.
+    assert_eq!(sim.tor.hook_throttle_threshold(g), Some(MIB / 3));
+    sim.tor.check_invariants().unwrap();
+}
