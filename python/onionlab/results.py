@@ -8,6 +8,8 @@ A results directory holds::
 
     downloads.parquet   one row per reported download (all seeds), sorted by (seed, start, client)
     relays.parquet      one row per relay per metrics interval (all seeds)
+    connections.parquet one row per client connection per relay per interval, when the config
+                        sets experiment.connection_metrics_interval (else absent)
     summary.json        pooled per-class figures and per-seed run summaries (sorted keys)
     config.toml         the fully resolved config that produced them
     timing.json         wall-clock seconds per seed (the only non-deterministic file)
@@ -54,6 +56,22 @@ RELAYS_SCHEMA = pa.schema(
         ("bytes_written", pa.int64()),
         ("queued_cells", pa.int64()),
         ("bucket_empty_s", pa.float64()),
+        ("client_connections", pa.int64()),
+        ("throttled_connections", pa.int64()),
+        ("throttle_rate", pa.float64()),
+    ]
+)
+
+CONNECTIONS_SCHEMA = pa.schema(
+    [
+        ("seed", pa.int64()),
+        ("relay", pa.string()),
+        ("client", pa.string()),
+        ("class", pa.string()),
+        ("interval_start", pa.float64()),
+        ("bytes_written", pa.int64()),
+        ("bytes_read", pa.int64()),
+        ("throttle_rate", pa.float64()),
     ]
 )
 
@@ -106,7 +124,8 @@ class Results:
     """The results of one experiment (one or more seeds).
 
     ``downloads`` and ``relays`` hold every seed's rows (a ``seed`` column tells them apart);
-    ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
+    ``connections`` is the per-client-connection table (empty unless the config sets
+    ``experiment.connection_metrics_interval``); ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
     :mod:`onionlab.stats`); ``config`` is the resolved TOML; ``timing`` maps seed to wall
     seconds (not part of the deterministic output).
     """
@@ -117,6 +136,7 @@ class Results:
     config: str
     timing: dict = field(default_factory=dict)
     source: str | None = None
+    connections: pd.DataFrame = field(default_factory=lambda: table({}, CONNECTIONS_SCHEMA))
 
     @classmethod
     def from_runs(cls, runs: list[dict[str, Any]], config: str) -> "Results":
@@ -128,6 +148,8 @@ class Results:
         downloads = downloads.sort_values(["seed", "start", "client"], kind="mergesort").reset_index(drop=True)
         relays = pd.concat(rls, ignore_index=True)
         relays = relays.sort_values(["seed"], kind="mergesort").reset_index(drop=True)
+        cns = [table(r.get("connections", {}), CONNECTIONS_SCHEMA) for r in runs] or [table({}, CONNECTIONS_SCHEMA)]
+        connections = pd.concat(cns, ignore_index=True).sort_values(["seed"], kind="mergesort").reset_index(drop=True)
         per_seed = []
         timing = {}
         for r in runs:
@@ -136,7 +158,7 @@ class Results:
             timing[str(s["seed"])] = wall
             per_seed.append(_json_safe(s))
         summary = _json_safe(stats.pooled_summary(downloads, per_seed))
-        return cls(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing)
+        return cls(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing, connections=connections)
 
     @property
     def label(self) -> str:
@@ -152,6 +174,8 @@ class Results:
             ("relays.parquet", self.relays, RELAYS_SCHEMA),
         ):
             pq.write_table(_conform(df, schema), d / name, compression="zstd")
+        if len(self.connections):
+            pq.write_table(_conform(self.connections, CONNECTIONS_SCHEMA), d / "connections.parquet", compression="zstd")
         (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"
         (d / "config.toml").write_text(cfg, encoding="utf-8")
@@ -170,12 +194,16 @@ def load(directory: str | os.PathLike) -> Results:
         raise FileNotFoundError(f"{d}: not a results directory (missing {', '.join(missing)})")
     downloads = pq.read_table(d / "downloads.parquet").to_pandas()
     relays = pq.read_table(d / "relays.parquet").to_pandas()
+    if (d / "connections.parquet").is_file():
+        connections = pq.read_table(d / "connections.parquet").to_pandas()
+    else:
+        connections = table({}, CONNECTIONS_SCHEMA)
     summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
     config = (d / "config.toml").read_text(encoding="utf-8")
     timing = {}
     if (d / "timing.json").is_file():
         timing = json.loads((d / "timing.json").read_text(encoding="utf-8")).get("wall_seconds", {})
-    return Results(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing, source=str(d))
+    return Results(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing, source=str(d), connections=connections)
 
 
 def as_results(x: "Results | str | os.PathLike") -> Results:

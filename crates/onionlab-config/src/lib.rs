@@ -156,6 +156,8 @@ struct DocExperiment<'a> {
     warmup: String,
     seeds: &'a [u64],
     metrics_interval: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connection_metrics_interval: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -206,6 +208,7 @@ struct DocRelay<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     perconn: Option<DocPerconn>,
     scheduler: &'a SchedulerConfig,
+    throttling: &'a ThrottlingConfig,
 }
 
 #[derive(Serialize)]
@@ -307,6 +310,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 warmup: format_duration(e.warmup),
                 seeds: &e.seeds,
                 metrics_interval: format_duration(e.metrics_interval),
+                connection_metrics_interval: e.connection_metrics_interval.map(format_duration),
             },
             tor: DocTor {
                 refill_interval: format_duration(t.refill_interval),
@@ -345,6 +349,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                         burst: format_size(burst),
                     }),
                     scheduler: &r.scheduler,
+                    throttling: &r.throttling,
                 })
                 .collect(),
             clients: c

@@ -40,6 +40,10 @@ pub struct ExperimentSection {
     /// Length of the per-relay metrics interval.
     #[serde(serialize_with = "ser_duration")]
     pub metrics_interval: SimDuration,
+    /// Interval of the per-client-connection table (bytes a relay exchanged with each
+    /// client and its throttle); `None`: no such table.
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub connection_metrics_interval: Option<SimDuration>,
 }
 
 /// Tor and transport parameters (defaults: tor's, see onionlab-tor's `TorConfig`).
@@ -110,6 +114,8 @@ pub struct RelayConfig {
     pub perconn: Option<(u64, u64)>,
     /// This relay's circuit scheduler (default: `mechanisms.scheduler`).
     pub scheduler: SchedulerConfig,
+    /// This relay's guard throttling (default: `mechanisms.throttling`).
+    pub throttling: ThrottlingConfig,
 }
 
 /// Where the hosts of a group are placed.
@@ -208,6 +214,53 @@ pub enum Workload {
 pub struct Mechanisms {
     /// Circuit scheduler on every relay that does not name its own.
     pub scheduler: SchedulerConfig,
+    /// Guard throttling of client connections on every relay that does not name its own.
+    pub throttling: ThrottlingConfig,
+}
+
+/// Adaptive guard throttling (the throttling paper's algorithms; `onionlab-mech`).
+/// Rates in bytes/s, bursts in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum ThrottlingConfig {
+    /// No throttling ("vanilla").
+    None,
+    Static {
+        #[serde(serialize_with = "ser_byte_rate")]
+        rate: u64,
+        #[serde(serialize_with = "ser_size")]
+        burst: u64,
+    },
+    Split {
+        #[serde(serialize_with = "ser_size")]
+        burst: u64,
+        /// "all-or-connections", "client-connections" or "active-client-connections".
+        denominator: &'static str,
+    },
+    Flag {
+        #[serde(serialize_with = "ser_byte_rate")]
+        flag_rate: u64,
+        penalty: f64,
+        #[serde(serialize_with = "ser_duration")]
+        halflife: SimDuration,
+        #[serde(serialize_with = "ser_size")]
+        burst: u64,
+        freeze_penalty_at_flag: bool,
+        denominator: &'static str,
+    },
+    Threshold {
+        fraction: f64,
+        #[serde(serialize_with = "ser_duration")]
+        refresh: SimDuration,
+        #[serde(serialize_with = "ser_byte_rate")]
+        floor: u64,
+        #[serde(serialize_with = "ser_duration")]
+        halflife: SimDuration,
+        #[serde(serialize_with = "ser_size")]
+        burst: u64,
+        /// "paper" or "code".
+        semantics: &'static str,
+    },
 }
 
 /// A relay's circuit scheduler. Written `scheduler = "ewma"` (defaults) or
@@ -229,6 +282,21 @@ pub enum SchedulerConfig {
         #[serde(serialize_with = "ser_duration")]
         halflife: SimDuration,
     },
+}
+
+fn ser_opt_duration<S: serde::Serializer>(d: &Option<SimDuration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&crate::format_duration(*d)),
+        None => s.serialize_none(),
+    }
+}
+
+fn ser_size<S: serde::Serializer>(b: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::format_size(*b))
+}
+
+fn ser_byte_rate<S: serde::Serializer>(b: &u64, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::format_byte_rate(*b))
 }
 
 fn ser_duration<S: serde::Serializer>(d: &SimDuration, s: S) -> Result<S::Ok, S::Error> {

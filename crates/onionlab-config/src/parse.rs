@@ -105,6 +105,13 @@ pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact"];
 /// Tor's CircuitPriorityHalflife default (circuitmux_ewma.c), and its decay tick.
 const EWMA_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 const EWMA_TICK: SimDuration = SimDuration::from_secs(10);
+/// Guard throttling algorithms (the throttling paper), and `N` choices for the split.
+pub const THROTTLINGS: &[&str] = &["none", "static", "split", "flag", "threshold"];
+pub const SPLIT_DENOMINATORS: &[&str] = &["all-or-connections", "client-connections", "active-client-connections"];
+/// The paper's constant PerConnBWBurst (footnote 3) and the authors' code's EWMA half-life.
+const THROTTLE_BURST: u64 = 2 << 20;
+const THROTTLE_HALFLIFE: SimDuration = SimDuration::from_secs(30);
+const THROTTLING_EXAMPLE: &str = "throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.25 }";
 const SCHEDULER_EXAMPLE: &str =
     "scheduler = \"round-robin\", \"ewma\", or { kind = \"ewma\", halflife = \"30 s\", tick = \"10 s\" }";
 /// Consensus bandwidth-weight names (dir-spec section 3.8.3).
@@ -115,7 +122,7 @@ pub const BANDWIDTH_WEIGHTS: &[&str] = &[
 
 const TOP_KEYS: &[&str] =
     &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms"];
-const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval"];
+const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval"];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
     "link_handshake_rtts",
@@ -131,7 +138,7 @@ const TOR_KEYS: &[&str] = &[
 const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights"];
 const LATENCY_KEYS: &[&str] = &["constant", "matrix", "gml"];
 const RELAY_KEYS: &[&str] =
-    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler"];
+    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling"];
 const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf"];
@@ -186,7 +193,7 @@ pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<E
         Ok(t) => t,
         Err(e) => return Err(syntax_error("", None, text, &e).into()),
     };
-    let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin };
+    let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin, default_throttling: ThrottlingConfig::None };
     let cfg = cx.config(&root, default_name);
     if cx.errors.is_empty() {
         Ok(cfg)
@@ -287,8 +294,10 @@ fn suggest(word: &str, candidates: &[&str], what: &str) -> String {
 struct Ctx<'a> {
     base_dir: &'a Path,
     errors: Vec<ConfigError>,
-    /// `mechanisms.scheduler`, parsed before the relays, which may override it.
+    /// `mechanisms.scheduler` and `.throttling`, parsed before the relays, which may
+    /// override them.
     default_scheduler: SchedulerConfig,
+    default_throttling: ThrottlingConfig,
 }
 
 impl Ctx<'_> {
@@ -557,6 +566,7 @@ impl Ctx<'_> {
         let t = self.section(root, "mechanisms").unwrap_or(&empty);
         let mechanisms = self.mechanisms(t);
         self.default_scheduler = mechanisms.scheduler;
+        self.default_throttling = mechanisms.throttling;
         let relays = self.relays(root, locations);
         let t = self.section(root, "workloads");
         let workloads = self.workloads(t);
@@ -600,7 +610,8 @@ impl Ctx<'_> {
         };
         let metrics_interval =
             self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
-        ExperimentSection { name, duration: duration.unwrap_or(SimDuration::ZERO), warmup, seeds, metrics_interval }
+        let connection_metrics_interval = self.opt(t, p, "connection_metrics_interval", Ctx::pos_duration);
+        ExperimentSection { name, duration: duration.unwrap_or(SimDuration::ZERO), warmup, seeds, metrics_interval, connection_metrics_interval }
     }
 
     fn seeds(&mut self, v: &Value) -> Vec<u64> {
@@ -968,8 +979,10 @@ impl Ctx<'_> {
             }
         };
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(self.default_scheduler);
+        let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(self.default_throttling);
         RelayConfig {
             scheduler,
+            throttling,
             name: name.to_string(),
             bandwidth_rate: rate.unwrap_or(0),
             bandwidth_burst: burst,
@@ -1334,9 +1347,139 @@ impl Ctx<'_> {
 
     fn mechanisms(&mut self, t: &Table) -> Mechanisms {
         let p = "mechanisms";
-        self.keys(t, p, &["scheduler"]);
+        self.keys(t, p, &["scheduler", "throttling"]);
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(SchedulerConfig::RoundRobin);
-        Mechanisms { scheduler }
+        let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(ThrottlingConfig::None);
+        Mechanisms { scheduler, throttling }
+    }
+
+    /// A number in `[lo, hi]`.
+    fn float_in(&mut self, v: &Value, path: &str, lo: f64, hi: f64) -> Option<f64> {
+        let x = self.float(v, path)?;
+        if !(lo..=hi).contains(&x) {
+            self.err(path, format!("must be between {lo} and {hi}, found {x}"));
+            return None;
+        }
+        Some(x)
+    }
+
+    fn boolean(&mut self, v: &Value, path: &str) -> Option<bool> {
+        match v {
+            Value::Boolean(b) => Some(*b),
+            other => {
+                self.err(path, format!("expected true or false, found {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    /// One of `choices`, returned as the matching `&'static str`.
+    fn choice(&mut self, v: &Value, path: &str, choices: &[&'static str]) -> Option<&'static str> {
+        let s = self.string(v, path)?;
+        match choices.iter().find(|c| **c == s) {
+            Some(c) => Some(c),
+            None => {
+                self.err_hint(path, format!("unknown value {s:?}"), suggest(s, choices, "Possible values"));
+                None
+            }
+        }
+    }
+
+    /// Guard throttling: `"none"`, or a table with `kind` (static, split, flag, threshold)
+    /// and its parameters (docs/config.md).
+    fn throttling(&mut self, v: &Value, p: &str) -> Option<ThrottlingConfig> {
+        let (kind, t, kp) = match v {
+            Value::String(s) if s == "none" => return Some(ThrottlingConfig::None),
+            Value::String(s) => {
+                let hint = format!("{THROTTLING_EXAMPLE}; the kinds need parameters, so only \"none\" may be a bare string");
+                if THROTTLINGS.contains(&s.as_str()) {
+                    self.err_hint(p, format!("throttling {s:?} needs its parameters"), hint);
+                } else {
+                    self.err_hint(p, format!("unknown throttling {s:?}"), suggest(s, THROTTLINGS, "Available kinds"));
+                }
+                return None;
+            }
+            Value::Table(t) => (self.req(t, p, "kind", Ctx::string, THROTTLING_EXAMPLE)?, t, join(p, "kind")),
+            other => {
+                self.err_hint(p, format!("expected \"none\" or a throttling table, found {}", describe(other)), THROTTLING_EXAMPLE);
+                return None;
+            }
+        };
+        let burst = |cx: &mut Self| match t.get("burst") {
+            None => Some(THROTTLE_BURST),
+            Some(v) => cx.pos_size(v, &join(p, "burst")),
+        };
+        let halflife = |cx: &mut Self| match t.get("halflife") {
+            None => Some(THROTTLE_HALFLIFE),
+            Some(v) => cx.pos_duration(v, &join(p, "halflife")),
+        };
+        let denominator = |cx: &mut Self| match t.get("denominator") {
+            None => Some(SPLIT_DENOMINATORS[0]),
+            Some(v) => cx.choice(v, &join(p, "denominator"), SPLIT_DENOMINATORS),
+        };
+        match kind {
+            "none" => {
+                self.keys(t, p, &["kind"]);
+                Some(ThrottlingConfig::None)
+            }
+            "static" => {
+                self.keys(t, p, &["kind", "rate", "burst"]);
+                let rate = self.req(t, p, "rate", Ctx::byte_rate, "rate = \"50 KiB/s\": PerConnBWRate");
+                let burst = burst(self);
+                Some(ThrottlingConfig::Static { rate: rate?, burst: burst? })
+            }
+            "split" => {
+                self.keys(t, p, &["kind", "burst", "denominator"]);
+                let burst = burst(self);
+                let denominator = denominator(self);
+                Some(ThrottlingConfig::Split { burst: burst?, denominator: denominator? })
+            }
+            "flag" => {
+                self.keys(t, p, &["kind", "flag_rate", "penalty", "halflife", "burst", "freeze_penalty_at_flag", "denominator"]);
+                let flag_rate = self.req(t, p, "flag_rate", Ctx::byte_rate, "flag_rate = \"20 KiB/s\": the rate of flagged connections");
+                let penalty = self.req(t, p, "penalty", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "penalty = 0.25: unflag below penalty x M (0 never unflags)");
+                let halflife = halflife(self);
+                let burst = burst(self);
+                let freeze = self.opt(t, p, "freeze_penalty_at_flag", Ctx::boolean);
+                let freeze_bad = t.contains_key("freeze_penalty_at_flag") && freeze.is_none();
+                let denominator = denominator(self);
+                if freeze_bad {
+                    return None;
+                }
+                Some(ThrottlingConfig::Flag {
+                    flag_rate: flag_rate?,
+                    penalty: penalty?,
+                    halflife: halflife?,
+                    burst: burst?,
+                    freeze_penalty_at_flag: freeze.unwrap_or(false),
+                    denominator: denominator?,
+                })
+            }
+            "threshold" => {
+                self.keys(t, p, &["kind", "fraction", "refresh", "floor", "halflife", "burst", "semantics"]);
+                let fraction = self.req(t, p, "fraction", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "fraction = 0.1: throttle the loudest 10%");
+                let refresh = self.req(t, p, "refresh", Ctx::pos_duration, "refresh = \"30 s\": the period R");
+                let floor = self.req(t, p, "floor", Ctx::byte_rate, "floor = \"20 KiB/s\": the lowest throttle rate F");
+                let halflife = halflife(self);
+                let burst = burst(self);
+                let semantics = match t.get("semantics") {
+                    None => Some("paper"),
+                    Some(v) => self.choice(v, &join(p, "semantics"), &["paper", "code"]),
+                };
+                Some(ThrottlingConfig::Threshold {
+                    fraction: fraction?,
+                    refresh: refresh?,
+                    floor: floor?,
+                    halflife: halflife?,
+                    burst: burst?,
+                    semantics: semantics?,
+                })
+            }
+            other => {
+                self.err_hint(kp, format!("unknown throttling {other:?}"), suggest(other, THROTTLINGS, "Available kinds"));
+                None
+            }
+        }
     }
 
     /// A scheduler: a name with default parameters, or a table with `kind` and parameters.

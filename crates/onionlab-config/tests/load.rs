@@ -597,3 +597,63 @@ fn per_relay_scheduler_overrides_the_default() {
     assert_eq!(again, c);
     err_at(&edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = \"kist2\"\n"), "relays[1].scheduler", &["unknown scheduler"]);
 }
+
+#[test]
+fn throttling() {
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    assert_eq!(load(MINIMAL).unwrap().mechanisms.throttling, ThrottlingConfig::None);
+    let c = load(&with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.25 }")).unwrap();
+    let flag = ThrottlingConfig::Flag {
+        flag_rate: 20 * 1024,
+        penalty: 0.25,
+        halflife: SimDuration::from_secs(30),
+        burst: 2 << 20,
+        freeze_penalty_at_flag: false,
+        denominator: "all-or-connections",
+    };
+    assert_eq!(c.mechanisms.throttling, flag, "the paper's 2 MiB burst and the code's 30 s half-life by default");
+    assert!(c.relays.iter().all(|r| r.throttling == flag));
+    let again = load_str(&to_toml(&c), &fixtures()).unwrap();
+    assert_eq!(again, c, "round trip through the resolved TOML");
+    let c = load(&with(
+        "throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"30 s\", floor = \"20 KiB/s\", semantics = \"code\" }",
+    ))
+    .unwrap();
+    assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { semantics: "code", .. }));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    let c = load(&with("throttling = { kind = \"split\", denominator = \"client-connections\" }")).unwrap();
+    assert_eq!(c.mechanisms.throttling, ThrottlingConfig::Split { burst: 2 << 20, denominator: "client-connections" });
+    let c = load(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", burst = \"2 MiB\" }")).unwrap();
+    assert_eq!(c.mechanisms.throttling, ThrottlingConfig::Static { rate: 5 * 1024, burst: 2 << 20 });
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+
+    // Errors, each at its field.
+    err_at(&with("throttling = \"flag\""), "mechanisms.throttling", &["needs its parameters"]);
+    let e = err_at(&with("throttling = \"flagg\""), "mechanisms.throttling", &["unknown throttling"]);
+    assert!(hint(&e).contains("flag"));
+    err_at(&with("throttling = { kind = \"flag\", penalty = 0.5 }"), "mechanisms.throttling.flag_rate", &["missing"]);
+    err_at(&with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 1.5 }"), "mechanisms.throttling.penalty", &["between 0 and 1"]);
+    err_at(&with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.5, freeze_penalty_at_flag = \"yes\" }"), "mechanisms.throttling.freeze_penalty_at_flag", &["true or false"]);
+    err_at(&with("throttling = { kind = \"split\", denominator = \"clients\" }"), "mechanisms.throttling.denominator", &["unknown value"]);
+    err_at(&with("throttling = { kind = \"static\", rate = 50 }"), "mechanisms.throttling.rate", &["bare number"]);
+    err_at(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", burst = \"0 B\" }"), "mechanisms.throttling.burst", &["at least 1 byte"]);
+    err_at(&with("throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"0 s\", floor = \"1 KiB/s\" }"), "mechanisms.throttling.refresh", &["longer than 0"]);
+    err_at(&with("throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"10 s\", floor = \"1 KiB/s\", semantics = \"mine\" }"), "mechanisms.throttling.semantics", &["unknown value"]);
+    err_at(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", rat = 1 }"), "mechanisms.throttling.rat", &["unknown key"]);
+    err_at(&with("throttling = { kind = \"bogus\" }"), "mechanisms.throttling.kind", &["unknown throttling"]);
+
+    // Per relay: a guard may run its own algorithm (incremental deployment).
+    let text = edit("name = \"guard\"\n", "name = \"guard\"\nthrottling = { kind = \"static\", rate = \"50 KiB/s\" }\n");
+    let c = load(&text).unwrap();
+    assert_eq!(c.relays[0].throttling, ThrottlingConfig::Static { rate: 50 * 1024, burst: 2 << 20 });
+    assert_eq!(c.relays[1].throttling, ThrottlingConfig::None);
+    err_at(&edit("name = \"guard\"\n", "name = \"guard\"\nthrottling = 5\n"), "relays[0].throttling", &["expected \"none\""]);
+}
+
+#[test]
+fn connection_metrics_interval() {
+    let c = load(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"60 s\"")).unwrap();
+    assert_eq!(c.experiment.connection_metrics_interval, Some(SimDuration::from_secs(60)));
+    assert_eq!(load(MINIMAL).unwrap().experiment.connection_metrics_interval, None);
+    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"0 s\""), "experiment.connection_metrics_interval", &["longer than 0"]);
+}

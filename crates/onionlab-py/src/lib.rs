@@ -125,7 +125,7 @@ fn column<'py, T: IntoPyObject<'py> + Clone>(py: Python<'py>, d: &Bound<'py, PyD
 
 /// Runs one seed of the experiment at `path`. `progress(sim_done_s, sim_total_s, events)`
 /// is called about 100 times. Returns {"downloads": {column: list}, "relays": {...},
-/// "summary": {...}}.
+/// "connections": {...}, "summary": {...}}.
 #[pyfunction]
 #[pyo3(signature = (path, seed, progress=None))]
 fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObject>) -> PyResult<Py<PyDict>> {
@@ -175,6 +175,20 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     column(py, &rl, "bytes_written", r.iter().map(|x| x.bytes_written).collect::<Vec<_>>())?;
     column(py, &rl, "queued_cells", r.iter().map(|x| x.queued_cells).collect::<Vec<_>>())?;
     column(py, &rl, "bucket_empty_s", r.iter().map(|x| x.bucket_empty_s).collect::<Vec<_>>())?;
+    column(py, &rl, "client_connections", r.iter().map(|x| x.client_connections).collect::<Vec<_>>())?;
+    column(py, &rl, "throttled_connections", r.iter().map(|x| x.throttled_connections).collect::<Vec<_>>())?;
+    column(py, &rl, "throttle_rate", r.iter().map(|x| x.throttle_rate).collect::<Vec<_>>())?;
+
+    let cl = PyDict::new(py);
+    let c = &out.connections;
+    column(py, &cl, "seed", c.iter().map(|x| x.seed).collect::<Vec<_>>())?;
+    column(py, &cl, "relay", c.iter().map(|x| x.relay.clone()).collect::<Vec<_>>())?;
+    column(py, &cl, "client", c.iter().map(|x| x.client.clone()).collect::<Vec<_>>())?;
+    column(py, &cl, "class", c.iter().map(|x| x.class.clone()).collect::<Vec<_>>())?;
+    column(py, &cl, "interval_start", c.iter().map(|x| x.interval_start).collect::<Vec<_>>())?;
+    column(py, &cl, "bytes_written", c.iter().map(|x| x.bytes_written).collect::<Vec<_>>())?;
+    column(py, &cl, "bytes_read", c.iter().map(|x| x.bytes_read).collect::<Vec<_>>())?;
+    column(py, &cl, "throttle_rate", c.iter().map(|x| x.throttle_rate).collect::<Vec<_>>())?;
 
     let s = &out.summary;
     let sm = PyDict::new(py);
@@ -202,6 +216,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     let res = PyDict::new(py);
     res.set_item("downloads", dl)?;
     res.set_item("relays", rl)?;
+    res.set_item("connections", cl)?;
     res.set_item("summary", sm)?;
     Ok(res.unbind())
 }

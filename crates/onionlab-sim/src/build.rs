@@ -4,7 +4,9 @@
 //! parameters, relays (flags, buckets, PerConnBW), client and server hosts and their
 //! placement. **Must not touch:** running; [`crate::run`] drives what this builds.
 
-use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement, SchedulerConfig};
+use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig};
+use onionlab_mech::throttling::*;
+use onionlab_tor::RelayHook;
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
 use onionlab_tor::{BandwidthWeights, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork};
@@ -17,6 +19,8 @@ pub struct Built {
     /// (node, group index) per client, in config order.
     pub clients: Vec<(NodeId, usize)>,
     pub servers: Vec<NodeId>,
+    /// Hooks to install on relays once the event queue exists (guard throttling).
+    pub hooks: Vec<(NodeId, Box<dyn RelayHook>)>,
 }
 
 pub fn latency_model(cfg: &ExperimentConfig) -> Result<(LatencyModel, usize), SimError> {
@@ -48,6 +52,43 @@ fn scheduler(s: &SchedulerConfig) -> SchedulerKind {
         SchedulerConfig::Ewma { halflife, tick } => SchedulerKind::Ewma { halflife, tick },
         SchedulerConfig::EwmaExact { halflife } => SchedulerKind::EwmaExact { halflife },
     }
+}
+
+fn denominator(name: &str) -> SplitDenominator {
+    match name {
+        "client-connections" => SplitDenominator::ClientConnections,
+        "active-client-connections" => SplitDenominator::ActiveClientConnections,
+        _ => SplitDenominator::AllOrConnections,
+    }
+}
+
+/// The hook for a relay's guard throttling, if any.
+fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, ThrottlingError> {
+    Ok(match *t {
+        ThrottlingConfig::None => None,
+        ThrottlingConfig::Static { rate, burst } => Some(Box::new(ThrottleHook::new(StaticThrottle::new(rate, burst)?))),
+        ThrottlingConfig::Split { burst, denominator: d } => Some(Box::new(ThrottleHook::new(BitSplitting::new(burst, denominator(d))?))),
+        ThrottlingConfig::Flag { flag_rate, penalty, halflife, burst, freeze_penalty_at_flag, denominator: d } => {
+            Some(Box::new(ThrottleHook::new(Flagging::new(FlagParams {
+                flag_rate,
+                penalty,
+                halflife,
+                burst,
+                freeze_penalty_at_flag,
+                denominator: denominator(d),
+            })?)))
+        }
+        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics } => {
+            Some(Box::new(ThrottleHook::new(Threshold::new(ThresholdParams {
+                fraction,
+                refresh,
+                floor,
+                halflife,
+                burst,
+                semantics: if semantics == "code" { ThresholdSemantics::Code } else { ThresholdSemantics::Paper },
+            })?)))
+        }
+    })
 }
 
 pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
@@ -90,6 +131,13 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         })
         .map_err(err(format!("relays[{i}]")))?;
     }
+    let mut hooks = Vec::new();
+    for (i, r) in cfg.relays.iter().enumerate() {
+        let node = tor.relays()[i];
+        if let Some(h) = throttling_hook(&r.throttling).map_err(|e| SimError::Build(format!("relays[{i}].throttling.{e}")))? {
+            hooks.push((node, h));
+        }
+    }
     let mut clients = Vec::new();
     for (gi, g) in cfg.clients.iter().enumerate() {
         for i in 0..g.count as usize {
@@ -114,5 +162,5 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         };
         servers.push(tor.add_server(spec).map_err(err("servers".into()))?);
     }
-    Ok(Built { tor, clients, servers })
+    Ok(Built { tor, clients, servers, hooks })
 }

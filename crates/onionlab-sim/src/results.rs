@@ -39,6 +39,30 @@ pub struct RelayRow {
     /// Time the relay's read or write bucket was empty at a refill, in the interval
     /// (refill intervals found empty x refill interval).
     pub bucket_empty_s: f64,
+    /// Client connections open at the end of the interval, and how many of them had a
+    /// per-connection throttle.
+    pub client_connections: u64,
+    pub throttled_connections: u64,
+    /// The relay's throttling policy's current threshold rate (bytes/s): the rate above
+    /// which it would throttle a client connection (`RelayHook::throttle_threshold`).
+    pub throttle_rate: Option<u64>,
+}
+
+/// One client connection at one relay over one connection-metrics interval.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectionRow {
+    pub seed: u64,
+    pub relay: String,
+    pub client: String,
+    /// The client's group name.
+    pub class: String,
+    pub interval_start: f64,
+    /// Bytes the relay sent to / received from the client in the interval (on the wire).
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    /// The connection's throttle rate at the end of the interval, bytes/s; `None`:
+    /// unthrottled.
+    pub throttle_rate: Option<u64>,
 }
 
 /// Per-class totals of one run.
@@ -67,5 +91,7 @@ pub struct RunSummary {
 pub struct RunOutput {
     pub downloads: Vec<DownloadRow>,
     pub relays: Vec<RelayRow>,
+    /// Empty unless `experiment.connection_metrics_interval` is set.
+    pub connections: Vec<ConnectionRow>,
     pub summary: RunSummary,
 }

@@ -17,7 +17,7 @@ use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
 use crate::build::{build, Built};
-use crate::results::{ClassTotals, DownloadRow, RelayRow, RunOutput, RunSummary};
+use crate::results::{ClassTotals, ConnectionRow, DownloadRow, RelayRow, RunOutput, RunSummary};
 
 /// Why a run could not be built or failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -32,6 +32,7 @@ pub enum SimError {
 const APP_CLASS: EventClass = EventClass(30);
 const METRICS_TOKEN: u64 = u64::MAX;
 const PROGRESS_TOKEN: u64 = u64::MAX - 1;
+const CONN_METRICS_TOKEN: u64 = u64::MAX - 2;
 
 /// Progress callback: (simulated seconds done, simulated seconds total, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
@@ -39,8 +40,11 @@ pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
 /// Runs the experiment `cfg` with `seed`.
 pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>) -> Result<RunOutput, SimError> {
     let wall = Instant::now();
-    let Built { tor, clients, servers } = build(cfg, seed)?;
+    let Built { tor, clients, servers, hooks } = build(cfg, seed)?;
     let mut sim = TorSim::new(tor);
+    for (node, hook) in hooks {
+        sim.tor.set_relay_hook(&mut sim.q, node, hook).map_err(|e| SimError::Build(format!("relay hook: {e}")))?;
+    }
     let streams = RngStreams::new(seed);
     let duration = cfg.experiment.duration;
     let end = SimTime::ZERO + duration;
@@ -73,6 +77,9 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
     }
     let interval = cfg.experiment.metrics_interval;
     sim.q.schedule_in(interval, APP_CLASS, TorEvent::App { token: METRICS_TOKEN });
+    if let Some(ci) = cfg.experiment.connection_metrics_interval {
+        sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CONN_METRICS_TOKEN });
+    }
     let progress_step = SimDuration::from_nanos((duration.as_nanos() / 100).max(1));
     if progress.is_some() {
         sim.q.schedule_in(progress_step, APP_CLASS, TorEvent::App { token: PROGRESS_TOKEN });
@@ -83,6 +90,11 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
     let mut last_stats: Vec<_> = relays.iter().map(|&r| sim.tor.node_stats(r).clone()).collect();
     let mut downloads = Vec::new();
     let mut relay_rows = Vec::new();
+    let mut conn_rows = Vec::new();
+    // Client node -> (name, class); (relay, client node) -> counters at the last sample.
+    let client_info: BTreeMap<u32, (String, String)> =
+        clients.iter().zip(&names).map(|(&(n, g), name)| (n, (name.clone(), cfg.clients[g].name.clone()))).collect();
+    let mut conn_last: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
     let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
     let name_of = |sim: &TorSim, n| sim.tor.node_name(n).to_string();
 
@@ -96,7 +108,11 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
                     let l = &last_stats[k];
                     let empty = (s.read_bucket_empty_intervals - l.read_bucket_empty_intervals)
                         .max(s.write_bucket_empty_intervals - l.write_bucket_empty_intervals);
+                    let conns = sim.tor.client_connections(r);
                     relay_rows.push(RelayRow {
+                        client_connections: conns.len() as u64,
+                        throttled_connections: conns.iter().filter(|c| c.throttle.is_some()).count() as u64,
+                        throttle_rate: sim.tor.hook_throttle_threshold(r),
                         seed,
                         relay: name_of(&sim, r),
                         interval_start: (now.as_secs_f64() - interval.as_secs_f64()).max(0.0),
@@ -109,6 +125,29 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
                 }
                 if now + interval <= end {
                     sim.q.schedule_in(interval, APP_CLASS, TorEvent::App { token: METRICS_TOKEN });
+                }
+            }
+            TorEvent::App { token: CONN_METRICS_TOKEN } => {
+                let now = sim.q.now();
+                let ci = cfg.experiment.connection_metrics_interval.expect("scheduled only when set");
+                for &r in &relays {
+                    for c in sim.tor.client_connections(r) {
+                        let last = conn_last.insert((r, c.client), (c.bytes_written, c.bytes_read)).unwrap_or((0, 0));
+                        let (name, class) = client_info.get(&c.client).cloned().unwrap_or_default();
+                        conn_rows.push(ConnectionRow {
+                            seed,
+                            relay: name_of(&sim, r),
+                            client: name,
+                            class,
+                            interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
+                            bytes_written: c.bytes_written.saturating_sub(last.0),
+                            bytes_read: c.bytes_read.saturating_sub(last.1),
+                            throttle_rate: c.throttle.map(|(rate, _)| rate),
+                        });
+                    }
+                }
+                if now + ci <= end {
+                    sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CONN_METRICS_TOKEN });
                 }
             }
             TorEvent::App { token: PROGRESS_TOKEN } => {
@@ -182,6 +221,7 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
     Ok(RunOutput {
         downloads,
         relays: relay_rows,
+        connections: conn_rows,
         summary: RunSummary {
             experiment: cfg.experiment.name.clone(),
             seed,
