@@ -221,6 +221,24 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     Ok(res.unbind())
 }
 
+/// Bytes in a size string ("320 KiB"), as configs read it.
+#[pyfunction]
+fn parse_size(s: &str) -> PyResult<u64> {
+    onionlab_core::units::parse_size(s).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Bytes per second in a rate string ("20 Mbit", "5 MiB/s"), as token-bucket rates read it.
+#[pyfunction]
+fn parse_byte_rate(s: &str) -> PyResult<u64> {
+    onionlab_core::units::parse_bandwidth(s).map(|b| b / 8).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Seconds in a duration string ("10 min").
+#[pyfunction]
+fn parse_duration(s: &str) -> PyResult<f64> {
+    onionlab_core::units::parse_duration(s).map(|d| d.as_secs_f64()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -228,5 +246,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(transport_demo, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(run_experiment, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_byte_rate, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     Ok(())
 }

@@ -12,5 +12,5 @@ pub mod build;
 pub mod results;
 pub mod run;
 
-pub use results::{DownloadRow, RelayRow, RunOutput, RunSummary};
+pub use results::{ConnectionRow, DownloadRow, RelayRow, RunOutput, RunSummary};
 pub use run::{run, SimError};

@@ -63,3 +63,32 @@ fn progress_is_reported_up_to_the_end() {
     assert!(calls.windows(2).all(|w| w[0].0 <= w[1].0));
     assert_eq!(calls.last().unwrap(), &(120.0, 120.0));
 }
+
+/// tiny.toml with every relay running `throttling` and the per-connection table on.
+fn tiny_with(throttling: &str) -> onionlab_config::model::ExperimentConfig {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let text = text.replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"");
+    let text = match text.find("[mechanisms]") {
+        Some(_) => text.replace("[mechanisms]", &format!("[mechanisms]\nthrottling = {throttling}")),
+        None => format!("{text}\n[mechanisms]\nthrottling = {throttling}\n"),
+    };
+    onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn throttling_is_deterministic_and_lowers_the_bulk_share() {
+    let flag = tiny_with("{ kind = \"flag\", flag_rate = \"10 KiB/s\", penalty = 0.25 }");
+    let a = run(&flag, 3, None).unwrap();
+    let b = run(&flag, 3, None).unwrap();
+    assert_eq!(a.downloads, b.downloads);
+    assert_eq!(a.relays, b.relays);
+    assert_eq!(a.connections, b.connections);
+    assert!(a.relays.iter().any(|r| r.throttled_connections > 0), "some connection was flagged");
+    assert!(a.relays.iter().all(|r| r.throttle_rate.is_some() || r.client_connections == 0 || r.interval_start < 1.0));
+
+    let bulk_bytes = |o: &onionlab_sim::RunOutput| -> u64 { o.connections.iter().filter(|c| c.class == "bulk").map(|c| c.bytes_written).sum() };
+    let vanilla = run(&tiny_with("\"none\""), 3, None).unwrap();
+    assert!(vanilla.connections.iter().all(|c| c.throttle_rate.is_none()));
+    assert!(bulk_bytes(&a) < bulk_bytes(&vanilla) / 2, "flagging throttles bulk: {} vs {}", bulk_bytes(&a), bulk_bytes(&vanilla));
+}
