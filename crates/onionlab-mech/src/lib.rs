@@ -2,12 +2,14 @@
 //!
 //! **Owns:** the mechanisms proposed by the papers this project reproduces, one file each,
 //! with their parameters, defaults and sources: [`throttling`] (adaptive guard throttling,
-//! Jansen, Syverson and Hopper, "Throttling Tor Bandwidth Parasites", 2012).
+//! Jansen, Syverson and Hopper, "Throttling Tor Bandwidth Parasites", 2012) and
+//! [`tortoise`] (universal ingress rate limiting, Moore, Wacek and Sherr, 2011).
 //! **Must not touch:** relay internals. A mechanism sees and changes a relay only through
 //! `onionlab_tor::RelayControl` (and the other hooks of `onionlab_tor`); Tor's own
 //! deployed mechanisms (round robin, EWMA, token buckets, SENDMEs) live in `onionlab-tor`.
 
 pub mod throttling;
+pub mod tortoise;
 
 pub use throttling::{
     BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, ThresholdParams, ThresholdSemantics,

@@ -39,6 +39,21 @@ pub struct ClientConnection {
     pub throttle: Option<(u64, u64)>,
 }
 
+/// Any connection of this relay (to a relay or a client), as a hook sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerConnection {
+    pub chan: u32,
+    pub peer: NodeId,
+    pub peer_kind: crate::node::NodeKind,
+    /// The peer's consensus flags when it is a relay.
+    pub peer_flags: Option<crate::path::RelayFlags>,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Per-connection read and write buckets (rate bytes/s, burst bytes), if any.
+    pub read_limit: Option<(u64, u64)>,
+    pub write_limit: Option<(u64, u64)>,
+}
+
 /// What a hook may see and change on its relay.
 pub struct RelayControl<'a> {
     net: &'a mut TorNetwork,
@@ -69,6 +84,35 @@ impl<'a> RelayControl<'a> {
         self.net.client_connections(self.node)
     }
 
+    /// Every connection of this relay, to relays and clients, with the peer's flags.
+    pub fn connections(&mut self) -> Vec<PeerConnection> {
+        self.net.connections(self.node)
+    }
+
+    /// Sets (or with `None` removes) the read and the write bucket of connection `chan`
+    /// separately: (rate bytes/s, burst bytes). Same semantics as [`Self::set_throttle`].
+    pub fn set_limits(&mut self, chan: u32, read: Option<(u64, u64)>, write: Option<(u64, u64)>) {
+        let side = self.side_of(chan);
+        let end = self.net.chan_end_mut(chan, side);
+        for (b, want) in [(&mut end.conn_read, read), (&mut end.conn_write, write)] {
+            match (b.as_mut(), want) {
+                (Some(b), Some((rate, burst))) => b.set(rate, burst),
+                (None, Some((rate, burst))) => *b = Some(TokenBucket::new(rate, burst)),
+                (_, None) => *b = None,
+            }
+        }
+    }
+
+    fn side_of(&mut self, chan: u32) -> onionlab_net::Side {
+        self.net
+            .node_mut(self.node)
+            .chans
+            .iter()
+            .find(|(c, _)| *c == chan)
+            .map(|&(_, s)| s)
+            .expect("a hook only changes its own relay's connections")
+    }
+
     /// Open OR connections of this relay, to relays and clients alike (the `N` of the
     /// throttling paper's bit-splitting, as its code counts it).
     pub fn or_connection_count(&mut self) -> usize {
@@ -79,14 +123,7 @@ impl<'a> RelayControl<'a> {
     /// `chan`: rate in bytes/s, burst in bytes. A new bucket starts full; changing an
     /// existing one keeps its tokens, capped at the new burst (tor's behaviour on reload).
     pub fn set_throttle(&mut self, chan: u32, throttle: Option<(u64, u64)>) {
-        let side = self
-            .net
-            .node_mut(self.node)
-            .chans
-            .iter()
-            .find(|(c, _)| *c == chan)
-            .map(|&(_, s)| s)
-            .expect("set_throttle on a connection of another relay");
+        let side = self.side_of(chan);
         let end = self.net.chan_end_mut(chan, side);
         match throttle {
             Some((rate, burst)) => {

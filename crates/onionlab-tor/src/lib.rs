@@ -15,6 +15,7 @@
 //! tor identifiers they come from; the papers' values are parameters.
 
 pub mod cell;
+pub mod directory;
 pub mod channel;
 pub mod circuit;
 pub mod ewma;
@@ -27,7 +28,7 @@ pub mod scheduler;
 pub mod token_bucket;
 
 pub use circuit::{CircuitState, StreamRecord};
-pub use hooks::{ClientConnection, RelayControl, RelayHook};
+pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
 pub use network::{TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo};

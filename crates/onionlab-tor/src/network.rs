@@ -229,6 +229,7 @@ impl TorNetwork {
             refill_pending: false,
             dirty: false,
             guards: Vec::new(),
+            bridge: None,
             current_circ: None,
             rng: (kind == NodeKind::Client).then(|| self.rng_streams.stream("tor-client", name)),
             stats: NodeStats::default(),
@@ -312,6 +313,44 @@ impl TorNetwork {
             });
         }
         out
+    }
+
+    /// Makes every circuit of `client` enter the network through `relay` (its own relay,
+    /// used as a bridge: Tortoise's client-relays), whatever the relay's flags.
+    pub fn use_bridge(&mut self, client: NodeId, relay: NodeId) -> Result<(), TorError> {
+        if self.node_kind(client) != NodeKind::Client {
+            return Err(TorError::WrongKind(client, "client"));
+        }
+        let idx = self.relays.iter().position(|&r| r == relay).ok_or(TorError::WrongKind(relay, "relay"))?;
+        self.nodes[client as usize].bridge = Some(idx);
+        Ok(())
+    }
+
+    /// The consensus flags of relay `node` (`None` for clients and servers).
+    pub fn relay_flags(&self, node: NodeId) -> Option<crate::path::RelayFlags> {
+        self.relays.iter().position(|&r| r == node).map(|i| self.relay_info[i].flags)
+    }
+
+    /// Every connection of relay `node` (to relays and clients), in channel order.
+    pub fn connections(&self, node: NodeId) -> Vec<crate::hooks::PeerConnection> {
+        self.nodes[node as usize]
+            .chans
+            .iter()
+            .map(|&(chan, side)| {
+                let peer = self.chan_peer(chan, side);
+                let end = &self.chans[chan as usize].ends[side_index(side)];
+                crate::hooks::PeerConnection {
+                    chan,
+                    peer,
+                    peer_kind: self.node_kind(peer),
+                    peer_flags: self.relay_flags(peer),
+                    bytes_read: end.bytes_read,
+                    bytes_written: end.bytes_written,
+                    read_limit: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
+                    write_limit: end.conn_write.as_ref().map(|b| (b.rate(), b.burst())),
+                }
+            })
+            .collect()
     }
 
     /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
@@ -405,8 +444,12 @@ impl TorNetwork {
         let num_guards = self.cfg.num_entry_guards.max(1);
         let mut rng = self.nodes[client as usize].rng.take().expect("clients have an rng");
         let mut guards = self.nodes[client as usize].guards.clone();
+        let bridge = self.nodes[client as usize].bridge;
         let result = (|| {
             let sel = self.selector()?;
+            if let Some(b) = bridge {
+                return sel.choose_path_via(&mut rng, b).ok_or(TorError::NoPath(Position::Exit));
+            }
             while guards.len() < num_guards {
                 match sel.choose(Position::Guard, &mut rng, &guards) {
                     Some(g) => guards.push(g),

@@ -100,6 +100,9 @@ pub(crate) struct TorNode {
     pub dirty: bool,
     /// Clients: persistent entry guards (relay indices in the directory).
     pub guards: Vec<usize>,
+    /// Clients: a relay (index in the directory) every circuit enters through, as a
+    /// bridge: the client's own relay (Tortoise's client-relays). Overrides guards.
+    pub bridge: Option<usize>,
     /// Clients: the circuit new streams attach to.
     pub current_circ: Option<u32>,
     /// Clients: path selection randomness.

@@ -584,6 +584,14 @@ impl PathSelector {
     /// exit and middle choices (tor would instead skip a primary guard that equals the
     /// chosen exit; we keep the caller's guard). Returns `None` if `guard` is out of range
     /// or lacks the Guard/Fast flags, or if some position has no eligible relay left.
+    /// A path entering through `first` whatever its flags (a bridge, or a client's own
+    /// relay): exit and middle chosen as usual, both different from `first`.
+    pub fn choose_path_via<R: rand::Rng + ?Sized>(&self, rng: &mut R, first: usize) -> Option<[usize; 3]> {
+        let exit = self.choose(Position::Exit, rng, &[first])?;
+        let middle = self.choose(Position::Middle, rng, &[first, exit])?;
+        Some([first, middle, exit])
+    }
+
     pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Option<[usize; 3]> {
         match guard {
             Some(g) => {

@@ -1,0 +1,125 @@
+//! Tortoise: a universal rate limit at the network's ingress for every connection whose
+//! peer is not a Stable and Fast relay (Moore, Wacek, Sherr, "Exploring the Potential
+//! Benefits of Expanded Rate Limiting in Tor: Slow and Steady Wins the Race With
+//! Tortoise", ACSAC 2011; sections 4-4.1; spec `tortoise.md` section 1).
+//!
+//! **Owns:** which connections of a relay the universal limit applies to and setting their
+//! per-connection buckets. **Must not touch:** flags (the directory computes them,
+//! `onionlab_tor::directory`) or relay internals.
+//!
+//! Rule: a connection is exempt iff its peer is a relay whose consensus flags include
+//! Stable and Fast, or the peer is the relay's own operator (a client-relay's own client
+//! traffic, which enters the network through its own relay: paper figure 1, right). Every
+//! other connection (plain clients, non-Stable or non-Fast relays) gets a token bucket of
+//! `rate` and `burst` in the limited direction(s). Relay-to-relay connections between
+//! exempt relays are untouched: "connections between Tor ORs ... are subject only to
+//! relay-specific bandwidth limits".
+//!
+//! Parameters:
+//! - `rate`: bytes/s, the universal limit; the paper evaluates 100 and 200 KBps.
+//! - `burst`: bytes; the paper gives none; default one second of `rate` (spec 1.5).
+//! - `directions`: [`Directions::Both`] by default (spec 1.2: the measured effect is on
+//!   downloads, so the relay-to-client direction must be limited; tor 0.2.2's
+//!   per-connection buckets limit both).
+//! - `check_interval`: how often new connections are classified, default 100 ms. Tor
+//!   sets a connection's buckets when it opens; here a new connection can be unlimited for
+//!   at most this long before its bucket (starting full, as tor's do) applies.
+
+use std::collections::BTreeSet;
+
+use onionlab_core::{SimDuration, SimTime};
+use onionlab_tor::{NodeId, NodeKind, PeerConnection, RelayControl, RelayFlags, RelayHook};
+
+use crate::throttling::ThrottlingError;
+
+/// Which direction(s) of a limited connection the bucket applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Directions {
+    /// Bytes the relay reads from the peer (the client's uploads).
+    Read,
+    /// Bytes the relay writes to the peer (the client's downloads).
+    Write,
+    #[default]
+    Both,
+}
+
+#[derive(Clone, Debug)]
+pub struct Tortoise {
+    rate: u64,
+    burst: u64,
+    directions: Directions,
+    check_interval: SimDuration,
+    /// Clients that operate this relay: their connections are exempt.
+    operators: BTreeSet<NodeId>,
+}
+
+/// Default classification period.
+pub const DEFAULT_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(100);
+
+impl Tortoise {
+    pub fn new(rate: u64, burst: u64, directions: Directions, check_interval: SimDuration) -> Result<Self, ThrottlingError> {
+        let bad = |name, problem: &str| Err(ThrottlingError::BadParameter { name, problem: problem.into() });
+        if rate == 0 {
+            return bad("rate", "must be positive");
+        }
+        if burst == 0 {
+            return bad("burst", "must be positive");
+        }
+        if check_interval == SimDuration::ZERO {
+            return bad("check_interval", "must be positive");
+        }
+        Ok(Tortoise { rate, burst, directions, check_interval, operators: BTreeSet::new() })
+    }
+
+    /// Exempts `client`'s connections to this relay: it operates the relay.
+    pub fn with_operator(mut self, client: NodeId) -> Self {
+        self.operators.insert(client);
+        self
+    }
+
+    /// Whether Tortoise leaves connection `c` unlimited.
+    pub fn is_exempt(&self, c: &PeerConnection) -> bool {
+        match c.peer_kind {
+            NodeKind::Relay => c.peer_flags.is_some_and(|f| f.contains(RelayFlags::STABLE | RelayFlags::FAST)),
+            NodeKind::Client => self.operators.contains(&c.peer),
+            // Relays do not connect to servers over OR connections; nothing to limit.
+            NodeKind::Server => true,
+        }
+    }
+
+    /// The (read, write) buckets connection `c` should have.
+    pub fn limits_for(&self, c: &PeerConnection) -> (Option<(u64, u64)>, Option<(u64, u64)>) {
+        if self.is_exempt(c) {
+            return (None, None);
+        }
+        let l = Some((self.rate, self.burst));
+        match self.directions {
+            Directions::Read => (l, None),
+            Directions::Write => (None, l),
+            Directions::Both => (l, l),
+        }
+    }
+}
+
+impl RelayHook for Tortoise {
+    fn interval(&self) -> SimDuration {
+        self.check_interval
+    }
+
+    fn on_tick(&mut self, _now: SimTime, relay: &mut RelayControl<'_>) {
+        for c in relay.connections() {
+            let (read, write) = self.limits_for(&c);
+            if (c.read_limit, c.write_limit) != (read, write) {
+                relay.set_limits(c.chan, read, write);
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "tortoise"
+    }
+
+    fn throttle_threshold(&self) -> Option<u64> {
+        Some(self.rate)
+    }
+}
