@@ -187,6 +187,8 @@ struct DocNetwork<'a> {
     latency: DocLatency<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     bandwidth_weights: Option<&'a BTreeMap<String, i64>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    compute_flags: bool,
 }
 
 #[derive(Serialize)]
@@ -209,6 +211,26 @@ struct DocRelay<'a> {
     perconn: Option<DocPerconn>,
     scheduler: &'a SchedulerConfig,
     throttling: &'a ThrottlingConfig,
+    tortoise: DocTortoise<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mtbf: Option<String>,
+}
+
+/// A relay's Tortoise setting: "off" or its table.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DocTortoise<'a> {
+    Off(&'static str),
+    On(&'a TortoiseConfig),
+}
+
+impl<'a> From<&'a Option<TortoiseConfig>> for DocTortoise<'a> {
+    fn from(t: &'a Option<TortoiseConfig>) -> Self {
+        match t {
+            None => DocTortoise::Off("off"),
+            Some(t) => DocTortoise::On(t),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -226,6 +248,8 @@ struct DocClient<'a> {
     link_up: String,
     link_down: String,
     placement: DocPlacement,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    relay_operators: Option<&'a RelayOperators>,
 }
 
 #[derive(Serialize)]
@@ -331,6 +355,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     LatencyConfig::Gml { path, .. } => DocLatency::Gml(path),
                 },
                 bandwidth_weights: c.network.bandwidth_weights.as_ref(),
+                compute_flags: c.network.compute_flags,
             },
             relays: c
                 .relays
@@ -350,6 +375,8 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     }),
                     scheduler: &r.scheduler,
                     throttling: &r.throttling,
+                    tortoise: DocTortoise::from(&r.tortoise),
+                    mtbf: r.mtbf.map(format_duration),
                 })
                 .collect(),
             clients: c
@@ -362,6 +389,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     link_up: format_bits(g.link_up),
                     link_down: format_bits(g.link_down),
                     placement: doc_placement(&g.placement),
+                    relay_operators: g.relay_operators.as_ref(),
                 })
                 .collect(),
             servers: DocServers {

@@ -93,6 +93,9 @@ pub struct NetworkConfig {
     pub latency: LatencyConfig,
     /// Consensus bandwidth-weights (Wgg, Wgm, ...) scaled by 10000; `None` = uniform.
     pub bandwidth_weights: Option<BTreeMap<String, i64>>,
+    /// Compute the Fast and Stable flags as tor's directory authorities do (from each
+    /// relay's bandwidth and `mtbf`) instead of taking them from the relay lists.
+    pub compute_flags: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -116,6 +119,11 @@ pub struct RelayConfig {
     pub scheduler: SchedulerConfig,
     /// This relay's guard throttling (default: `mechanisms.throttling`).
     pub throttling: ThrottlingConfig,
+    /// This relay's Tortoise limit (default: `mechanisms.tortoise`).
+    pub tortoise: Option<TortoiseConfig>,
+    /// Mean time between failures, for `network.compute_flags`.
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub mtbf: Option<SimDuration>,
 }
 
 /// Where the hosts of a group are placed.
@@ -138,6 +146,8 @@ pub struct ClientGroup {
     pub link_up: u64,
     pub link_down: u64,
     pub placement: Placement,
+    /// Clients of the group that also run a relay.
+    pub relay_operators: Option<RelayOperators>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -216,6 +226,38 @@ pub struct Mechanisms {
     pub scheduler: SchedulerConfig,
     /// Guard throttling of client connections on every relay that does not name its own.
     pub throttling: ThrottlingConfig,
+    /// Tortoise's universal ingress rate limit on every relay that does not name its own
+    /// (`None`: off).
+    pub tortoise: Option<TortoiseConfig>,
+}
+
+/// Tortoise (universal rate limit for peers that are not Stable+Fast relays).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TortoiseConfig {
+    /// Bytes/s.
+    #[serde(serialize_with = "ser_byte_rate")]
+    pub rate: u64,
+    /// Bytes.
+    #[serde(serialize_with = "ser_size")]
+    pub burst: u64,
+    /// "both", "read" (bytes from the peer) or "write" (bytes to the peer).
+    pub directions: &'static str,
+    #[serde(serialize_with = "ser_duration")]
+    pub check_interval: SimDuration,
+}
+
+/// Clients of a group that also run a relay (Tortoise's client-relays): the first `count`
+/// clients of the group. Each relay's bandwidth is its operator's access link (the slower
+/// direction), its circuits enter the network through it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RelayOperators {
+    pub count: u32,
+    /// Flags of the operators' relays besides Fast and Stable (which are given, or computed
+    /// when `network.compute_flags` is on): "Exit" by default.
+    pub exit: bool,
+    /// Mean time between failures, for computed flags.
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub mtbf: Option<SimDuration>,
 }
 
 /// Adaptive guard throttling (the throttling paper's algorithms; `onionlab-mech`).

@@ -135,11 +135,11 @@ const TOR_KEYS: &[&str] = &[
     "sndbuf",
     "rcvbuf",
 ];
-const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights"];
+const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights", "compute_flags"];
 const LATENCY_KEYS: &[&str] = &["constant", "matrix", "gml"];
 const RELAY_KEYS: &[&str] =
-    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling"];
-const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement"];
+    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling", "tortoise", "mtbf"];
+const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf"];
 const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];
@@ -193,7 +193,7 @@ pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<E
         Ok(t) => t,
         Err(e) => return Err(syntax_error("", None, text, &e).into()),
     };
-    let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin, default_throttling: ThrottlingConfig::None };
+    let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin, default_throttling: ThrottlingConfig::None, default_tortoise: None };
     let cfg = cx.config(&root, default_name);
     if cx.errors.is_empty() {
         Ok(cfg)
@@ -298,6 +298,7 @@ struct Ctx<'a> {
     /// override them.
     default_scheduler: SchedulerConfig,
     default_throttling: ThrottlingConfig,
+    default_tortoise: Option<TortoiseConfig>,
 }
 
 impl Ctx<'_> {
@@ -567,6 +568,7 @@ impl Ctx<'_> {
         let mechanisms = self.mechanisms(t);
         self.default_scheduler = mechanisms.scheduler;
         self.default_throttling = mechanisms.throttling;
+        self.default_tortoise = mechanisms.tortoise;
         let relays = self.relays(root, locations);
         let t = self.section(root, "workloads");
         let workloads = self.workloads(t);
@@ -579,6 +581,28 @@ impl Ctx<'_> {
         let clients = self.clients(root.get("clients"), &workload_names, locations);
         let t = self.section(root, "servers").unwrap_or(&empty);
         let servers = self.servers(t, locations);
+        for (i, r) in relays.iter().enumerate() {
+            if r.throttling != ThrottlingConfig::None && r.tortoise.is_some() {
+                let hint = "both act on the same per-connection buckets: set tortoise = \"off\" or throttling = \"none\" on this relay";
+                self.err_hint(format!("relays[{i}]"), "runs both guard throttling and Tortoise", hint);
+            }
+        }
+        if mechanisms.throttling != ThrottlingConfig::None && mechanisms.tortoise.is_some() && clients.iter().any(|g| g.relay_operators.is_some()) {
+            self.err_hint("mechanisms", "client-operated relays would run both guard throttling and Tortoise", "choose one of mechanisms.throttling and mechanisms.tortoise");
+        }
+        if network.compute_flags {
+            for (i, r) in relays.iter().enumerate() {
+                if r.mtbf.is_none() {
+                    let hint = "give each relay mtbf = \"4 days\" (its mean time between failures), or turn network.compute_flags off";
+                    self.err_hint(format!("relays[{i}].mtbf"), "needed when network.compute_flags is on", hint);
+                }
+            }
+            for (i, g) in clients.iter().enumerate() {
+                if g.relay_operators.is_some_and(|o| o.mtbf.is_none()) {
+                    self.err_hint(format!("clients[{i}].relay_operators.mtbf"), "needed when network.compute_flags is on", "mtbf = \"30 days\"");
+                }
+            }
+        }
         ExperimentConfig { experiment, tor, network, relays, clients, servers, workloads, mechanisms }
     }
 
@@ -771,7 +795,8 @@ impl Ctx<'_> {
                 })
             }
         };
-        (NetworkConfig { latency, bandwidth_weights }, locations)
+        let compute_flags = self.opt(t, p, "compute_flags", Ctx::boolean).unwrap_or(false);
+        (NetworkConfig { latency, bandwidth_weights, compute_flags }, locations)
     }
 
     /// A square CSV matrix of non-negative one-way latencies in milliseconds.
@@ -980,7 +1005,14 @@ impl Ctx<'_> {
         };
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(self.default_scheduler);
         let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(self.default_throttling);
+        let tortoise = match t.get("tortoise") {
+            None => self.default_tortoise,
+            Some(v) => self.tortoise(v, &join(p, "tortoise")).unwrap_or(None),
+        };
+        let mtbf = self.opt(t, p, "mtbf", Ctx::pos_duration);
         RelayConfig {
+            tortoise,
+            mtbf,
             scheduler,
             throttling,
             name: name.to_string(),
@@ -1100,7 +1132,8 @@ impl Ctx<'_> {
             let count = self.req(t, &cp, "count", Ctx::count, "count = 10: the number of clients in the group").unwrap_or(1);
             let (link_up, link_down) = self.links(t, &cp, DEFAULT_CLIENT_UP, DEFAULT_CLIENT_DOWN);
             let placement = self.placement_field(t, &cp, Placement::At(0), locations);
-            out.push(ClientGroup { name: name.to_string(), workload: workload.to_string(), count, link_up, link_down, placement });
+            let relay_operators = t.get("relay_operators").and_then(|v| self.relay_operators(v, &join(&cp, "relay_operators"), count));
+            out.push(ClientGroup { name: name.to_string(), workload: workload.to_string(), count, link_up, link_down, placement, relay_operators });
         }
         out
     }
@@ -1347,10 +1380,60 @@ impl Ctx<'_> {
 
     fn mechanisms(&mut self, t: &Table) -> Mechanisms {
         let p = "mechanisms";
-        self.keys(t, p, &["scheduler", "throttling"]);
+        self.keys(t, p, &["scheduler", "throttling", "tortoise"]);
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(SchedulerConfig::RoundRobin);
         let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(ThrottlingConfig::None);
-        Mechanisms { scheduler, throttling }
+        let tortoise = t.get("tortoise").and_then(|v| self.tortoise(v, "mechanisms.tortoise")).flatten();
+        Mechanisms { scheduler, throttling, tortoise }
+    }
+
+    /// Tortoise: `"off"`, or `{ rate, burst, directions, check_interval }`. `Some(None)` is
+    /// a valid "off"; `None` an error (reported).
+    fn tortoise(&mut self, v: &Value, p: &str) -> Option<Option<TortoiseConfig>> {
+        let example = "tortoise = { rate = \"100 KBps\" } (burst defaults to one second of rate), or \"off\"";
+        let t = match v {
+            Value::String(s) if s == "off" => return Some(None),
+            Value::Table(t) => t,
+            other => {
+                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
+                return None;
+            }
+        };
+        self.keys(t, p, &["rate", "burst", "directions", "check_interval"]);
+        let rate = self.req(t, p, "rate", Ctx::byte_rate, example);
+        let burst = match t.get("burst") {
+            None => rate,
+            Some(v) => self.pos_size(v, &join(p, "burst")),
+        };
+        let directions = match t.get("directions") {
+            None => Some("both"),
+            Some(v) => self.choice(v, &join(p, "directions"), &["both", "read", "write"]),
+        };
+        let check_interval = match t.get("check_interval") {
+            None => Some(SimDuration::from_millis(100)),
+            Some(v) => self.pos_duration(v, &join(p, "check_interval")),
+        };
+        Some(Some(TortoiseConfig { rate: rate?, burst: burst?, directions: directions?, check_interval: check_interval? }))
+    }
+
+    /// `relay_operators = { count = 2, exit = true, mtbf = "30 days" }` of a client group.
+    fn relay_operators(&mut self, v: &Value, p: &str, group_count: u32) -> Option<RelayOperators> {
+        let t = self.table(v, p)?;
+        self.keys(t, p, &["count", "exit", "mtbf"]);
+        let count = self.req(t, p, "count", Ctx::u32, "relay_operators = { count = 2 }: how many of the group's clients run a relay")?;
+        if count > group_count {
+            self.err(join(p, "count"), format!("{count} operators but the group has only {group_count} clients"));
+            return None;
+        }
+        let exit = match t.get("exit") {
+            None => Some(true),
+            Some(v) => self.boolean(v, &join(p, "exit")),
+        };
+        let mtbf = self.opt(t, p, "mtbf", Ctx::pos_duration);
+        if t.contains_key("mtbf") && mtbf.is_none() {
+            return None;
+        }
+        Some(RelayOperators { count, exit: exit?, mtbf })
     }
 
     /// A number in `[lo, hi]`.

@@ -657,3 +657,47 @@ fn connection_metrics_interval() {
     assert_eq!(load(MINIMAL).unwrap().experiment.connection_metrics_interval, None);
     err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"0 s\""), "experiment.connection_metrics_interval", &["longer than 0"]);
 }
+
+#[test]
+fn tortoise_client_relays_and_computed_flags() {
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    let c = load(&with("tortoise = { rate = \"100 KBps\" }")).unwrap();
+    let t = TortoiseConfig { rate: 100_000, burst: 100_000, directions: "both", check_interval: SimDuration::from_millis(100) };
+    assert_eq!(c.mechanisms.tortoise, Some(t), "burst defaults to one second of rate");
+    assert!(c.relays.iter().all(|r| r.tortoise == Some(t)));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    // Partial deployment: one relay opts out.
+    let text = with("tortoise = { rate = \"200 KBps\", burst = \"400 KB\", directions = \"write\" }")
+        .replacen("name = \"guard\"\n", "name = \"guard\"\ntortoise = \"off\"\n", 1);
+    let c = load(&text).unwrap();
+    assert_eq!(c.relays[0].tortoise, None);
+    assert_eq!(c.relays[1].tortoise.unwrap().directions, "write");
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "the opt-out survives the round trip");
+
+    err_at(&with("tortoise = { }"), "mechanisms.tortoise.rate", &["missing"]);
+    err_at(&with("tortoise = { rate = \"100 KBps\", directions = \"up\" }"), "mechanisms.tortoise.directions", &["unknown value"]);
+    err_at(&with("tortoise = \"on\""), "mechanisms.tortoise", &["expected \"off\""]);
+    err_at(
+        &with("tortoise = { rate = \"100 KBps\" }\nthrottling = { kind = \"split\" }"),
+        "relays[0]",
+        &["both guard throttling and Tortoise"],
+    );
+
+    // Client-relays.
+    let text = edit("count = 20\n", "count = 20\nrelay_operators = { count = 2 }\n");
+    let c = load(&text).unwrap();
+    assert_eq!(c.clients[0].relay_operators, Some(RelayOperators { count: 2, exit: true, mtbf: None }));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 21 }\n"), "clients[0].relay_operators.count", &["only 20"]);
+    err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 1, exit = 1 }\n"), "clients[0].relay_operators.exit", &["true or false"]);
+
+    // Computed flags need every relay's MTBF.
+    let text = edit("latency = { constant = \"20 ms\" }", "latency = { constant = \"20 ms\" }\ncompute_flags = true");
+    let e = errors(&text);
+    assert!(e.at("relays[0].mtbf").is_some() && e.at("relays[1].mtbf").is_some(), "{e}");
+    let text = text.replace("name = \"guard\"\n", "name = \"guard\"\nmtbf = \"4 days\"\n").replace("name = \"exit\"\n", "name = \"exit\"\nmtbf = \"1 day\"\n");
+    let c = load(&text).unwrap();
+    assert!(c.network.compute_flags);
+    assert_eq!(c.relays[0].mtbf, Some(SimDuration::from_secs(4 * 86400)));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+}

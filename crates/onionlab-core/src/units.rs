@@ -30,7 +30,7 @@ pub enum UnitError {
 
 const SIZE_UNITS: &str = "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB";
 const RATE_UNITS: &str = "bit, Kbit, Mbit, Gbit, Kibit, Mibit, Gibit (bits) or B, KB, MB, KiB, MiB, GiB (bytes), optionally with /s or ps";
-const TIME_UNITS: &str = "ns, us, ms, s, min, h";
+const TIME_UNITS: &str = "ns, us, ms, s, min, h, d";
 
 /// Splits `"12.5 MiB"` into (12.5, "MiB").
 fn split(input: &str, example: &'static str, hint: &'static str) -> Result<(f64, String), UnitError> {
@@ -116,7 +116,7 @@ pub fn parse_bandwidth(s: &str) -> Result<u64, UnitError> {
     to_u64(v * bits_per, s)
 }
 
-/// Parses a duration: `"10 min"`, `"50 ms"`, `"1.5 s"`, `"250 us"`, `"2 h"`.
+/// Parses a duration: `"10 min"`, `"50 ms"`, `"1.5 s"`, `"250 us"`, `"2 h"`, `"4 days"`.
 pub fn parse_duration(s: &str) -> Result<SimDuration, UnitError> {
     let (v, unit) = split(s, "10 s", "add a unit such as \"ms\", \"s\" or \"min\"")?;
     let ns_per = match unit.as_str() {
@@ -126,6 +126,7 @@ pub fn parse_duration(s: &str) -> Result<SimDuration, UnitError> {
         "s" | "sec" | "secs" | "second" | "seconds" => 1e9,
         "min" | "mins" | "minute" | "minutes" => 60e9,
         "h" | "hour" | "hours" => 3600e9,
+        "d" | "day" | "days" => 86400e9,
         _ => return Err(UnitError::UnknownUnit { input: s.to_string(), unit, expected: TIME_UNITS }),
     };
     Ok(SimDuration::from_nanos(to_u64(v * ns_per, s)?))

@@ -7,8 +7,9 @@
 //! per-connection buckets. **Must not touch:** flags (the directory computes them,
 //! `onionlab_tor::directory`) or relay internals.
 //!
-//! Rule: a connection is exempt iff its peer is a relay whose consensus flags include
-//! Stable and Fast, or the peer is the relay's own operator (a client-relay's own client
+//! Rule: only inbound connections (opened by the peer) are considered; one is exempt iff
+//! its peer is a relay whose consensus flags include Stable and Fast, or the peer is the
+//! relay's own operator (a client-relay's own client
 //! traffic, which enters the network through its own relay: paper figure 1, right). Every
 //! other connection (plain clients, non-Stable or non-Fast relays) gets a token bucket of
 //! `rate` and `burst` in the limited direction(s). Relay-to-relay connections between
@@ -77,8 +78,13 @@ impl Tortoise {
         self
     }
 
-    /// Whether Tortoise leaves connection `c` unlimited.
+    /// Whether Tortoise leaves connection `c` unlimited. Only inbound connections are
+    /// limited: the limit is at the network's ingress ("connections from all other
+    /// routers"), so a relay's own outbound connections are never limited by it.
     pub fn is_exempt(&self, c: &PeerConnection) -> bool {
+        if !c.inbound {
+            return true;
+        }
         match c.peer_kind {
             NodeKind::Relay => c.peer_flags.is_some_and(|f| f.contains(RelayFlags::STABLE | RelayFlags::FAST)),
             NodeKind::Client => self.operators.contains(&c.peer),

@@ -94,7 +94,7 @@ fn an_exempt_relays_connections_are_never_limited_and_a_non_stable_relays_are() 
         for r in [g, m, e] {
             for conn in sim.tor.connections(r) {
                 let exempt_peer = conn.peer_flags.is_some_and(|f| f.contains(RelayFlags::STABLE | RelayFlags::FAST));
-                if exempt_peer {
+                if exempt_peer || !conn.inbound {
                     assert_eq!((conn.read_limit, conn.write_limit), (None, None), "relay {r} limits exempt peer {}", conn.peer);
                 } else if sec >= 1 && conn.peer_kind != NodeKind::Server {
                     assert!(conn.write_limit.is_some(), "relay {r} does not limit non-exempt peer {} at {sec} s", conn.peer);
@@ -102,8 +102,10 @@ fn an_exempt_relays_connections_are_never_limited_and_a_non_stable_relays_are() 
             }
         }
     }
-    // The middle is not Stable: the guard and the exit limit their connections to it.
-    assert!(sim.tor.connections(g).iter().any(|c| c.peer == m && c.write_limit.is_some()));
+    // The middle is not Stable: the exit limits the connection the middle opened to it;
+    // the guard opened its own connection to the middle, which the limit never touches.
+    assert!(sim.tor.connections(e).iter().any(|c| c.peer == m && c.inbound && c.write_limit.is_some()));
+    assert!(sim.tor.connections(g).iter().any(|c| c.peer == m && !c.inbound && c.write_limit.is_none()));
     sim.tor.check_invariants().unwrap();
 }
 

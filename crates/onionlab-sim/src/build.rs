@@ -1,11 +1,17 @@
 //! From a validated config to a Tor network.
 //!
 //! **Owns:** the translation of config sections into model objects: latency model, tor
-//! parameters, relays (flags, buckets, PerConnBW), client and server hosts and their
-//! placement. **Must not touch:** running; [`crate::run`] drives what this builds.
+//! parameters, relays (flags, buckets, PerConnBW; Fast/Stable computed by the directory
+//! rules when asked), client-operated relays, client and server hosts and their placement,
+//! and the mechanisms' hooks (throttling, Tortoise). **Must not touch:** running; [`crate::run`] drives what this builds.
 
-use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig};
+use std::collections::BTreeMap;
+
+use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig, TortoiseConfig};
+use onionlab_core::SimDuration;
 use onionlab_mech::throttling::*;
+use onionlab_mech::tortoise::{Directions, Tortoise};
+use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::RelayHook;
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
@@ -116,29 +122,92 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
     };
     let mut tor = TorNetwork::new(tor_config(cfg), latency, weights, seed);
     let err = |what: String| move |e: onionlab_tor::TorError| SimError::Build(format!("{what}: {e}"));
-    for (i, r) in cfg.relays.iter().enumerate() {
-        tor.add_relay(RelaySpec {
-            name: r.name.clone(),
-            location: r.location,
-            up_bits_per_sec: r.link_up,
-            down_bits_per_sec: r.link_down,
-            bandwidth_rate: r.bandwidth_rate,
-            bandwidth_burst: r.bandwidth_burst,
-            consensus_weight: r.consensus_weight,
-            flags: RelayFlags::from_names(r.flags.iter().map(|s| s.as_str())),
-            perconn: r.perconn,
-            scheduler: scheduler(&r.scheduler),
-        })
-        .map_err(err(format!("relays[{i}]")))?;
+
+    // Every relay, the configured ones and the client-operated ones, before any client.
+    struct Planned<'a> {
+        spec: RelaySpec,
+        mtbf: Option<SimDuration>,
+        throttling: &'a ThrottlingConfig,
+        tortoise: Option<TortoiseConfig>,
+        /// (group, index in group) of the client operating it.
+        operator: Option<(usize, usize)>,
+        path: String,
     }
-    let mut hooks = Vec::new();
+    let mut planned: Vec<Planned<'_>> = Vec::new();
     for (i, r) in cfg.relays.iter().enumerate() {
-        let node = tor.relays()[i];
-        if let Some(h) = throttling_hook(&r.throttling).map_err(|e| SimError::Build(format!("relays[{i}].throttling.{e}")))? {
-            hooks.push((node, h));
+        planned.push(Planned {
+            spec: RelaySpec {
+                name: r.name.clone(),
+                location: r.location,
+                up_bits_per_sec: r.link_up,
+                down_bits_per_sec: r.link_down,
+                bandwidth_rate: r.bandwidth_rate,
+                bandwidth_burst: r.bandwidth_burst,
+                consensus_weight: r.consensus_weight,
+                flags: RelayFlags::from_names(r.flags.iter().map(|s| s.as_str())),
+                perconn: r.perconn,
+                scheduler: scheduler(&r.scheduler),
+            },
+            mtbf: r.mtbf,
+            throttling: &r.throttling,
+            tortoise: r.tortoise,
+            operator: None,
+            path: format!("relays[{i}]"),
+        });
+    }
+    for (gi, g) in cfg.clients.iter().enumerate() {
+        let Some(ops) = g.relay_operators else { continue };
+        for i in 0..ops.count as usize {
+            // The relay's capacity is its operator's access link (spec 3.7).
+            let rate = (g.link_up.min(g.link_down) / 8).max(1);
+            let mut flags = RelayFlags::FAST | RelayFlags::STABLE;
+            if ops.exit {
+                flags = flags | RelayFlags::EXIT;
+            }
+            planned.push(Planned {
+                spec: RelaySpec {
+                    name: format!("{}{}-relay", g.name, i),
+                    location: place(&g.placement, i, locations),
+                    up_bits_per_sec: g.link_up,
+                    down_bits_per_sec: g.link_down,
+                    bandwidth_rate: rate,
+                    bandwidth_burst: rate,
+                    consensus_weight: (rate / 1024).max(1),
+                    flags,
+                    perconn: None,
+                    scheduler: scheduler(&cfg.mechanisms.scheduler),
+                },
+                mtbf: ops.mtbf,
+                throttling: &cfg.mechanisms.throttling,
+                tortoise: cfg.mechanisms.tortoise,
+                operator: Some((gi, i)),
+                path: format!("clients[{gi}].relay_operators"),
+            });
         }
     }
+    if cfg.network.compute_flags {
+        let hist: Vec<RelayHistory> = planned
+            .iter()
+            .map(|p| RelayHistory { bandwidth: p.spec.bandwidth_rate, mtbf: p.mtbf.unwrap_or(SimDuration::ZERO) })
+            .collect();
+        for (p, (fast, stable)) in planned.iter_mut().zip(compute_flags(&hist)) {
+            let mut f = RelayFlags(p.spec.flags.0 & !(RelayFlags::FAST.0 | RelayFlags::STABLE.0));
+            if fast {
+                f = f | RelayFlags::FAST;
+            }
+            if stable {
+                f = f | RelayFlags::STABLE;
+            }
+            p.spec.flags = f;
+        }
+    }
+    let mut relay_nodes = Vec::new();
+    for p in &planned {
+        relay_nodes.push(tor.add_relay(p.spec.clone()).map_err(err(p.path.clone()))?);
+    }
+
     let mut clients = Vec::new();
+    let mut operator_node: BTreeMap<(usize, usize), NodeId> = BTreeMap::new();
     for (gi, g) in cfg.clients.iter().enumerate() {
         for i in 0..g.count as usize {
             let spec = EndpointSpec {
@@ -148,7 +217,42 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                 down_bits_per_sec: g.link_down,
             };
             let id = tor.add_client(spec).map_err(err(format!("clients[{gi}]")))?;
+            operator_node.insert((gi, i), id);
             clients.push((id, gi));
+        }
+    }
+
+    let mut hooks: Vec<(NodeId, Box<dyn RelayHook>)> = Vec::new();
+    for (p, &node) in planned.iter().zip(&relay_nodes) {
+        let operator = p.operator.map(|k| operator_node[&k]);
+        if let Some(op) = operator {
+            tor.use_bridge(op, node).map_err(err(p.path.clone()))?;
+        }
+        let throttle = throttling_hook(p.throttling).map_err(|e| SimError::Build(format!("{}.throttling.{e}", p.path)))?;
+        let tortoise = match p.tortoise {
+            None => None,
+            Some(t) => {
+                let dirs = match t.directions {
+                    "read" => Directions::Read,
+                    "write" => Directions::Write,
+                    _ => Directions::Both,
+                };
+                let mut h = Tortoise::new(t.rate, t.burst, dirs, t.check_interval).map_err(|e| SimError::Build(format!("{}.tortoise.{e}", p.path)))?;
+                if let Some(op) = operator {
+                    h = h.with_operator(op);
+                }
+                Some(Box::new(h) as Box<dyn RelayHook>)
+            }
+        };
+        match (throttle, tortoise) {
+            (Some(_), Some(_)) => {
+                return Err(SimError::Build(format!(
+                    "{}: throttling and tortoise both set; both act on the same per-connection buckets, so a relay runs one of them",
+                    p.path
+                )))
+            }
+            (Some(h), None) | (None, Some(h)) => hooks.push((node, h)),
+            (None, None) => {}
         }
     }
     let mut servers = Vec::new();

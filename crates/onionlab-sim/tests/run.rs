@@ -92,3 +92,27 @@ fn throttling_is_deterministic_and_lowers_the_bulk_share() {
     assert!(vanilla.connections.iter().all(|c| c.throttle_rate.is_none()));
     assert!(bulk_bytes(&a) < bulk_bytes(&vanilla) / 2, "flagging throttles bulk: {} vs {}", bulk_bytes(&a), bulk_bytes(&vanilla));
 }
+
+#[test]
+fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let base = std::fs::read_to_string(&p).unwrap().replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"");
+    let load = |text: &str| onionlab_config::load_str(text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    // Two bulk clients; the first also runs a relay (its own entry, exempt), the second not.
+    // Only two web clients, so that the relays are not the bottleneck.
+    let text = base.replacen("count = 2\n", "count = 2\nrelay_operators = { count = 1 }\n", 1).replacen("count = 20\n", "count = 2\n", 1);
+    let text = text.replace("[mechanisms]", "[mechanisms]\ntortoise = { rate = \"50 KBps\" }");
+    let cfg = load(&text);
+    let out = run(&cfg, 5, None).unwrap();
+    let after = |client: &str| -> f64 {
+        let b: u64 = out.connections.iter().filter(|c| c.client == client && c.interval_start >= 30.0).map(|c| c.bytes_written).sum();
+        b as f64 / 90.0
+    };
+    let (operator, plain) = (after("bulk0"), after("bulk1"));
+    assert!(plain <= 50_000.0 * 1.05, "the plain bulk client is held to the limit: {plain} B/s");
+    assert!(operator > 2.0 * plain, "the client-relay escapes it: {operator} vs {plain} B/s");
+    assert!(out.connections.iter().filter(|c| c.client == "bulk0").all(|c| c.relay == "bulk0-relay"), "it enters through its own relay");
+    assert!(out.relays.iter().any(|r| r.relay == "bulk0-relay"), "its relay is part of the network");
+    // Deterministic.
+    assert_eq!(run(&cfg, 5, None).unwrap().connections, out.connections);
+}

@@ -47,6 +47,8 @@ pub struct PeerConnection {
     pub peer_kind: crate::node::NodeKind,
     /// The peer's consensus flags when it is a relay.
     pub peer_flags: Option<crate::path::RelayFlags>,
+    /// The peer opened the connection (an inbound connection: this relay is its ingress).
+    pub inbound: bool,
     pub bytes_read: u64,
     pub bytes_written: u64,
     /// Per-connection read and write buckets (rate bytes/s, burst bytes), if any.

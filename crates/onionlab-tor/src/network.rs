@@ -344,6 +344,7 @@ impl TorNetwork {
                     peer,
                     peer_kind: self.node_kind(peer),
                     peer_flags: self.relay_flags(peer),
+                    inbound: side == Side::Acceptor,
                     bytes_read: end.bytes_read,
                     bytes_written: end.bytes_written,
                     read_limit: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
