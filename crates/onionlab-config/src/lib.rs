@@ -167,6 +167,7 @@ struct DocTor {
     max_circuit_dirtiness: String,
     circ_max_cell_queue: u64,
     num_entry_guards: u32,
+    use_entry_guards: bool,
     request_size: String,
     circ_window: u64,
     circ_window_increment: u64,
@@ -288,6 +289,14 @@ struct DocWorkload<'a> {
     think: Option<DocTime<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pause: Option<DocTime<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<DocSession<'a>>,
+}
+
+#[derive(Serialize)]
+struct DocSession<'a> {
+    length: String,
+    pause: DocTime<'a>,
 }
 
 fn doc_placement(p: &Placement) -> DocPlacement {
@@ -342,6 +351,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 max_circuit_dirtiness: format_duration(t.max_circuit_dirtiness),
                 circ_max_cell_queue: t.circ_max_cell_queue,
                 num_entry_guards: t.num_entry_guards,
+                use_entry_guards: t.use_entry_guards,
                 request_size: format_size(t.request_bytes),
                 circ_window: t.circ_window,
                 circ_window_increment: t.circ_window_increment,
@@ -403,12 +413,16 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 .iter()
                 .map(|(name, w)| {
                     let dw = match w {
-                        Workload::Web { size, think } => {
-                            DocWorkload { kind: "web", size: doc_size(size), think: Some(doc_time(think)), pause: None }
-                        }
-                        Workload::Bulk { size } => DocWorkload { kind: "bulk", size: doc_size(size), think: None, pause: None },
+                        Workload::Web { size, think, session } => DocWorkload {
+                            kind: "web",
+                            size: doc_size(size),
+                            think: Some(doc_time(think)),
+                            pause: None,
+                            session: session.as_ref().map(|s| DocSession { length: format_duration(s.length), pause: doc_time(&s.pause) }),
+                        },
+                        Workload::Bulk { size } => DocWorkload { kind: "bulk", size: doc_size(size), think: None, pause: None, session: None },
                         Workload::Perf { size, pause } => {
-                            DocWorkload { kind: "perf", size: doc_size(size), think: None, pause: Some(doc_time(pause)) }
+                            DocWorkload { kind: "perf", size: doc_size(size), think: None, pause: Some(doc_time(pause)), session: None }
                         }
                     };
                     (name.as_str(), dw)

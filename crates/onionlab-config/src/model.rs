@@ -56,6 +56,8 @@ pub struct TorParams {
     pub max_circuit_dirtiness: SimDuration,
     pub circ_max_cell_queue: u64,
     pub num_entry_guards: u32,
+    /// `UseEntryGuards`: false picks the first hop afresh, bandwidth-weighted, per circuit.
+    pub use_entry_guards: bool,
     /// Bytes of a client's request.
     pub request_bytes: u64,
     pub circ_window: u64,
@@ -212,12 +214,22 @@ pub enum TimeDist {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Workload {
     /// Download a file, think, repeat forever.
-    Web { size: SizeDist, think: TimeDist },
+    Web { size: SizeDist, think: TimeDist, session: Option<Session> },
     /// Download files back to back.
     Bulk { size: SizeDist },
     /// onionperf-like: a file drawn from `sizes` (50 KiB / 1 MiB / 5 MiB, weights 12:2:1
     /// by default), then a pause.
     Perf { size: SizeDist, pause: TimeDist },
+}
+
+/// Browsing sessions of a web client: it browses for `length`, then pauses for a time
+/// drawn from `pause`, and starts another session (the Tortoise paper's 15-minute sessions
+/// with 9-11 minute breaks).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Session {
+    #[serde(serialize_with = "ser_duration")]
+    pub length: SimDuration,
+    pub pause: TimeDist,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -129,6 +129,7 @@ const TOR_KEYS: &[&str] = &[
     "max_circuit_dirtiness",
     "circ_max_cell_queue",
     "num_entry_guards",
+    "use_entry_guards",
     "request_size",
     "circ_window",
     "circ_window_increment",
@@ -167,6 +168,7 @@ pub fn default_tor_params() -> TorParams {
         max_circuit_dirtiness: SimDuration::from_secs(600),
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
+        use_entry_guards: true,
         request_bytes: 500,
         circ_window: 1000,
         circ_window_increment: 100,
@@ -713,6 +715,7 @@ impl Ctx<'_> {
                 .unwrap_or(d.max_circuit_dirtiness),
             circ_max_cell_queue,
             num_entry_guards,
+            use_entry_guards: self.opt(t, p, "use_entry_guards", Ctx::boolean).unwrap_or(d.use_entry_guards),
             request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
             circ_window,
             circ_window_increment,
@@ -1156,10 +1159,26 @@ impl Ctx<'_> {
             let ty = self.req(wt, &p, "type", Ctx::string, "type = \"web\" (or \"bulk\", \"perf\")");
             let w = match ty {
                 Some("web") => {
-                    self.keys(wt, &p, &["type", "size", "think"]);
+                    self.keys(wt, &p, &["type", "size", "think", "session"]);
                     let size = self.req(wt, &p, "size", Ctx::size_dist, "size = \"320 KiB\"");
                     let think = self.opt(wt, &p, "think", Ctx::time_dist).unwrap_or_else(default_think_time);
-                    size.map(|size| Workload::Web { size, think })
+                    let session = match wt.get("session") {
+                        None => Some(None),
+                        Some(v) => {
+                            let sp = join(&p, "session");
+                            let example = "session = { length = \"15 min\", pause = { dist = \"uniform\", min = \"9 min\", max = \"11 min\" } }";
+                            self.table(v, &sp).and_then(|st| {
+                                self.keys(st, &sp, &["length", "pause"]);
+                                let length = self.req(st, &sp, "length", Ctx::pos_duration, example);
+                                let pause = self.req(st, &sp, "pause", Ctx::time_dist, example);
+                                Some(Some(Session { length: length?, pause: pause? }))
+                            })
+                        }
+                    };
+                    match (size, session) {
+                        (Some(size), Some(session)) => Some(Workload::Web { size, think, session }),
+                        _ => None,
+                    }
                 }
                 Some("bulk") => {
                     self.keys(wt, &p, &["type", "size"]);

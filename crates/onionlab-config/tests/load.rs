@@ -108,7 +108,7 @@ fn minimal_config_gets_the_documented_defaults() {
     assert_eq!(c.servers, ServerGroup { count: 10, link_up: 1_000_000_000, link_down: 1_000_000_000, placement: Placement::RoundRobin });
     assert_eq!(
         c.workloads["web"],
-        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: onionlab_config::parse::default_think_time() }
+        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: onionlab_config::parse::default_think_time(), session: None }
     );
     assert_eq!(c.mechanisms.scheduler, SchedulerConfig::RoundRobin);
     assert!(c.relays.iter().all(|r| r.scheduler == SchedulerConfig::RoundRobin));
@@ -151,7 +151,7 @@ fn full_config_loads_with_every_feature() {
             pause: TimeDist::Exponential { mean: SimDuration::from_secs(60) }
         }
     );
-    let Workload::Web { size, think: TimeDist::Empirical { points, .. } } = &c.workloads["trace"] else { panic!() };
+    let Workload::Web { size, think: TimeDist::Empirical { points, .. }, .. } = &c.workloads["trace"] else { panic!() };
     assert_eq!(size, &SizeDist::Choice { sizes: vec![50 * 1024, 1 << 20], weights: vec![12.0, 2.5] });
     assert_eq!(points.first(), Some(&(0.0, 0.0)));
     assert_eq!(points.last(), Some(&(120.0, 1.0)));
@@ -159,7 +159,8 @@ fn full_config_loads_with_every_feature() {
         c.workloads["pareto"],
         Workload::Web {
             size: SizeDist::Fixed { bytes: 87_000 },
-            think: TimeDist::Pareto { scale: SimDuration::from_secs(1), alpha: 1.5 }
+            think: TimeDist::Pareto { scale: SimDuration::from_secs(1), alpha: 1.5 },
+            session: None,
         }
     );
     assert_eq!(
@@ -559,7 +560,7 @@ fn time_distributions() {
     let c = load(&think("\"20 s\"")).unwrap();
     assert_eq!(
         c.workloads["web"],
-        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: TimeDist::Fixed { value: SimDuration::from_secs(20) } }
+        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: TimeDist::Fixed { value: SimDuration::from_secs(20) }, session: None }
     );
 }
 
@@ -700,4 +701,16 @@ fn tortoise_client_relays_and_computed_flags() {
     assert!(c.network.compute_flags);
     assert_eq!(c.relays[0].mtbf, Some(SimDuration::from_secs(4 * 86400)));
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+}
+
+#[test]
+fn web_sessions() {
+    let text = edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"15 min\", pause = { dist = \"uniform\", min = \"9 min\", max = \"11 min\" } }");
+    let c = load(&text).unwrap();
+    let Workload::Web { session: Some(s), .. } = &c.workloads["web"] else { panic!("no session") };
+    assert_eq!(s.length, SimDuration::from_secs(900));
+    assert_eq!(s.pause, TimeDist::Uniform { min: SimDuration::from_secs(540), max: SimDuration::from_secs(660) });
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"15 min\" }"), "workloads.web.session.pause", &["missing"]);
+    err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"0 s\", pause = \"1 min\" }"), "workloads.web.session.length", &["longer than 0"]);
 }

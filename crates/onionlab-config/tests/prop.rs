@@ -224,7 +224,7 @@ fn check(g: &Gen, c: &ExperimentConfig) -> Result<(), TestCaseError> {
     prop_assert_eq!(c.servers.count, g.servers);
     prop_assert_eq!(
         &c.workloads["web"],
-        &Workload::Web { size: SizeDist::Fixed { bytes: g.web_size.1 }, think: TimeDist::Fixed { value: g.think.1 } }
+        &Workload::Web { size: SizeDist::Fixed { bytes: g.web_size.1 }, think: TimeDist::Fixed { value: g.think.1 }, session: None }
     );
     prop_assert_eq!(&c.workloads["bulk"], &Workload::Bulk { size: SizeDist::Fixed { bytes: g.bulk_size.1 } });
     prop_assert_eq!(

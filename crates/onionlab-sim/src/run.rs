@@ -191,7 +191,7 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
                     error: rec.error.map(str::to_string),
                 });
             }
-            let next = behaviours[i].next_after_done();
+            let next = behaviours[i].next_after_done(sim.q.now());
             schedule(&mut sim, &mut pending, i, next);
         }
     }

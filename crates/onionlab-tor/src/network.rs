@@ -81,6 +81,9 @@ pub struct TorConfig {
     pub outbuf_high_water: u64,
     /// `NumEntryGuards`: 1 in tor >= 0.3.0 (3 in the 2010-2012 tor).
     pub num_entry_guards: usize,
+    /// `UseEntryGuards` (default 1): with false, every circuit's first hop is drawn afresh
+    /// by bandwidth weight (the Tortoise paper's setup "does not utilize guard relays").
+    pub use_entry_guards: bool,
     /// Size of a client's request (an HTTP GET), carried with BEGIN as optimistic data.
     pub request_bytes: u64,
     /// `CIRCWINDOW_START` and `CIRCWINDOW_INCREMENT`.
@@ -99,6 +102,7 @@ impl Default for TorConfig {
             outbuf_low_water: 16 * 1024,
             outbuf_high_water: 32 * 1024,
             num_entry_guards: 1,
+            use_entry_guards: true,
             request_bytes: 500,
             circ_window: crate::flow_control::CIRCWINDOW_START,
             circ_window_increment: crate::flow_control::CIRCWINDOW_INCREMENT,
@@ -446,10 +450,14 @@ impl TorNetwork {
         let mut rng = self.nodes[client as usize].rng.take().expect("clients have an rng");
         let mut guards = self.nodes[client as usize].guards.clone();
         let bridge = self.nodes[client as usize].bridge;
+        let use_guards = self.cfg.use_entry_guards;
         let result = (|| {
             let sel = self.selector()?;
             if let Some(b) = bridge {
                 return sel.choose_path_via(&mut rng, b).ok_or(TorError::NoPath(Position::Exit));
+            }
+            if !use_guards {
+                return sel.choose_path(&mut rng, None).ok_or(TorError::NoPath(Position::Guard));
             }
             while guards.len() < num_guards {
                 match sel.choose(Position::Guard, &mut rng, &guards) {

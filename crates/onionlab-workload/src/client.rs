@@ -11,7 +11,7 @@
 
 use onionlab_config::model::Workload;
 use onionlab_core::rng::SimRng;
-use onionlab_core::SimDuration;
+use onionlab_core::{SimDuration, SimTime};
 
 use crate::dist::{sample_size, sample_time};
 
@@ -26,11 +26,13 @@ pub enum Next {
 pub struct ClientBehaviour {
     workload: Workload,
     rng: SimRng,
+    /// Web sessions: when the current session started.
+    session_started: Option<SimTime>,
 }
 
 impl ClientBehaviour {
     pub fn new(workload: Workload, rng: SimRng) -> Self {
-        ClientBehaviour { workload, rng }
+        ClientBehaviour { workload, rng, session_started: None }
     }
 
     /// The first action, `offset` after the start of the run (clients start staggered so
@@ -39,19 +41,30 @@ impl ClientBehaviour {
     pub fn first(&mut self, offset: SimDuration) -> Next {
         match &self.workload {
             Workload::Web { size, .. } | Workload::Bulk { size } => {
+                // `first` is called at time 0: the first session starts with the first fetch.
+                self.session_started = Some(SimTime::ZERO + offset);
                 Next::Fetch { after: offset, bytes: sample_size(size, &mut self.rng) }
             }
-            Workload::Perf { .. } => match self.next_after_done() {
+            Workload::Perf { .. } => match self.next_after_done(SimTime::ZERO) {
                 Next::Fetch { after, bytes } => Next::Fetch { after: after + offset, bytes },
             },
         }
     }
 
     /// The action after a download finished (or failed).
-    pub fn next_after_done(&mut self) -> Next {
+    /// The next fetch after a download finished at `now`.
+    pub fn next_after_done(&mut self, now: SimTime) -> Next {
         match &self.workload {
-            Workload::Web { size, think } => {
-                let after = sample_time(think, &mut self.rng);
+            Workload::Web { size, think, session } => {
+                let mut after = sample_time(think, &mut self.rng);
+                if let Some(s) = session {
+                    let started = *self.session_started.get_or_insert(now);
+                    if now.saturating_since(started) >= s.length {
+                        // The session is over: a break, then a new session.
+                        after = sample_time(&s.pause, &mut self.rng);
+                        self.session_started = Some(now + after);
+                    }
+                }
                 Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
             }
             Workload::Bulk { size } => Next::Fetch { after: SimDuration::ZERO, bytes: sample_size(size, &mut self.rng) },
@@ -83,16 +96,38 @@ mod tests {
         let mut c = behaviour(Workload::Web {
             size: SizeDist::Fixed { bytes: 87_000 },
             think: TimeDist::Fixed { value: think },
+            session: None,
         });
         let off = SimDuration::from_secs(3);
         assert_eq!(c.first(off), Next::Fetch { after: off, bytes: 87_000 });
-        assert_eq!(c.next_after_done(), Next::Fetch { after: think, bytes: 87_000 });
+        assert_eq!(c.next_after_done(SimTime::ZERO + off), Next::Fetch { after: think, bytes: 87_000 });
+    }
+
+    #[test]
+    fn web_sessions_end_with_a_break() {
+        // 15-minute sessions, fixed 10-minute breaks, 11 s think time.
+        let s = |m: u64| SimDuration::from_secs(m * 60);
+        let think = SimDuration::from_secs(11);
+        let mut c = behaviour(Workload::Web {
+            size: SizeDist::Fixed { bytes: 1000 },
+            think: TimeDist::Fixed { value: think },
+            session: Some(onionlab_config::model::Session { length: s(15), pause: TimeDist::Fixed { value: s(10) } }),
+        });
+        let t0 = SimTime::ZERO + SimDuration::from_secs(2);
+        c.first(SimDuration::from_secs(2));
+        // Within the session: think time.
+        assert_eq!(c.next_after_done(t0 + s(14)), Next::Fetch { after: think, bytes: 1000 });
+        // At 15 minutes: the break.
+        assert_eq!(c.next_after_done(t0 + s(15)), Next::Fetch { after: s(10), bytes: 1000 });
+        // The next session starts after the break: 14 minutes into it, still browsing.
+        assert_eq!(c.next_after_done(t0 + s(25) + s(14)), Next::Fetch { after: think, bytes: 1000 });
+        assert_eq!(c.next_after_done(t0 + s(25) + s(15)), Next::Fetch { after: s(10), bytes: 1000 });
     }
 
     #[test]
     fn bulk_never_pauses_and_perf_always_does() {
         let mut b = behaviour(Workload::Bulk { size: SizeDist::Fixed { bytes: 5 << 20 } });
-        assert_eq!(b.next_after_done(), Next::Fetch { after: SimDuration::ZERO, bytes: 5 << 20 });
+        assert_eq!(b.next_after_done(SimTime::ZERO), Next::Fetch { after: SimDuration::ZERO, bytes: 5 << 20 });
         let pause = SimDuration::from_secs(60);
         let mut p = behaviour(Workload::Perf {
             size: SizeDist::Choice { sizes: vec![51_200, 1 << 20, 5 << 20], weights: vec![12.0, 2.0, 1.0] },
