@@ -246,3 +246,32 @@ proptest! {
         prop_assert_eq!(sim.tor.cells_in_flight(), 0);
     }
 }
+
+/// First hops of `n` successive circuits of one client (each circuit dirty after 1 s).
+fn first_hops(use_entry_guards: bool, n: usize) -> Vec<NodeId> {
+    let cfg = TorConfig { use_entry_guards, num_entry_guards: 1, max_circuit_dirtiness: SimDuration::from_secs(1), ..TorConfig::default() };
+    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 3);
+    for i in 0..6 {
+        tor.add_relay(relay(&format!("r{i}"), MIB, RelayFlags::GUARD | RelayFlags::EXIT)).unwrap();
+    }
+    let c = tor.add_client(endpoint("c")).unwrap();
+    let s = tor.add_server(endpoint("s")).unwrap();
+    let mut sim = TorSim::new(tor);
+    for i in 0..n {
+        sim.start_stream(c, s, 1000, i as u64).unwrap();
+        sim.run_until(secs(5.0 * (i + 1) as f64), |_| {});
+    }
+    let mut r = sim.tor.take_records();
+    r.sort_by_key(|r| r.stream);
+    assert_eq!(r.len(), n);
+    r.iter().map(|r| r.path[0]).collect()
+}
+
+#[test]
+fn without_entry_guards_every_circuit_draws_its_first_hop() {
+    let with = first_hops(true, 12);
+    assert!(with.iter().all(|&g| g == with[0]), "one persistent guard: {with:?}");
+    let without = first_hops(false, 12);
+    let distinct: std::collections::BTreeSet<_> = without.iter().collect();
+    assert!(distinct.len() >= 3, "UseEntryGuards 0: first hops vary, got {without:?}");
+}

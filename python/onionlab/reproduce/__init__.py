@@ -20,7 +20,10 @@ import importlib
 from types import ModuleType
 
 #: name -> module. Add a paper here when its module exists.
-PAPERS: dict[str, str] = {"throttling": "onionlab.reproduce.throttling"}
+PAPERS: dict[str, str] = {
+    "throttling": "onionlab.reproduce.throttling",
+    "tortoise": "onionlab.reproduce.tortoise",
+}
 
 
 def module(name: str) -> ModuleType:

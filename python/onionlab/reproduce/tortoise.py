@@ -1,0 +1,284 @@
+"""Reproduction of Tortoise (Moore, Wacek, Sherr, "Exploring the Potential Benefits of
+Expanded Rate Limiting in Tor: Slow and Steady Wins the Race With Tortoise", ACSAC 2011):
+experiments E0-E10 of the spec, the throughput tables with the paper's numbers beside ours,
+client-bandwidth CDFs, and the anonymity-set consideration of section 4.2.
+
+**Owns:** the paper's network and workloads as generated configs, the experiment matrix,
+the metric (mean client bandwidth: each download's size over its time, averaged per client,
+then over clients) and the outputs. **Must not touch:** the mechanism
+(``crates/onionlab-mech/src/tortoise.rs``) or the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from onionlab.reproduce import run_many, write_config
+
+DESCRIPTION = "Tortoise (2011): universal ingress rate limit, client-relays, partial deployment; experiments E0-E10"
+
+#: Paper numbers (mean client bandwidth, KBps), spec section 4.
+PAPER = {
+    "E0": {"all": 41, "web": 40, "bulk": 70},
+    "E1": {"web": 34, "bulk": 49, "all": 35},  # section 5.2 (the bulk drop is quoted for 200 KBps; -30% at 100)
+    "E2": {"bulk": 49},
+    "E3": {"all": 52},
+    "E4": {"all": 68},
+    "E5": {"all": 43},
+    "E6": {"all": 56},
+    "E10a": {"all": 42},
+    "E10b": {"all": 44},
+    "E10c": {"all": 54},
+}
+#: Relative changes the paper reports against E0 (section 4.12).
+PAPER_CHANGE = {"E1": {"web": -15, "bulk": -30}, "E2": {"web": -15, "bulk": -31}, "E3": {"all": 27}, "E4": {"all": 66},
+                "E5": {"all": 3.1}, "E6": {"all": 36}, "E7": {"all": 0.7}, "E8": {"all": 31}}
+
+# Client population (spec 3.2, 3.5): 870 web and 30 bulk, 90 % residential (asymmetric), 10 %
+# institutional (symmetric). Per-country NetIndex speeds are not published with the paper;
+# we use one residential (10 Mbit down, 2 Mbit up) and one institutional (10/10 Mbit) profile.
+GROUPS = [("web-res", "web", 783, "10 Mbit", "2 Mbit"), ("web-inst", "web", 87, "10 Mbit", "10 Mbit"),
+          ("bulk-res", "bulk", 27, "10 Mbit", "2 Mbit"), ("bulk-inst", "bulk", 3, "10 Mbit", "10 Mbit")]
+#: Client-relays (spec 3.7: use the counts, 2 bulk + 18 web, and 4 + 36), per group.
+OPERATORS = {0: {}, 20: {"web-res": 16, "web-inst": 2, "bulk-res": 2}, 40: {"web-res": 32, "web-inst": 4, "bulk-res": 4}}
+
+
+def experiments() -> dict[str, dict]:
+    """The spec's matrix (3.8). rate in KBps (None: unmodified), share of original relays
+    enforcing, client-relays, client scale."""
+    e = {
+        "E0": dict(rate=None, share=1.0, ops=0, scale=1.0),
+        "E1": dict(rate=100, share=1.0, ops=0, scale=1.0),
+        "E2": dict(rate=200, share=1.0, ops=0, scale=1.0),
+        "E3": dict(rate=None, share=1.0, ops=20, scale=1.0),
+        "E4": dict(rate=None, share=1.0, ops=40, scale=1.0),
+        "E5": dict(rate=100, share=1.0, ops=20, scale=1.0),
+        "E6": dict(rate=100, share=1.0, ops=40, scale=1.0),
+        "E7": dict(rate=200, share=1.0, ops=20, scale=1.0),
+        "E8": dict(rate=200, share=1.0, ops=40, scale=1.0),
+        # +20 % clients, no added relays; "before" is E0 / E5 / E7 (spec 4.7's suggested default).
+        "E9a": dict(rate=None, share=1.0, ops=0, scale=1.2),
+        "E9b": dict(rate=100, share=1.0, ops=20, scale=1.2),
+        "E9c": dict(rate=200, share=1.0, ops=20, scale=1.2),
+        "E10a": dict(rate=100, share=0.5, ops=0, scale=1.0),
+        "E10b": dict(rate=100, share=0.5, ops=20, scale=1.0),
+        "E10c": dict(rate=100, share=0.5, ops=40, scale=1.0),
+    }
+    return e
+
+
+def relays_text(capacity_scale: float, share: float, rate_line: str) -> str:
+    """The 15 relays, bandwidths scaled by `capacity_scale`; the first ceil(share * 15) of a
+    fixed shuffled order enforce the limit, the others opt out."""
+    from onionlab.config import tomllib
+
+    src = Path(__file__).with_name("data") / "tortoise-relays.toml"
+    relays = tomllib.loads(src.read_text(encoding="utf-8"))["relays"]
+    order = list(range(len(relays)))
+    np.random.default_rng(2011).shuffle(order)
+    enforcing = set(order[: math.ceil(share * len(relays))])
+    out = []
+    for i, r in enumerate(relays):
+        kib = float(r["bandwidth"].split()[0]) * capacity_scale
+        line = f'[[relays]]\nname = "{r["name"]}"\nbandwidth = "{kib:.0f} KiB/s"\nflags = ["Guard", "Exit", "Fast", "Stable"]\n'
+        if rate_line and i not in enforcing:
+            line += 'tortoise = "off"\n'
+        out.append(line)
+    return "\n".join(out)
+
+
+def config_text(name: str, spec: dict, duration: str, warmup: str, capacity_scale: float) -> str:
+    rate_line = f'tortoise = {{ rate = "{spec["rate"]} KBps" }}' if spec["rate"] else ""
+    groups = []
+    ops = OPERATORS[spec["ops"]]
+    for gname, workload, count, down, up in GROUPS:
+        n = int(round(count * spec["scale"]))
+        op = ops.get(gname, 0)
+        groups.append(
+            f'[[clients]]\nname = "{gname}"\nworkload = "{workload}"\ncount = {n}\nlink_down = "{down}"\nlink_up = "{up}"\n'
+            f'placement = "round_robin"\n' + (f"relay_operators = {{ count = {op} }}\n" if op else "")
+        )
+    return f"""# Generated by `onionlab reproduce tortoise`: {name}.
+[experiment]
+name = "{name}"
+duration = "{duration}"
+warmup = "{warmup}"
+seeds = [1]
+
+[tor]
+refill_interval = "1 s"        # tor 0.2.1.28
+use_entry_guards = false       # "Our setup does not utilize guard relays"
+
+[network]
+latency = {{ constant = "5 ms" }}   # "latencies between all nodes are less than 10ms"
+
+{relays_text(capacity_scale, spec["share"], rate_line)}
+{chr(10).join(groups)}
+[servers]
+count = 40
+link = "1 Gbit"
+
+[workloads.web]
+type = "web"
+size = {{ dist = "choice", sizes = ["106 KB", "150 KB", "238 KB", "496 KB", "992 KB"], weights = [1, 1, 1, 1, 1] }}
+think = {{ dist = "exponential", mean = "11 s" }}
+session = {{ length = "15 min", pause = {{ dist = "uniform", min = "9 min", max = "11 min" }} }}
+
+[workloads.bulk]
+type = "bulk"
+size = {{ dist = "choice", sizes = ["1 MB", "2 MB", "3 MB", "4 MB", "5 MB"], weights = [1, 1, 1, 1, 1] }}
+
+[mechanisms]
+scheduler = "round-robin"
+{rate_line}
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seeds", type=int, default=3, help="seeds per experiment (default 3)")
+    p.add_argument("--duration", default="30 min", help='simulated time per run (default "30 min")')
+    p.add_argument("--warmup", default="5 min", help='warm-up excluded from metrics (default "5 min")')
+    p.add_argument("--capacity-scale", type=float, default=0.7,
+                   help="relay bandwidth multiplier (default 0.7; see docs/reproductions/tortoise.md for the calibration)")
+    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests")
+    p.add_argument("--only", nargs="+", metavar="E", help="run only these experiments (e.g. E0 E1)")
+    p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+
+
+def client_means(res) -> pd.DataFrame:
+    """Per client: mean download throughput (KBps, 1000 B/s), its class (web/bulk), whether
+    it runs a relay, and its mean throughput over downloads of at least 900 KB (sustained
+    rate, little affected by the bucket's burst)."""
+    d = res.downloads
+    d = d[d["error"].isna() & d["ttlb"].notna() & (d["ttlb"] > 0)].copy()
+    d["kbps"] = d["size"] / d["ttlb"] / 1000.0
+    per = d.groupby(["seed", "client", "class"], as_index=False)["kbps"].mean()
+    big = d[d["size"] >= 900_000].groupby(["seed", "client"])["kbps"].mean().rename("sustained_kbps")
+    per = per.merge(big, on=["seed", "client"], how="left")
+    per["kind"] = per["class"].str.split("-").str[0]
+    # Operators are the first `count` clients of their group (relay names "<client>-relay").
+    operators = set(res.relays["relay"][res.relays["relay"].str.endswith("-relay")].str[: -len("-relay")])
+    per["relay_operator"] = per["client"].isin(operators)
+    return per
+
+
+def summarize(per: pd.DataFrame) -> dict[str, float]:
+    out = {"all": per["kbps"].mean(), "web": per.loc[per.kind == "web", "kbps"].mean(), "bulk": per.loc[per.kind == "bulk", "kbps"].mean()}
+    ops = per[per.relay_operator]
+    out["operators"] = ops["kbps"].mean() if len(ops) else math.nan
+    out["non_operators"] = per.loc[~per.relay_operator, "kbps"].mean()
+    out["operators_bulk"] = ops.loc[ops.kind == "bulk", "kbps"].mean() if len(ops) else math.nan
+    return {k: float(v) for k, v in out.items()}
+
+
+def anonymity(per: pd.DataFrame, rate_kbps: float | None) -> dict:
+    """Section 4.2: a throughput observer singles out clients whose sustained throughput
+    (downloads of at least 900 KB) exceeds 1.5 times the universal limit, which only exempt
+    (relay-running) clients can reach. Share of relay-running clients per class, and what
+    the observer learns: how many fast senders there are (the anonymity set of a fast flow
+    against all clients), how many of them run relays, and P(bulk | fast)."""
+    n = per.groupby("kind")["client"].nunique().to_dict()
+    ops = per[per.relay_operator].groupby("kind")["client"].nunique().to_dict()
+    res = {"operator_share_" + k: ops.get(k, 0) / n[k] for k in n}
+    if rate_kbps:
+        fast = per[per["sustained_kbps"] > 1.5 * rate_kbps]
+        res["fast_clients"] = int(len(fast))
+        res["fast_clients_relay_operators"] = int(fast.relay_operator.sum())
+        res["fast_share_bulk"] = float((fast.kind == "bulk").mean()) if len(fast) else math.nan
+        res["anonymity_set_fast"] = int(len(fast))
+        res["anonymity_set_all"] = int(per["client"].nunique())
+    return res
+
+
+def main(out: Path, args) -> int:
+    if args.quick:
+        args.seeds, args.duration, args.warmup = 1, "6 min", "1 min"
+    if args.seeds < 1:
+        raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
+    if not args.capacity_scale > 0:
+        raise ValueError(f"--capacity-scale: must be positive, got {args.capacity_scale}")
+    exps = experiments()
+    names = args.only or list(exps)
+    unknown = [n for n in names if n not in exps]
+    if unknown:
+        raise ValueError(f"--only: unknown experiments {unknown} (known: {', '.join(exps)})")
+    seeds = list(range(1, args.seeds + 1))
+    jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale)), seeds) for n in names]
+    print(f"tortoise: {len(jobs)} experiments x {len(seeds)} seeds", flush=True)
+    results = run_many(jobs, out, args.jobs)
+
+    rows, anon_rows, pers = [], [], {}
+    for n in names:
+        per = client_means(results[n])
+        pers[n] = per
+        s = summarize(per)
+        rows.append({"experiment": n, **{k: round(v, 2) for k, v in s.items()},
+                     **{f"paper_{k}": v for k, v in PAPER.get(n, {}).items()}, **exps[n]})
+        anon_rows.append({"experiment": n, **anonymity(per, exps[n]["rate"])})
+    table = pd.DataFrame(rows)
+    base = table.set_index("experiment")
+    if "E0" in base.index:
+        for k in ("all", "web", "bulk"):
+            table[f"{k}_change_pct"] = (100 * (table[k] / base.loc["E0", k] - 1)).round(1)
+        table["paper_change_pct"] = [json.dumps(PAPER_CHANGE.get(n, {})) for n in table.experiment]
+    # Client-relays' gain (spec 4.5): operators against the same network's other clients.
+    table["operator_gain_pct"] = (100 * (table["operators"] / table["non_operators"] - 1)).round(1)
+    # +20 % clients (spec 4.7): drop against its "before".
+    before = {"E9a": "E0", "E9b": "E5", "E9c": "E7"}
+    table["drop_vs_before_pct"] = [
+        round(100 * (1 - base.loc[n, "all"] / base.loc[before[n], "all"]), 1) if n in before and before[n] in base.index else math.nan
+        for n in table.experiment
+    ]
+    table.to_csv(out / "throughput.csv", index=False)
+    anon = pd.DataFrame(anon_rows)
+    anon.to_csv(out / "anonymity.csv", index=False)
+    _figures(pers, out)
+    summary = {"seeds": seeds, "duration": args.duration, "warmup": args.warmup, "capacity_scale": args.capacity_scale,
+               "throughput": table.to_dict(orient="records"), "anonymity": anon.to_dict(orient="records")}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
+    cols = [c for c in ["experiment", "all", "web", "bulk", "operators", "all_change_pct", "web_change_pct", "bulk_change_pct",
+                        "operator_gain_pct", "drop_vs_before_pct", "paper_all", "paper_change_pct"] if c in table.columns]
+    print("\nMean client bandwidth (KBps) and changes against E0:")
+    print(table[cols].to_string(index=False))
+    print("\nAnonymity (section 4.2):")
+    print(anon.to_string(index=False))
+    print(f"wrote {out}: throughput.csv, anonymity.csv, figures, summary.json")
+    return 0
+
+
+def _figures(pers: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("figure3_rate_limits.png", ["E0", "E1", "E2"], "Rate limiting, no client-relays (fig. 3)"),
+              ("figure6_altruistic.png", ["E0", "E3", "E4"], "Added relays, no rate limit (fig. 6)"),
+              ("figure7_tortoise.png", ["E0", "E1", "E5", "E6", "E2", "E7", "E8"], "Tortoise with client-relays (fig. 7)"),
+              ("figure8_more_clients.png", ["E0", "E9a", "E5", "E9b", "E7", "E9c"], "+20 % clients (fig. 8)"),
+              ("figure10_partial.png", ["E1", "E10a", "E5", "E10b", "E6", "E10c"], "Half the relays enforce (fig. 10)")]
+    for fname, names, title in panels:
+        names = [n for n in names if n in pers]
+        if not names:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for ax, kind in zip(axes, ("web", "bulk")):
+            for n in names:
+                v = np.sort(pers[n].loc[pers[n].kind == kind, "kbps"].to_numpy())
+                if len(v):
+                    ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=n)
+            ax.set_xscale("log")
+            ax.set_xlabel(f"client bandwidth (KBps), {kind} clients")
+            ax.set_ylabel("cumulative fraction of clients")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(out / fname, dpi=110)
+        plt.close(fig)
