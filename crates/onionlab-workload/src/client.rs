@@ -4,7 +4,9 @@
 //! - **web** (the throttling paper, section 4): download a file, think, repeat forever;
 //! - **bulk**: download files back to back without pausing;
 //! - **perf** (onionperf-like): pause, then download a file of 50 KiB, 1 MiB or 5 MiB
-//!   (weights 12:2:1 by default), repeat.
+//!   (weights 12:2:1 by default), repeat;
+//! - **markov** (PrivCount, tornettools' background traffic): streams and gaps from a
+//!   stream model, sizes from a packet model (see [`crate::markov`]).
 //!
 //! A failed download counts as done: the client carries on as a browser would.
 //! **Must not touch:** servers, circuits or time itself; the driver schedules.
@@ -14,6 +16,7 @@ use onionlab_core::rng::SimRng;
 use onionlab_core::SimDuration;
 
 use crate::dist::{sample_size, sample_time};
+use crate::markov::{sample_stream_packets, secs, MarkovUser};
 
 /// What a client does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,11 +29,12 @@ pub enum Next {
 pub struct ClientBehaviour {
     workload: Workload,
     rng: SimRng,
+    markov: MarkovUser,
 }
 
 impl ClientBehaviour {
     pub fn new(workload: Workload, rng: SimRng) -> Self {
-        ClientBehaviour { workload, rng }
+        ClientBehaviour { workload, rng, markov: MarkovUser::default() }
     }
 
     /// The first action, `offset` after the start of the run (clients start staggered so
@@ -41,7 +45,7 @@ impl ClientBehaviour {
             Workload::Web { size, .. } | Workload::Bulk { size } => {
                 Next::Fetch { after: offset, bytes: sample_size(size, &mut self.rng) }
             }
-            Workload::Perf { .. } => match self.next_after_done() {
+            Workload::Perf { .. } | Workload::Markov { .. } => match self.next_after_done() {
                 Next::Fetch { after, bytes } => Next::Fetch { after: after + offset, bytes },
             },
         }
@@ -58,6 +62,11 @@ impl ClientBehaviour {
             Workload::Perf { size, pause } => {
                 let after = sample_time(pause, &mut self.rng);
                 Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
+            }
+            Workload::Markov { stream_model, packet_model, packet_bytes, pause } => {
+                let gap = self.markov.next_stream(stream_model, &mut self.rng, |rng| sample_time(pause, rng).as_secs_f64());
+                let (down, _up) = sample_stream_packets(packet_model, &mut self.rng);
+                Next::Fetch { after: secs(gap), bytes: down.max(1).saturating_mul(*packet_bytes) }
             }
         }
     }
