@@ -11,6 +11,8 @@
 //! A failed download counts as done: the client carries on as a browser would.
 //! **Must not touch:** servers, circuits or time itself; the driver schedules.
 
+use std::sync::Arc;
+
 use onionlab_config::model::Workload;
 use onionlab_core::rng::SimRng;
 use onionlab_core::SimDuration;
@@ -27,21 +29,22 @@ pub enum Next {
 
 /// One client's behaviour and its own random stream.
 pub struct ClientBehaviour {
-    workload: Workload,
+    /// Shared by all clients of a group (a Markov model is tens of kilobytes).
+    workload: Arc<Workload>,
     rng: SimRng,
     markov: MarkovUser,
 }
 
 impl ClientBehaviour {
-    pub fn new(workload: Workload, rng: SimRng) -> Self {
-        ClientBehaviour { workload, rng, markov: MarkovUser::default() }
+    pub fn new(workload: impl Into<Arc<Workload>>, rng: SimRng) -> Self {
+        ClientBehaviour { workload: workload.into(), rng, markov: MarkovUser::default() }
     }
 
     /// The first action, `offset` after the start of the run (clients start staggered so
     /// that they do not move in lockstep). Web and bulk clients fetch at once; perf
     /// clients pause first.
     pub fn first(&mut self, offset: SimDuration) -> Next {
-        match &self.workload {
+        match &*self.workload {
             Workload::Web { size, .. } | Workload::Bulk { size } => {
                 Next::Fetch { after: offset, bytes: sample_size(size, &mut self.rng) }
             }
@@ -53,7 +56,7 @@ impl ClientBehaviour {
 
     /// The action after a download finished (or failed).
     pub fn next_after_done(&mut self) -> Next {
-        match &self.workload {
+        match &*self.workload {
             Workload::Web { size, think } => {
                 let after = sample_time(think, &mut self.rng);
                 Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
