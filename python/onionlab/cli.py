@@ -3,7 +3,7 @@
 **Owns:** argument parsing, printing, and turning errors into clean messages and exit codes
 (1: the config has problems; 2: bad arguments, missing files or directories, other errors;
 130: interrupted). Subcommands: ``run``, ``check``, ``show-config``, ``plot``, ``compare``,
-``report`` and ``demo``. The pandas/matplotlib modules are imported only by the subcommands
+``report``, ``demo``, ``reproduce`` and ``generate`` (in :mod:`onionlab.generate`). The pandas/matplotlib modules are imported only by the subcommands
 that need them. **Must not touch:** the model, statistics or figures themselves.
 """
 
@@ -107,6 +107,14 @@ def _check_cmd(args: argparse.Namespace) -> int:
 
     _, cfg = _check(args.file)
     print(f"ok: {config.describe(cfg)}")
+    if args.load:
+        from onionlab.generate import load_only
+
+        r = load_only(args.file)
+        print(
+            f"loaded: {r['relays']:,} relays, {r['clients']:,} clients, {r['servers']:,} servers in {r['seconds']:.2f} s "
+            f"(parse+validate {r['parse_seconds']:.2f} s, build {r['build_seconds']:.2f} s), peak memory {r['peak_rss_mib']:.0f} MiB"
+        )
     return 0
 
 
@@ -174,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="validate an experiment config and list every problem")
     c.add_argument("file")
+    c.add_argument("--load", action="store_true", help="also build the network in the simulator (no run); report time and memory")
     c.set_defaults(func=_check_cmd)
 
     sc = sub.add_parser("show-config", help="print the fully resolved config (defaults filled in)")
@@ -205,6 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
         pp.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for configs, results, tables and figures")
         mod.add_arguments(pp)
         pp.set_defaults(func=_reproduce)
+
+    from onionlab import generate
+
+    generate.add_parser(sub)
     return p
 
 

@@ -18,6 +18,8 @@
 // `u64::is_multiple_of` is newer than the workspace's rust-version (1.80).
 #![allow(unknown_lints, clippy::manual_is_multiple_of)]
 
+pub mod include;
+pub mod markov;
 pub mod model;
 pub mod parse;
 
@@ -284,13 +286,20 @@ enum DocTime<'a> {
 struct DocWorkload<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
-    size: DocSize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<DocSize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     think: Option<DocTime<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pause: Option<DocTime<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<DocSession<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packet_model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packet_size: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -412,18 +421,35 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 .workloads
                 .iter()
                 .map(|(name, w)| {
+                    let base = DocWorkload {
+                        kind: "web",
+                        size: None,
+                        think: None,
+                        pause: None,
+                        session: None,
+                        stream_model: None,
+                        packet_model: None,
+                        packet_size: None,
+                    };
                     let dw = match w {
                         Workload::Web { size, think, session } => DocWorkload {
-                            kind: "web",
-                            size: doc_size(size),
+                            size: Some(doc_size(size)),
                             think: Some(doc_time(think)),
-                            pause: None,
                             session: session.as_ref().map(|s| DocSession { length: format_duration(s.length), pause: doc_time(&s.pause) }),
+                            ..base
                         },
-                        Workload::Bulk { size } => DocWorkload { kind: "bulk", size: doc_size(size), think: None, pause: None, session: None },
+                        Workload::Bulk { size } => DocWorkload { kind: "bulk", size: Some(doc_size(size)), ..base },
                         Workload::Perf { size, pause } => {
-                            DocWorkload { kind: "perf", size: doc_size(size), think: None, pause: Some(doc_time(pause)), session: None }
+                            DocWorkload { kind: "perf", size: Some(doc_size(size)), pause: Some(doc_time(pause)), ..base }
                         }
+                        Workload::Markov { stream_model, packet_model, packet_bytes, pause } => DocWorkload {
+                            kind: "markov",
+                            pause: Some(doc_time(pause)),
+                            stream_model: Some(&stream_model.path),
+                            packet_model: Some(&packet_model.path),
+                            packet_size: Some(format_size(*packet_bytes)),
+                            ..base
+                        },
                     };
                     (name.as_str(), dw)
                 })

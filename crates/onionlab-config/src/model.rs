@@ -220,6 +220,15 @@ pub enum Workload {
     /// onionperf-like: a file drawn from `sizes` (50 KiB / 1 MiB / 5 MiB, weights 12:2:1
     /// by default), then a pause.
     Perf { size: SizeDist, pause: TimeDist },
+    /// PrivCount Markov client (tgen's models): the stream model emits streams and the gaps
+    /// before them; each stream is one download of the packet model's packets towards the
+    /// client times `packet_bytes`; after the stream model ends, `pause`, then again.
+    Markov {
+        stream_model: crate::markov::MarkovModel,
+        packet_model: crate::markov::MarkovModel,
+        packet_bytes: u64,
+        pause: TimeDist,
+    },
 }
 
 /// Browsing sessions of a web client: it browses for `length`, then pauses for a time

@@ -121,7 +121,7 @@ pub const BANDWIDTH_WEIGHTS: &[&str] = &[
 ];
 
 const TOP_KEYS: &[&str] =
-    &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms"];
+    &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms", "network_file"];
 const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval"];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
@@ -142,7 +142,7 @@ const RELAY_KEYS: &[&str] =
     &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling", "tortoise", "mtbf"];
 const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
-const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf"];
+const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
 const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];
 const TIME_DISTS: &[&str] = &["fixed", "uniform", "exponential", "lognormal", "pareto", "empirical"];
 
@@ -183,6 +183,16 @@ pub fn default_think_time() -> TimeDist {
     TimeDist::LogNormal { median: SimDuration::from_secs(5), sigma: 1.25 }
 }
 
+/// Bytes per packet of a Markov packet model (tgen's markov packet payload, see
+/// docs/generate.md).
+pub const DEFAULT_MARKOV_PACKET: u64 = 1434;
+
+/// The default pause between two Markov flows (a flow = one run of the stream model to its
+/// end): exponential with mean 10 min, tor's MaxCircuitDirtiness (see docs/generate.md).
+pub fn default_markov_pause() -> TimeDist {
+    TimeDist::Exponential { mean: SimDuration::from_secs(600) }
+}
+
 /// The default perf-workload sizes: 50 KiB / 1 MiB / 5 MiB with weights 12:2:1 (onionperf).
 pub fn default_perf_sizes() -> SizeDist {
     SizeDist::Choice { sizes: vec![50 * KIB, MIB, 5 * MIB], weights: vec![12.0, 2.0, 1.0] }
@@ -191,12 +201,14 @@ pub fn default_perf_sizes() -> SizeDist {
 /// Parses and validates `text`. Relative file names resolve against `base_dir`;
 /// `default_name` is the experiment name when `experiment.name` is absent.
 pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<ExperimentConfig, ConfigErrors> {
-    let root = match text.parse::<Table>() {
+    let mut root = match text.parse::<Table>() {
         Ok(t) => t,
         Err(e) => return Err(syntax_error("", None, text, &e).into()),
     };
     let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin, default_throttling: ThrottlingConfig::None, default_tortoise: None };
+    let origins = crate::include::merge_network_file(&mut root, base_dir, &mut cx.errors);
     let cfg = cx.config(&root, default_name);
+    crate::include::relabel(&mut cx.errors, &origins);
     if cx.errors.is_empty() {
         Ok(cfg)
     } else {
@@ -1191,6 +1203,7 @@ impl Ctx<'_> {
                     let pause = self.req(wt, &p, "pause", Ctx::time_dist, "pause = \"60 s\": the wait after each download");
                     pause.map(|pause| Workload::Perf { size, pause })
                 }
+                Some("markov") => self.markov_workload(wt, &p),
                 Some(other) => {
                     self.err_hint(join(&p, "type"), format!("unknown workload type {other:?}"), suggest(other, WORKLOAD_TYPES, "Types"));
                     None
@@ -1202,6 +1215,29 @@ impl Ctx<'_> {
             }
         }
         out
+    }
+
+    /// `type = "markov"`: PrivCount stream and packet models (see [`crate::markov`]).
+    fn markov_workload(&mut self, wt: &Table, p: &str) -> Option<Workload> {
+        self.keys(wt, p, &["type", "stream_model", "packet_model", "packet_size", "pause"]);
+        let model = |cx: &mut Ctx<'_>, key: &str, required: &[&str]| -> Option<crate::markov::MarkovModel> {
+            let example = format!("{key} = \"{key}.json\": a tgen Markov model in networkx node-link JSON");
+            let file = cx.req(wt, p, key, Ctx::string, &example)?;
+            let kp = join(p, key);
+            let text = cx.read(file, &kp)?;
+            match crate::markov::MarkovModel::parse(&text, file, required) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    cx.err_hint(kp, e, "see docs/generate.md for the model format (data/traffic/ has PrivCount's)");
+                    None
+                }
+            }
+        };
+        let stream_model = model(self, "stream_model", &["$", "F"]);
+        let packet_model = model(self, "packet_model", &["-", "+", "F"]);
+        let packet_bytes = self.opt(wt, p, "packet_size", Ctx::pos_size).unwrap_or(DEFAULT_MARKOV_PACKET);
+        let pause = self.opt(wt, p, "pause", Ctx::time_dist).unwrap_or_else(default_markov_pause);
+        Some(Workload::Markov { stream_model: stream_model?, packet_model: packet_model?, packet_bytes, pause })
     }
 
     /// The `dist` of a distribution table, checked against `dists`.

@@ -714,3 +714,91 @@ fn web_sessions() {
     err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"15 min\" }"), "workloads.web.session.pause", &["missing"]);
     err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"0 s\", pause = \"1 min\" }"), "workloads.web.session.length", &["longer than 0"]);
 }
+
+const NET_EXPERIMENT: &str = r#"
+network_file = "net/network.toml"
+
+[experiment]
+duration = "1 min"
+"#;
+
+#[test]
+fn network_file_provides_the_whole_network() {
+    let cfg = load(NET_EXPERIMENT).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.relays.len(), 2);
+    assert_eq!(cfg.relays[0].location, 1);
+    assert!(matches!(cfg.relays[0].scheduler, SchedulerConfig::Ewma { .. }));
+    assert_eq!(cfg.relays[1].scheduler, SchedulerConfig::RoundRobin);
+    assert_eq!(cfg.clients[0].count, 30);
+    assert_eq!(cfg.servers.count, 3);
+    assert_eq!(cfg.tor.circ_max_cell_queue, 2000);
+    let LatencyConfig::Matrix { path, one_way } = &cfg.network.latency else { panic!("matrix expected") };
+    assert_eq!(path, "net/latency.csv");
+    assert_eq!(one_way[0][1], SimDuration::from_millis(10));
+    assert_eq!(cfg.network.bandwidth_weights.as_ref().unwrap()["Wgg"], 9611);
+    let Workload::Markov { stream_model, packet_model, packet_bytes, pause } = &cfg.workloads["markov"] else {
+        panic!("markov workload expected")
+    };
+    assert_eq!(stream_model.states.len(), 3);
+    assert_eq!(packet_model.states.len(), 27);
+    assert_eq!(*packet_bytes, 1434);
+    assert_eq!(*pause, TimeDist::Exponential { mean: SimDuration::from_secs(600) });
+    // The round trip keeps the model paths.
+    let text = to_toml(&cfg);
+    assert!(text.contains("type = \"markov\"") && text.contains("stream_model.json"), "{text}");
+}
+
+#[test]
+fn experiment_overrides_network_file_tor_network_and_workloads() {
+    let text = format!(
+        "{NET_EXPERIMENT}\n[tor]\ncirc_max_cell_queue = 1000\n[network]\nlatency = {{ constant = \"5 ms\" }}\n\
+         [workloads.markov]\ntype = \"bulk\"\nsize = \"1 MiB\"\n"
+    );
+    let cfg = load(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.tor.circ_max_cell_queue, 1000);
+    assert_eq!(cfg.network.latency, LatencyConfig::Constant { one_way: SimDuration::from_millis(5) });
+    // bandwidth_weights still come from the file.
+    assert!(cfg.network.bandwidth_weights.is_some());
+    assert!(matches!(cfg.workloads["markov"], Workload::Bulk { .. }));
+}
+
+#[test]
+fn network_file_errors_name_the_file_and_field() {
+    err_at("network_file = \"net/none.toml\"\n[experiment]\nduration = \"1 min\"", "network_file", &["cannot read", "none.toml"]);
+    let clash = format!("{NET_EXPERIMENT}\n[servers]\ncount = 2\n");
+    let e = err_at(&clash, "network_file", &["servers", "both"]);
+    assert!(hint(&e).contains("remove"));
+    let clash = format!("{NET_EXPERIMENT}\n[[relays]]\nname = \"x\"\nbandwidth = \"1 MiB/s\"\n");
+    err_at(&clash, "network_file", &["relays", "both"]);
+    err_at("network_file = 3\n", "network_file", &["file name"]);
+    let bad = "network_file = \"net/bad.toml\"\n[experiment]\nduration = \"1 min\"";
+    err_at(bad, "network_file:experiment", &["not allowed"]);
+    err_at(bad, "network_file:relays[0].bandwidth", &["bad rate"]);
+    err_at(bad, "network_file:workloads.markov.stream_model", &["cannot read", "nope.json"]);
+    // A stream model is not a packet model: it has no `-` observation.
+    err_at(bad, "network_file:workloads.markov.packet_model", &["stream_model.json", "\"-\""]);
+}
+
+#[test]
+fn markov_workload_fields() {
+    let m = |extra: &str| {
+        edit(
+            "type = \"web\"\nsize = \"320 KiB\"",
+            &format!(
+                "type = \"markov\"\nstream_model = \"../../../../data/traffic/stream_model.json\"\n\
+                 packet_model = \"../../../../data/traffic/packet_model.json\"\n{extra}"
+            ),
+        )
+    };
+    let cfg = load(&m("packet_size = \"1 KiB\"\npause = \"20 s\"")).unwrap_or_else(|e| panic!("{e}"));
+    let Workload::Markov { packet_bytes, pause, .. } = &cfg.workloads["web"] else { panic!() };
+    assert_eq!((*packet_bytes, pause.clone()), (1024, TimeDist::Fixed { value: SimDuration::from_secs(20) }));
+    err_at(&m("packet_size = \"0 B\""), "workloads.web.packet_size", &["at least 1 byte"]);
+    err_at(&m("colour = 1"), "workloads.web.colour", &["unknown key"]);
+    let missing = edit("type = \"web\"\nsize = \"320 KiB\"", "type = \"markov\"");
+    err_at(&missing, "workloads.web.stream_model", &["missing"]);
+    err_at(&missing, "workloads.web.packet_model", &["missing"]);
+    err_at(&m("").replace("stream_model.json", "latency.csv_nope"), "workloads.web.stream_model", &["cannot read"]);
+    let not_json = m("").replace("../../../../data/traffic/stream_model.json", "latency.csv");
+    err_at(&not_json, "workloads.web.stream_model", &["latency.csv", "JSON"]);
+}

@@ -140,6 +140,9 @@ pub struct Network {
     cfg: TransportConfig,
     latency: LatencyModel,
     hosts: Vec<Host>,
+    /// Host names, for the duplicate check (a set lookup; a scan would make adding n hosts
+    /// quadratic, and full-scale networks have millions of clients).
+    host_names: std::collections::HashSet<String>,
     /// Per-host random streams, drawn from only when a path has packet loss.
     host_rng: Vec<SimRng>,
     flows: Vec<Flow>,
@@ -174,6 +177,7 @@ impl Network {
             cfg,
             latency,
             hosts: Vec::new(),
+            host_names: Default::default(),
             host_rng: Vec::new(),
             flows: Vec::new(),
             notices: Vec::new(),
@@ -203,7 +207,7 @@ impl Network {
         if let Err(e) = self.latency.validate_location(spec.location) {
             return Err(NetError::BadLocation { name: spec.name, location: spec.location, hint: e.to_string() });
         }
-        if self.hosts.iter().any(|h| h.spec.name == spec.name) {
+        if !self.host_names.insert(spec.name.clone()) {
             return Err(NetError::DuplicateHost { name: spec.name });
         }
         let id = HostId(self.hosts.len() as u32);

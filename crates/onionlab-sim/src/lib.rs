@@ -9,6 +9,7 @@
 //! APIs of onionlab-tor and onionlab-net).
 
 pub mod build;
+pub mod load;
 pub mod results;
 pub mod run;
 

@@ -8,11 +8,12 @@
 //! the whole run if shorter, when there is no warm-up), so they do not move in lockstep.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
-use onionlab_config::model::ExperimentConfig;
+use onionlab_config::model::{ExperimentConfig, Workload};
 use onionlab_core::{EventClass, RngStreams, SimDuration, SimTime};
-use onionlab_tor::{TorEvent, TorSim};
+use onionlab_tor::{NodeId, TorEvent, TorSim};
 use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
@@ -37,6 +38,16 @@ const CONN_METRICS_TOKEN: u64 = u64::MAX - 2;
 /// Progress callback: (simulated seconds done, simulated seconds total, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
 
+/// One behaviour per client, in order; clients of a group share their workload.
+pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], names: &[String], streams: &RngStreams) -> Vec<ClientBehaviour> {
+    let shared: BTreeMap<&str, Arc<Workload>> = cfg.workloads.iter().map(|(k, w)| (k.as_str(), Arc::new(w.clone()))).collect();
+    clients
+        .iter()
+        .zip(names)
+        .map(|(&(_, g), name)| ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.stream("workload", name)))
+        .collect()
+}
+
 /// Runs the experiment `cfg` with `seed`.
 pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>) -> Result<RunOutput, SimError> {
     let wall = Instant::now();
@@ -56,14 +67,7 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
     };
 
     let names: Vec<String> = clients.iter().map(|&(n, _)| sim.tor.node_name(n).to_string()).collect();
-    let mut behaviours: Vec<ClientBehaviour> = clients
-        .iter()
-        .zip(&names)
-        .map(|(&(_, g), name)| {
-            let w = cfg.workloads[&cfg.clients[g].workload].clone();
-            ClientBehaviour::new(w, streams.stream("workload", name))
-        })
-        .collect();
+    let mut behaviours = behaviours(cfg, &clients, &names, &streams);
     let mut pending = vec![0u64; clients.len()];
     let schedule = |sim: &mut TorSim, pending: &mut [u64], i: usize, next: Next| {
         let Next::Fetch { after, bytes } = next;

@@ -2,18 +2,24 @@
 //!
 //! **Owns:** what a client fetches next and how long it waits first, per workload:
 //! - **web** (the throttling paper, section 4): download a file, think, repeat forever;
+//!   optionally in browsing sessions separated by breaks (the Tortoise paper);
 //! - **bulk**: download files back to back without pausing;
 //! - **perf** (onionperf-like): pause, then download a file of 50 KiB, 1 MiB or 5 MiB
-//!   (weights 12:2:1 by default), repeat.
+//!   (weights 12:2:1 by default), repeat;
+//! - **markov** (PrivCount, tornettools' background traffic): streams and gaps from a
+//!   stream model, sizes from a packet model (see [`crate::markov`]).
 //!
 //! A failed download counts as done: the client carries on as a browser would.
 //! **Must not touch:** servers, circuits or time itself; the driver schedules.
+
+use std::sync::Arc;
 
 use onionlab_config::model::Workload;
 use onionlab_core::rng::SimRng;
 use onionlab_core::{SimDuration, SimTime};
 
 use crate::dist::{sample_size, sample_time};
+use crate::markov::{sample_stream_packets, secs, MarkovUser};
 
 /// What a client does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,37 +30,39 @@ pub enum Next {
 
 /// One client's behaviour and its own random stream.
 pub struct ClientBehaviour {
-    workload: Workload,
+    /// Shared by all clients of a group (a Markov model is tens of kilobytes).
+    workload: Arc<Workload>,
     rng: SimRng,
     /// Web sessions: when the current session started.
     session_started: Option<SimTime>,
+    markov: MarkovUser,
 }
 
 impl ClientBehaviour {
-    pub fn new(workload: Workload, rng: SimRng) -> Self {
-        ClientBehaviour { workload, rng, session_started: None }
+    pub fn new(workload: impl Into<Arc<Workload>>, rng: SimRng) -> Self {
+        ClientBehaviour { workload: workload.into(), rng, session_started: None, markov: MarkovUser::default() }
     }
 
     /// The first action, `offset` after the start of the run (clients start staggered so
     /// that they do not move in lockstep). Web and bulk clients fetch at once; perf
     /// clients pause first.
     pub fn first(&mut self, offset: SimDuration) -> Next {
-        match &self.workload {
+        match &*self.workload {
             Workload::Web { size, .. } | Workload::Bulk { size } => {
                 // `first` is called at time 0: the first session starts with the first fetch.
                 self.session_started = Some(SimTime::ZERO + offset);
                 Next::Fetch { after: offset, bytes: sample_size(size, &mut self.rng) }
             }
-            Workload::Perf { .. } => match self.next_after_done(SimTime::ZERO) {
+            Workload::Perf { .. } | Workload::Markov { .. } => match self.next_after_done(SimTime::ZERO) {
                 Next::Fetch { after, bytes } => Next::Fetch { after: after + offset, bytes },
             },
         }
     }
 
     /// The action after a download finished (or failed).
-    /// The next fetch after a download finished at `now`.
+    /// `now` is when it finished (web sessions need it).
     pub fn next_after_done(&mut self, now: SimTime) -> Next {
-        match &self.workload {
+        match &*self.workload {
             Workload::Web { size, think, session } => {
                 let mut after = sample_time(think, &mut self.rng);
                 if let Some(s) = session {
@@ -71,6 +79,11 @@ impl ClientBehaviour {
             Workload::Perf { size, pause } => {
                 let after = sample_time(pause, &mut self.rng);
                 Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
+            }
+            Workload::Markov { stream_model, packet_model, packet_bytes, pause } => {
+                let gap = self.markov.next_stream(stream_model, &mut self.rng, |rng| sample_time(pause, rng).as_secs_f64());
+                let (down, _up) = sample_stream_packets(packet_model, &mut self.rng);
+                Next::Fetch { after: secs(gap), bytes: down.max(1).saturating_mul(*packet_bytes) }
             }
         }
     }

@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod dist;
+pub mod markov;
 
 pub use client::{ClientBehaviour, Next};
 pub use dist::{sample_size, sample_time};

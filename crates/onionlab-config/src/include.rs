@@ -1,0 +1,145 @@
+//! `network_file = "net/network.toml"`: a whole network (relays, clients, servers, latency,
+//! bandwidth weights, tor defaults, workloads) from another TOML file, as `onionlab generate`
+//! writes it.
+//!
+//! **Owns:** merging the network file's tables into the experiment's TOML tree before
+//! validation, rebasing the file names it mentions onto the experiment's directory, and
+//! relabelling the problems found in its content as `network_file:<path>`.
+//! **Must not touch:** validation itself; the merged tree goes through the same checks as a
+//! hand-written config.
+//!
+//! Merge rules (docs/config.md): `[tor]` and `[network]` merge key by key and the
+//! experiment's keys win; `[workloads]` merge by name and the experiment's definitions win;
+//! `relays`, `relays_file`, `clients` and `servers` come from one place only: giving one in
+//! both is an error. A network file may not name another network file.
+
+use std::path::Path;
+
+use toml::{Table, Value};
+
+use crate::parse::ConfigError;
+
+/// Top-level keys a network file may hold.
+pub const NETWORK_FILE_KEYS: &[&str] = &["tor", "network", "relays", "relays_file", "clients", "servers", "workloads"];
+const MERGED_BY_KEY: &[&str] = &["tor", "network", "workloads"];
+const WHOLE: &[&str] = &["relays", "relays_file", "clients", "servers"];
+
+/// Field paths whose content came from the network file (prefixes of error paths).
+#[derive(Debug, Default)]
+pub struct Origins(Vec<String>);
+
+/// Merges the file named by `root["network_file"]` (if any) into `root`. Problems with the
+/// file itself are pushed to `errors` at path `network_file`.
+pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<ConfigError>) -> Origins {
+    let mut origins = Origins::default();
+    let Some(v) = root.remove("network_file") else { return origins };
+    let Value::String(file) = v else {
+        errors.push(ConfigError::new("network_file", "expected a file name string").with_hint("network_file = \"network.toml\""));
+        return origins;
+    };
+    let full = base_dir.join(&file);
+    let text = match std::fs::read_to_string(&full) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(
+                ConfigError::new("network_file", format!("cannot read {file:?} ({}): {e}", full.display()))
+                    .with_hint("relative paths are resolved against the config file's directory"),
+            );
+            return origins;
+        }
+    };
+    let mut net: Table = match text.parse() {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = e.message().trim().replace('\n', " ");
+            errors.push(ConfigError::new("network_file", format!("{file}: TOML syntax error: {msg}")));
+            return origins;
+        }
+    };
+    let dir = Path::new(&file).parent().unwrap_or(Path::new("")).to_path_buf();
+    rebase_files(&mut net, &dir);
+    for (key, value) in net {
+        if !NETWORK_FILE_KEYS.contains(&key.as_str()) {
+            let hint = format!("a network file holds only {}", NETWORK_FILE_KEYS.join(", "));
+            errors.push(ConfigError::new(format!("network_file:{key}"), format!("key `{key}` is not allowed in a network file")).with_hint(hint));
+            continue;
+        }
+        if WHOLE.contains(&key.as_str()) {
+            let clash = if key.starts_with("relays") { WHOLE[..2].iter().find(|k| root.contains_key(**k)) } else { root.contains_key(&key).then_some(&"") };
+            if let Some(k) = clash {
+                let k = if k.is_empty() { key.as_str() } else { k };
+                errors.push(
+                    ConfigError::new("network_file", format!("`{k}` is given both in the experiment and in {file}"))
+                        .with_hint(format!("remove `{k}` from one of them; {file} provides the network's {key}")),
+                );
+                continue;
+            }
+            origins.0.push(key.clone());
+            root.insert(key, value);
+            continue;
+        }
+        debug_assert!(MERGED_BY_KEY.contains(&key.as_str()));
+        let Value::Table(sub) = value else {
+            errors.push(ConfigError::new(format!("network_file:{key}"), "expected a table"));
+            continue;
+        };
+        let target = root.entry(key.clone()).or_insert_with(|| Value::Table(Table::new()));
+        let Value::Table(target) = target else { continue }; // reported by validation
+        for (k, v) in sub {
+            if !target.contains_key(&k) {
+                origins.0.push(format!("{key}.{k}"));
+                target.insert(k, v);
+            }
+        }
+    }
+    origins
+}
+
+/// Prefixes problems found in content that came from the network file with `network_file:`.
+pub fn relabel(errors: &mut [ConfigError], origins: &Origins) {
+    for e in errors {
+        let from_file = origins.0.iter().any(|o| {
+            e.path == *o || e.path.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with(['.', '[', ':']))
+        });
+        if from_file {
+            e.path = format!("network_file:{}", e.path);
+        }
+    }
+}
+
+/// Rewrites relative file names inside the network file so that they resolve against the
+/// experiment's directory: `network.latency.{matrix,gml}`, `relays_file`, and any
+/// `file`, `stream_model` or `packet_model` string inside `[workloads]`.
+fn rebase_files(net: &mut Table, dir: &Path) {
+    let rebase = |v: &mut Value| {
+        if let Value::String(s) = v {
+            if Path::new(s.as_str()).is_relative() {
+                *s = dir.join(s.as_str()).to_string_lossy().into_owned();
+            }
+        }
+    };
+    if let Some(Value::Table(n)) = net.get_mut("network") {
+        if let Some(Value::Table(l)) = n.get_mut("latency") {
+            for k in ["matrix", "gml"] {
+                if let Some(v) = l.get_mut(k) {
+                    rebase(v);
+                }
+            }
+        }
+    }
+    if let Some(v) = net.get_mut("relays_file") {
+        rebase(v);
+    }
+    fn walk(t: &mut Table, rebase: &dyn Fn(&mut Value)) {
+        for (k, v) in t.iter_mut() {
+            match v {
+                Value::Table(sub) => walk(sub, rebase),
+                _ if ["file", "stream_model", "packet_model"].contains(&k.as_str()) => rebase(v),
+                _ => {}
+            }
+        }
+    }
+    if let Some(Value::Table(w)) = net.get_mut("workloads") {
+        walk(w, &rebase);
+    }
+}

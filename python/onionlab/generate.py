@@ -1,0 +1,623 @@
+"""Networks from real Tor data: consensus parsing and scaled network generation.
+
+**Owns:** reading v3 network-status consensuses (with stem) and the 2021 capacity snapshot,
+sampling a network at a given scale the way tornettools' ``generate`` step does (relays
+stratified by position class and bandwidth; clients and servers in proportion), the
+synthetic geography behind the latency matrix, the mapping of consensus parameters onto
+onionlab's config, and writing the network directory (``network.toml``, ``latency.csv``, the
+Markov models, ``experiment.toml``, ``generate.json``). **Must not touch:** the simulator;
+the written files are ordinary config that ``onionlab check``/``run`` validate.
+
+Method and assumptions: docs/generate.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import lzma
+import gzip
+import math
+import os
+import shutil
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO_DATA = Path(__file__).resolve().parents[2] / "data"
+DEFAULT_CONSENSUS = REPO_DATA / "consensus" / "cached-consensus-2022-11-19-1000.xz"
+DEFAULT_SNAPSHOT = REPO_DATA / "consensus" / "tor-consensus-with-observed-weights-2021-04-30.json"
+TRAFFIC = REPO_DATA / "traffic"
+
+#: Tor Metrics' estimate of daily directly connecting users in November 2022 (about two
+#: million; metrics.torproject.org "userstats-relay-country"). Not shipped data: an
+#: assumption, override with ``--users``. See docs/generate.md.
+DEFAULT_TOTAL_USERS = 2_000_000
+#: Servers per user. tornettools runs one tgen client process per 100 users
+#: (process_scale 0.01) and 0.1 servers per tgen client (server_scale 0.1): 0.001.
+DEFAULT_SERVER_SCALE = 0.001
+#: onionperf-like clients per unit of network scale (tornettools measures with its own perf clients).
+PERF_CLIENTS_AT_FULL_SCALE = 100
+
+#: Synthetic regions: (name, share of relays, share of clients). Rough shares from Tor Metrics'
+#: relays-by-country and users-by-country pages, rounded; not measured data (docs/generate.md).
+REGIONS = [
+    ("eu-west", 0.55, 0.30),
+    ("eu-east", 0.10, 0.20),
+    ("na-east", 0.12, 0.15),
+    ("na-west", 0.08, 0.10),
+    ("asia", 0.08, 0.15),
+    ("south-oceania", 0.07, 0.10),
+]
+#: One-way latency between regions, ms (symmetric, synthetic).
+REGION_LATENCY_MS = [
+    [5, 20, 45, 75, 110, 100],
+    [20, 8, 60, 90, 100, 120],
+    [45, 60, 8, 35, 110, 70],
+    [75, 90, 35, 8, 80, 80],
+    [110, 100, 110, 80, 20, 130],
+    [100, 120, 70, 80, 130, 30],
+]
+#: Locations of the latency matrix: each region repeated in proportion to its client share,
+#: so that ``placement = "round_robin"`` spreads clients and servers like users.
+LOCATION_SLOTS = 20
+
+
+class GenerateError(ValueError):
+    """Bad input data or arguments; the message names the file or option."""
+
+
+@dataclass
+class Relay:
+    nickname: str
+    fingerprint: str
+    flags: frozenset
+    #: ``w Bandwidth=``: KB/s (self-advertised before bwauths, bwauth-measured weight later).
+    bandwidth: int
+    unmeasured: bool = False
+    address: str = ""
+
+    @property
+    def position(self) -> str:
+        g = "Guard" in self.flags
+        e = "Exit" in self.flags and "BadExit" not in self.flags
+        return {(True, True): "exitguard", (False, True): "exit", (True, False): "guard", (False, False): "middle"}[(g, e)]
+
+
+@dataclass
+class Consensus:
+    path: str
+    valid_after: str
+    method: int | None
+    relays: list
+    bandwidth_weights: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    known_flags: list = field(default_factory=list)
+    #: Problems a lenient parse tolerated.
+    warnings: list = field(default_factory=list)
+
+
+def _open_bytes(path: Path) -> bytes:
+    data = path.read_bytes()
+    if path.suffix == ".xz":
+        return lzma.decompress(data)
+    if path.suffix == ".gz":
+        return gzip.decompress(data)
+    return data
+
+
+def read_consensus(path, member: str | None = None) -> Consensus:
+    """Reads a v3 network-status consensus (ns or microdesc flavour, any consensus method)
+    with stem. ``path`` may be ``.xz``/``.gz`` compressed or a tar (then ``member`` names the
+    document inside it). Raises :class:`GenerateError` naming the file on failure."""
+    from stem.descriptor import DocumentHandler, parse_file
+
+    path = Path(path)
+    name = f"{path}:{member}" if member else str(path)
+    try:
+        if member is not None or path.suffix == ".tar":
+            with tarfile.open(path) as tar:
+                names = [m.name for m in tar.getmembers() if m.isfile()]
+                if member is None:
+                    raise GenerateError(f"{path}: a tar holds several documents; name one of {names}")
+                try:
+                    raw = tar.extractfile(member).read()
+                except KeyError:
+                    raise GenerateError(f"{path}: no member {member!r}; members: {names}") from None
+        else:
+            raw = _open_bytes(path)
+    except OSError as e:
+        raise GenerateError(f"{name}: cannot read: {e}") from None
+    text = raw.lstrip()
+    if text.startswith(b"@type"):
+        text = text.split(b"\n", 1)[1]
+    desc = "network-status-microdesc-consensus-3 1.0" if b"\nnetwork-status-version 3 microdesc" in b"\n" + text[:200] else "network-status-consensus-3 1.0"
+    if not text.startswith(b"network-status-version 3"):
+        raise GenerateError(f"{name}: not a v3 network-status consensus (it does not start with 'network-status-version 3')")
+    warnings = []
+    try:
+        doc = next(parse_file(io.BytesIO(text), desc, document_handler=DocumentHandler.DOCUMENT, validate=True))
+    except (ValueError, StopIteration) as strict:
+        # Lenient second pass (e.g. test networks leave client-versions empty); the document
+        # must still have its header and relays.
+        try:
+            doc = next(parse_file(io.BytesIO(text), desc, document_handler=DocumentHandler.DOCUMENT, validate=False))
+        except (ValueError, StopIteration):
+            doc = None
+        if doc is None or doc.valid_after is None or not doc.routers:
+            raise GenerateError(f"{name}: cannot parse the consensus: {strict}") from None
+        warnings.append(f"parsed leniently: {strict}")
+    relays = [
+        Relay(r.nickname, r.fingerprint, frozenset(r.flags), int(r.bandwidth or 0), bool(r.is_unmeasured), r.address or "")
+        for r in doc.routers.values()
+    ]
+    relays.sort(key=lambda r: r.fingerprint)
+    return Consensus(
+        path=name,
+        valid_after=str(doc.valid_after),
+        method=doc.consensus_method,
+        relays=relays,
+        bandwidth_weights=dict(doc.bandwidth_weights or {}),
+        params=dict(doc.params or {}),
+        known_flags=list(doc.known_flags or []),
+        warnings=warnings,
+    )
+
+
+def read_capacity_snapshot(path) -> Consensus:
+    """The 2021 capacity snapshot (JSON ``{"guards": [...], "middles": [...], "exits": [...]}``,
+    bytes/s) as a flag-less consensus: guards get Guard, exits Exit, all Fast/Running/Valid.
+    Bandwidths become KiB/s. There are no weights and no params."""
+    path = Path(path)
+    try:
+        d = json.loads(_open_bytes(path))
+    except (OSError, ValueError) as e:
+        raise GenerateError(f"{path}: cannot read the capacity snapshot: {e}") from None
+    relays = []
+    base = {"Fast", "Running", "Valid"}
+    for key, flags in (("guards", {"Guard"}), ("middles", set()), ("exits", {"Exit"})):
+        vals = d.get(key) if isinstance(d, dict) else None
+        if not isinstance(vals, list) or not all(isinstance(v, (int, float)) and v >= 0 for v in vals):
+            raise GenerateError(f"{path}: `{key}` must be a list of non-negative numbers (bytes/s)")
+        for i, v in enumerate(vals):
+            relays.append(Relay(f"{key[:-1]}{i}", hashlib.sha1(f"{key}{i}".encode()).hexdigest().upper(), frozenset(base | flags), max(1, round(v / 1024))))
+    return Consensus(path=str(path), valid_after="2021-04-30 (snapshot)", method=None, relays=relays)
+
+
+# ---------------------------------------------------------------------------------------
+# Sampling
+
+
+def apportion(total: int, sizes: dict) -> dict:
+    """Largest-remainder apportionment of ``total`` over classes of the given sizes."""
+    n = sum(sizes.values())
+    quotas = {k: total * v / n for k, v in sizes.items()}
+    counts = {k: math.floor(q) for k, q in quotas.items()}
+    for k in sorted(quotas, key=lambda k: (-(quotas[k] - counts[k]), k))[: total - sum(counts.values())]:
+        counts[k] += 1
+    return counts
+
+
+def sample_relays(relays: list, scale: float, rng: np.random.Generator) -> list:
+    """Relays for a network of ``scale`` times the size, like tornettools: per position class
+    (guard, exit, exitguard, middle) a share proportional to the class size, taken by
+    stratified sampling over the class sorted by bandwidth (class split into equal bins, one
+    relay drawn uniformly from each). At scale 1 every relay is taken."""
+    if not 0 < scale <= 1:
+        raise GenerateError(f"--network-scale: must be in (0, 1], got {scale}")
+    classes: dict = {}
+    for r in relays:
+        classes.setdefault(r.position, []).append(r)
+    n = max(2, round(scale * len(relays)))
+    counts = apportion(n, {k: len(v) for k, v in classes.items()})
+    # Circuits need an entry and an exit: keep at least one of each when the data has them.
+    for need in (("guard", "exitguard"), ("exit", "exitguard")):
+        if sum(counts.get(k, 0) for k in need) == 0:
+            k = max((k for k in need if k in classes), key=lambda k: len(classes[k]), default=None)
+            if k is not None:
+                counts[k] = 1
+    chosen = []
+    for k in sorted(classes):
+        members = sorted(classes[k], key=lambda r: (r.bandwidth, r.fingerprint))
+        m, size = counts.get(k, 0), len(members)
+        for i in range(m):
+            lo, hi = (i * size) // m, ((i + 1) * size) // m
+            chosen.append(members[lo + int(rng.integers(hi - lo))])
+    chosen.sort(key=lambda r: (-r.bandwidth, r.fingerprint))
+    return chosen
+
+
+def region_of(fingerprint: str) -> int:
+    """A relay's synthetic region: a hash of its fingerprint against the regions' relay
+    shares, so a relay keeps its region at every scale and seed."""
+    u = int(hashlib.sha256(fingerprint.encode()).hexdigest()[:13], 16) / 16**13
+    acc = 0.0
+    for i, (_, share, _) in enumerate(REGIONS):
+        acc += share
+        if u < acc:
+            return i
+    return len(REGIONS) - 1
+
+
+def location_slots() -> list:
+    """Region of each latency-matrix location (regions repeated by client share)."""
+    counts = apportion(LOCATION_SLOTS, {i: r[2] for i, r in enumerate(REGIONS)})
+    return [i for i in range(len(REGIONS)) for _ in range(counts[i])]
+
+
+def latency_matrix(slots: list) -> list:
+    return [[REGION_LATENCY_MS[a][b] for b in slots] for a in slots]
+
+
+# ---------------------------------------------------------------------------------------
+# Consensus parameters
+
+
+def map_params(params: dict) -> tuple:
+    """(relay defaults, [tor] defaults, notes): consensus params onionlab models, and a note
+    for every param, saying where it went or that onionlab does not model it."""
+    relay: dict = {}
+    tor: dict = {}
+    notes: dict = {}
+    for k, v in sorted(params.items()):
+        if k == "CircuitPriorityHalflifeMsec":
+            if v > 0:
+                relay["scheduler"] = f'{{ kind = "ewma", halflife = "{v} ms", tick = "10 s" }}'
+                notes[k] = f"relays' scheduler: ewma, halflife {v} ms (tick 10 s, tor's)"
+            else:
+                relay["scheduler"] = '"round-robin"'
+                notes[k] = f"{v} disables EWMA in tor: relays' scheduler round-robin"
+        elif k in ("perconnbwrate", "perconnbwburst"):
+            rate, burst = params.get("perconnbwrate"), params.get("perconnbwburst")
+            if rate and burst and rate > 0 and burst > 0:
+                relay["perconn"] = f'{{ rate = "{rate} B/s", burst = "{burst} B" }}'
+                notes[k] = "relays' perconn (PerConnBWRate/Burst on client connections)"
+            else:
+                notes[k] = "unsupported alone: onionlab's perconn needs both perconnbwrate and perconnbwburst > 0"
+        elif k == "circwindow":
+            if 100 <= v <= 1000:
+                tor["circ_window"] = v
+                notes[k] = "tor.circ_window"
+            else:
+                notes[k] = f"ignored: {v} is outside tor's range 100..1000"
+        elif k == "circ_max_cell_queue_size":
+            tor["circ_max_cell_queue"] = v
+            notes[k] = "tor.circ_max_cell_queue"
+        elif k == "guard-n-primary-guards-to-use":
+            tor["num_entry_guards"] = v
+            notes[k] = "tor.num_entry_guards (guards a client spreads its circuits over)"
+        elif k.startswith("cc_") or k == "sendme_emit_min_version":
+            notes[k] = "unsupported: onionlab has fixed SENDME windows, no congestion control here"
+        elif k.startswith("KIST"):
+            notes[k] = "unsupported: onionlab has no KIST scheduler"
+        else:
+            notes[k] = "not modelled (no onionlab counterpart)"
+    return relay, tor, notes
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+def _toml_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _unique_names(relays: list) -> list:
+    seen: set = set()
+    out = []
+    for r in relays:
+        name = r.nickname or "relay"
+        if name in seen:
+            name = f"{name}_{r.fingerprint[:8]}"
+        while name in seen:
+            name += "_"
+        seen.add(name)
+        out.append(name)
+    return out
+
+
+@dataclass
+class Plan:
+    """What a network will hold (also recorded in generate.json)."""
+
+    source: str
+    valid_after: str
+    network_scale: float
+    load_scale: float
+    seed: int
+    relays: list
+    users: int
+    perf_clients: int
+    servers: int
+    relay_defaults: dict
+    tor_defaults: dict
+    param_notes: dict
+    bandwidth_weights: dict
+    source_relays: int
+    capacity_from: str | None = None
+    capacities: dict = field(default_factory=dict)
+
+
+def plan_network(
+    cons: Consensus,
+    network_scale: float,
+    load_scale: float = 1.0,
+    seed: int = 1,
+    total_users: int = DEFAULT_TOTAL_USERS,
+    server_scale: float = DEFAULT_SERVER_SCALE,
+    perf_clients: int | None = None,
+    consensus_params: bool = True,
+    capacity: Consensus | None = None,
+) -> Plan:
+    if load_scale <= 0:
+        raise GenerateError(f"--load-scale: must be positive, got {load_scale}")
+    if total_users < 1:
+        raise GenerateError(f"--users: must be at least 1, got {total_users}")
+    if server_scale <= 0:
+        raise GenerateError(f"--server-scale: must be positive, got {server_scale}")
+    if not cons.relays:
+        raise GenerateError(f"{cons.path}: has no relays")
+    rng = np.random.default_rng([seed, 8])
+    relays = sample_relays(cons.relays, network_scale, rng)
+    users = max(1, round(total_users * network_scale * load_scale))
+    perf = perf_clients if perf_clients is not None else max(1, round(PERF_CLIENTS_AT_FULL_SCALE * network_scale))
+    if perf < 0:
+        raise GenerateError(f"--perf-clients: must not be negative, got {perf}")
+    servers = max(1, round(users * server_scale))
+    relay_d, tor_d, notes = map_params(cons.params) if consensus_params else ({}, {}, {k: "not applied (--no-consensus-params)" for k in cons.params})
+    caps = capacity_by_rank(cons.relays, capacity) if capacity is not None else {}
+    return Plan(
+        source=cons.path,
+        valid_after=cons.valid_after,
+        network_scale=network_scale,
+        load_scale=load_scale,
+        seed=seed,
+        relays=relays,
+        users=users,
+        perf_clients=perf,
+        servers=servers,
+        relay_defaults=relay_d,
+        tor_defaults=tor_d,
+        param_notes=notes,
+        bandwidth_weights=dict(cons.bandwidth_weights),
+        source_relays=len(cons.relays),
+        capacity_from=capacity.path if capacity is not None else None,
+        capacities=caps,
+    )
+
+
+def capacity_by_rank(relays: list, snapshot: Consensus) -> dict:
+    """Fingerprint -> capacity (KiB/s): each relay gets the snapshot capacity at its rank
+    quantile within its position (guard -> guards, exit and exitguard -> exits, middle ->
+    middles), ranking by consensus bandwidth."""
+    pools = {"guard": [], "exit": [], "middle": []}
+    for r in snapshot.relays:
+        pools["guard" if "Guard" in r.flags else "exit" if "Exit" in r.flags else "middle"].append(r.bandwidth)
+    pools = {k: np.sort(np.asarray(v, dtype=float)) for k, v in pools.items()}
+    out = {}
+    by_class: dict = {}
+    for r in relays:
+        by_class.setdefault(r.position, []).append(r)
+    for k, members in by_class.items():
+        pool = pools["exit" if k in ("exit", "exitguard") else k]
+        if pool.size == 0:
+            continue
+        members.sort(key=lambda r: (r.bandwidth, r.fingerprint))
+        n = len(members)
+        for i, r in enumerate(members):
+            out[r.fingerprint] = max(1, int(round(np.quantile(pool, (i + 0.5) / n))))
+    return out
+
+
+def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str = "2 min") -> dict:
+    """Writes the network directory; returns the metadata written to generate.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    slots = location_slots()
+    first_slot = {reg: slots.index(reg) for reg in set(slots)}
+    with open(out / "latency.csv", "w") as f:
+        f.write(f"# one-way latency (ms) between {len(slots)} locations; location i is region {[REGIONS[s][0] for s in slots]}[i]\n")
+        for row in latency_matrix(slots):
+            f.write(",".join(str(x) for x in row) + "\n")
+    for m in ("stream_model.json", "packet_model.json"):
+        src = TRAFFIC / m
+        if not src.is_file():
+            raise GenerateError(f"{src}: the PrivCount model is missing (it ships in the repository's data/traffic/)")
+        shutil.copyfile(src, out / m)
+
+    unsupported = {k: v for k, v in plan.param_notes.items() if not v.startswith(("relays'", "tor.", "0 disables", "-1 disables"))}
+    lines = [
+        f"# Network generated by `onionlab generate` from {Path(plan.source).name} (valid-after {plan.valid_after}).",
+        f"# network scale {plan.network_scale:g}, load scale {plan.load_scale:g}, seed {plan.seed}: "
+        f"{len(plan.relays)} of {plan.source_relays} relays, {plan.users} Markov users, {plan.perf_clients} perf clients, {plan.servers} servers.",
+        "# Method and assumptions: docs/generate.md. Metadata: generate.json.",
+        "# Latency: synthetic geography (regions drawn from relay fingerprints), not measured.",
+    ]
+    if plan.capacity_from:
+        lines.append(f"# Relay bandwidth (capacity) rank-matched to {Path(plan.capacity_from).name}; consensus_weight from the consensus.")
+    for k, v in plan.param_notes.items():
+        lines.append(f"# consensus param {k}: {v}")
+    if unsupported:
+        lines.append(f"# Unsupported consensus params (not modelled): {', '.join(sorted(unsupported))}")
+    lines.append("")
+    if plan.tor_defaults:
+        lines.append("[tor]  # from the consensus params; an experiment's [tor] overrides")
+        lines += [f"{k} = {v}" for k, v in plan.tor_defaults.items()]
+        lines.append("")
+    lines.append("[network]")
+    lines.append('latency = { matrix = "latency.csv" }')
+    if plan.bandwidth_weights:
+        w = ", ".join(f"{k} = {v}" for k, v in sorted(plan.bandwidth_weights.items()))
+        lines.append(f"bandwidth_weights = {{ {w} }}")
+    lines.append("")
+    names = _unique_names(plan.relays)
+    for r, name in zip(plan.relays, names):
+        bw = plan.capacities.get(r.fingerprint, max(1, r.bandwidth))
+        flags = [f for f in ("Guard", "Exit", "BadExit", "Fast", "Stable", "Running", "Valid") if f in r.flags]
+        lines.append("[[relays]]")
+        lines.append(f"name = {_toml_str(name)}")
+        lines.append(f'bandwidth = "{bw} KiB/s"')
+        lines.append(f"consensus_weight = {r.bandwidth}")
+        lines.append("flags = [" + ", ".join(_toml_str(f) for f in flags) + "]")
+        lines.append(f"location = {first_slot[region_of(r.fingerprint)]}")
+        for k, v in plan.relay_defaults.items():
+            lines.append(f"{k} = {v}")
+        lines.append("")
+    lines += [
+        "[[clients]]",
+        'name = "markov"',
+        'workload = "markov"',
+        f"count = {plan.users}",
+        'placement = "round_robin"',
+        "",
+    ]
+    if plan.perf_clients:
+        lines += ["[[clients]]", 'name = "perf"', 'workload = "perf"', f"count = {plan.perf_clients}", 'placement = "round_robin"', ""]
+    lines += [
+        "[servers]",
+        f"count = {plan.servers}",
+        'placement = "round_robin"',
+        "",
+        "[workloads.markov]",
+        'type = "markov"',
+        'stream_model = "stream_model.json"',
+        'packet_model = "packet_model.json"',
+        "",
+        "[workloads.perf]",
+        'type = "perf"',
+        'pause = "60 s"',
+        "",
+    ]
+    (out / "network.toml").write_text("\n".join(lines))
+    (out / "experiment.toml").write_text(
+        "# A ready experiment on the generated network; copy it and change what you study.\n"
+        'network_file = "network.toml"\n\n[experiment]\n'
+        f'name = "{out.name}"\nduration = "{duration}"\nwarmup = "{warmup}"\nseeds = [1]\n'
+    )
+    meta = {
+        "source": plan.source,
+        "valid_after": plan.valid_after,
+        "network_scale": plan.network_scale,
+        "load_scale": plan.load_scale,
+        "seed": plan.seed,
+        "relays": len(plan.relays),
+        "source_relays": plan.source_relays,
+        "positions": {k: sum(1 for r in plan.relays if r.position == k) for k in ("guard", "exit", "exitguard", "middle")},
+        "markov_users": plan.users,
+        "perf_clients": plan.perf_clients,
+        "servers": plan.servers,
+        "capacity_from": plan.capacity_from,
+        "consensus_params": plan.param_notes,
+        "unsupported_params": sorted(unsupported),
+        "latency": "synthetic regions " + ", ".join(r[0] for r in REGIONS),
+        "files": ["network.toml", "latency.csv", "stream_model.json", "packet_model.json", "experiment.toml"],
+    }
+    (out / "generate.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return meta
+
+
+# ---------------------------------------------------------------------------------------
+# Statistics used by the tests and the report
+
+
+def ks_2samp(a, b) -> tuple:
+    """Two-sample Kolmogorov-Smirnov statistic D and its asymptotic p-value (Kolmogorov
+    distribution with Stephens' small-sample correction), in numpy so that onionlab does
+    not depend on scipy."""
+    a = np.sort(np.asarray(a, dtype=float))
+    b = np.sort(np.asarray(b, dtype=float))
+    n, m = a.size, b.size
+    if n == 0 or m == 0:
+        raise ValueError("ks_2samp: both samples must be non-empty")
+    x = np.concatenate([a, b])
+    d = float(np.max(np.abs(np.searchsorted(a, x, side="right") / n - np.searchsorted(b, x, side="right") / m)))
+    en = math.sqrt(n * m / (n + m))
+    lam = (en + 0.12 + 0.11 / en) * d
+    p = 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))
+    return d, float(min(1.0, max(0.0, p))) if lam > 0 else 1.0
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+
+
+def add_parser(sub) -> None:
+    g = sub.add_parser(
+        "generate",
+        help="generate a network at any scale from a Tor consensus (relays, clients, servers, latency)",
+        description="Generate a network from real Tor data (docs/generate.md). Writes DIR/network.toml "
+        "(include it with network_file = ...), DIR/latency.csv, the Markov models, DIR/experiment.toml and DIR/generate.json.",
+    )
+    g.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write the network to")
+    src = g.add_mutually_exclusive_group()
+    src.add_argument("--consensus", metavar="FILE", help=f"v3 consensus (.xz/.gz read transparently; default {DEFAULT_CONSENSUS.relative_to(REPO_DATA.parent)})")
+    src.add_argument("--snapshot", metavar="FILE", nargs="?", const=str(DEFAULT_SNAPSHOT), help="generate from the 2021 capacity snapshot instead (guards/middles/exits JSON)")
+    g.add_argument("--network-scale", type=float, default=0.01, metavar="S", help="fraction of the relays and users (default 0.01)")
+    g.add_argument("--load-scale", type=float, default=1.0, metavar="L", help="multiplies the number of users (default 1)")
+    g.add_argument("--users", type=int, default=DEFAULT_TOTAL_USERS, metavar="N", help=f"users of the whole network before scaling (default {DEFAULT_TOTAL_USERS:,})")
+    g.add_argument("--server-scale", type=float, default=DEFAULT_SERVER_SCALE, metavar="F", help=f"servers per user (default {DEFAULT_SERVER_SCALE})")
+    g.add_argument("--perf-clients", type=int, metavar="N", help=f"onionperf-like clients (default {PERF_CLIENTS_AT_FULL_SCALE} x network scale, at least 1)")
+    g.add_argument("--capacity-from", metavar="SNAPSHOT", nargs="?", const=str(DEFAULT_SNAPSHOT), help="rank-match relay capacities to a capacity snapshot (default file: the 2021 one)")
+    g.add_argument("--no-consensus-params", action="store_true", help="do not turn consensus params into relay and [tor] defaults")
+    g.add_argument("--seed", type=int, default=1, help="sampling seed (default 1)")
+    g.add_argument("--duration", default="10 min", help="duration in the written experiment.toml (default \"10 min\")")
+    g.add_argument("--warmup", default="2 min", help="warmup in the written experiment.toml (default \"2 min\")")
+    g.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    import resource
+
+    t0 = time.perf_counter()
+    if args.snapshot:
+        cons = read_capacity_snapshot(args.snapshot)
+    else:
+        path = Path(args.consensus) if args.consensus else DEFAULT_CONSENSUS
+        cons = read_consensus(path)
+    t_read = time.perf_counter() - t0
+    capacity = read_capacity_snapshot(args.capacity_from) if args.capacity_from else None
+    plan = plan_network(
+        cons,
+        args.network_scale,
+        load_scale=args.load_scale,
+        seed=args.seed,
+        total_users=args.users,
+        server_scale=args.server_scale,
+        perf_clients=args.perf_clients,
+        consensus_params=not args.no_consensus_params,
+        capacity=capacity,
+    )
+    out = Path(args.output)
+    meta = write_network(plan, out, duration=args.duration, warmup=args.warmup)
+    elapsed = time.perf_counter() - t0
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    d, p = ks_2samp([r.bandwidth for r in plan.relays], [r.bandwidth for r in cons.relays])
+    print(
+        f"wrote {out}/network.toml: {meta['relays']} of {meta['source_relays']} relays {meta['positions']}, "
+        f"{meta['markov_users']:,} Markov users, {meta['perf_clients']} perf clients, {meta['servers']:,} servers"
+    )
+    print(f"bandwidth vs source: two-sample K-S D = {d:.4f} (p = {p:.3g})")
+    if meta["unsupported_params"]:
+        print(f"{len(meta['unsupported_params'])} consensus params are not modelled; network.toml and generate.json list them")
+    print(f"generation took {elapsed:.2f} s (parse {t_read:.2f} s), peak memory {peak_mib:.0f} MiB")
+    print(f"run it: onionlab run {out / 'experiment.toml'} -o results/{out.name}")
+    return 0
+
+
+def load_only(path: str, seed: int = 1) -> dict:
+    """Parses, validates and builds the network of an experiment without running it; adds
+    wall time and peak memory (MiB) to the simulator's counts."""
+    import resource
+
+    from onionlab import _core
+
+    t0 = time.perf_counter()
+    res = dict(_core.load_network(path, seed))
+    res["seconds"] = time.perf_counter() - t0
+    res["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return res

@@ -1,0 +1,239 @@
+"""Networks from real Tor data: the consensus parser, parameter mapping, scaled sampling
+(bandwidth distribution by two-sample K-S, position proportions), determinism, the
+capacity snapshot, and `onionlab generate` -> `check --load` -> `run` end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from onionlab import generate as gen
+from onionlab.cli import main
+
+from conftest import ROOT, needs_core
+
+DATA = ROOT / "data" / "consensus"
+STEM = DATA / "stem-samples"
+C2010 = DATA / "NetworkConsensus_1-12-10.txt"
+C2022 = DATA / "cached-consensus-2022-11-19-1000.xz"
+
+
+@pytest.fixture(scope="module")
+def c2022():
+    return gen.read_consensus(C2022)
+
+
+@pytest.fixture(scope="module")
+def c2010():
+    return gen.read_consensus(C2010)
+
+
+def flag_counts(cons):
+    return Counter(f for r in cons.relays for f in r.flags)
+
+
+def test_2010_consensus_as_documented(c2010):
+    assert len(c2010.relays) == 1737
+    assert c2010.method == 8
+    assert c2010.valid_after == "2010-01-12 21:00:00"
+    fc = flag_counts(c2010)
+    assert (fc["Running"], fc["Valid"], fc["Fast"], fc["Stable"]) == (1737, 1737, 1655, 843)
+    assert (fc["Exit"], fc["Guard"], fc["BadExit"], fc["Authority"], fc["Named"]) == (756, 439, 1, 7, 1161)
+    bw = [r.bandwidth for r in c2010.relays]
+    assert (sum(bw), max(bw), bw.count(0)) == (2_086_391, 91_100, 11)
+    assert c2010.bandwidth_weights == {}  # predates bandwidth-weights
+    assert c2010.params == {"circwindow": 1000}
+
+
+def test_2022_consensus_as_documented(c2022):
+    assert len(c2022.relays) == 6088
+    assert c2022.method == 32
+    fc = flag_counts(c2022)
+    assert (fc["Guard"], fc["Exit"], fc["BadExit"], fc["Fast"], fc["Stable"]) == (3020, 1438, 11, 5716, 4752)
+    assert sum(r.unmeasured for r in c2022.relays) == 9
+    assert abs(sum(r.bandwidth for r in c2022.relays) - 94.1e6) < 0.1e6
+    w = c2022.bandwidth_weights
+    assert (w["Wgg"], w["Wmg"], w["Wee"], w["Wed"], w["Wgd"]) == (9611, 389, 10000, 10000, 0)
+    assert len(w) == 19
+    assert c2022.params["CircuitPriorityHalflifeMsec"] == 30000
+    assert c2022.params["cc_alg"] == 2
+
+
+def test_stem_samples():
+    tiny = gen.read_consensus(STEM / "cached-consensus")
+    assert len(tiny.relays) == 3 and tiny.method == 26
+    assert "client-versions" in tiny.warnings[0]  # empty in this test-network consensus
+    metrics = gen.read_consensus(STEM / "metrics_consensus")  # starts with an @type annotation
+    assert len(metrics.relays) == 7 and metrics.method == 12
+    tar = STEM / "consensuses-2018-06-cropped.tar"
+    import tarfile
+
+    members = sorted(m.name for m in tarfile.open(tar).getmembers() if m.isfile())
+    sizes = [len(gen.read_consensus(tar, m).relays) for m in members]
+    assert sizes == [208, 35]
+    first = gen.read_consensus(tar, members[0])
+    assert first.method == 28 and first.bandwidth_weights and first.params
+
+
+def test_parser_errors_name_the_file(tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello\n")
+    with pytest.raises(gen.GenerateError, match="notes.txt.*not a v3"):
+        gen.read_consensus(bad)
+    with pytest.raises(gen.GenerateError, match="several documents"):
+        gen.read_consensus(STEM / "consensuses-2018-06-cropped.tar")
+    with pytest.raises(gen.GenerateError, match="no member 'x'"):
+        gen.read_consensus(STEM / "consensuses-2018-06-cropped.tar", "x")
+    with pytest.raises(gen.GenerateError, match="missing.txt.*cannot read"):
+        gen.read_consensus(tmp_path / "missing.txt")
+    broken = tmp_path / "broken"
+    broken.write_text((STEM / "cached-consensus").read_text().replace("valid-after", "valid-aftr"))
+    with pytest.raises(gen.GenerateError, match="broken.*cannot parse"):
+        gen.read_consensus(broken)
+    snap = tmp_path / "snap.json"
+    snap.write_text('{"guards": [1, -2], "middles": [], "exits": []}')
+    with pytest.raises(gen.GenerateError, match="snap.json.*guards"):
+        gen.read_capacity_snapshot(snap)
+
+
+def test_params_map_to_config_and_the_rest_is_recorded(c2022, c2010):
+    relay, tor, notes = gen.map_params(c2022.params)
+    assert relay == {"scheduler": '{ kind = "ewma", halflife = "30000 ms", tick = "10 s" }'}
+    assert tor == {"circ_max_cell_queue": 2000, "num_entry_guards": 2}
+    assert set(notes) == set(c2022.params)
+    assert "unsupported" in notes["cc_alg"] and "KIST" in notes["KISTSchedRunInterval"]
+    assert gen.map_params(c2010.params)[1] == {"circ_window": 1000}
+    relay, _, notes = gen.map_params({"perconnbwrate": 50_000, "perconnbwburst": 2_000_000, "CircuitPriorityHalflifeMsec": -1})
+    assert relay == {"perconn": '{ rate = "50000 B/s", burst = "2000000 B" }', "scheduler": '"round-robin"'}
+    assert "both" in gen.map_params({"perconnbwrate": 1})[2]["perconnbwrate"]
+
+
+def critical(n, m, alpha_c=1.628):  # c(alpha = 0.01)
+    return alpha_c * math.sqrt((n + m) / (n * m))
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.05, 0.2])
+def test_sampled_bandwidths_match_the_source(c2022, scale):
+    src = [r.bandwidth for r in c2022.relays]
+    for seed in (1, 2):
+        plan = gen.plan_network(c2022, scale, seed=seed)
+        got = [r.bandwidth for r in plan.relays]
+        d, p = gen.ks_2samp(got, src)
+        # Stratified sampling: far inside the alpha = 0.01 acceptance region.
+        assert d < critical(len(got), len(src)) / 2, (scale, seed, d)
+        assert p > 0.5
+        # Per position class too, and the classes keep their proportions.
+        by = Counter(r.position for r in plan.relays)
+        full = Counter(r.position for r in c2022.relays)
+        for k in full:
+            assert abs(by[k] - scale * full[k]) <= 1.0, (k, by[k], scale * full[k])
+            cls = [r.bandwidth for r in plan.relays if r.position == k]
+            srcc = [r.bandwidth for r in c2022.relays if r.position == k]
+            assert gen.ks_2samp(cls, srcc)[0] < critical(len(cls), len(srcc)), k
+
+
+def test_ks_detects_a_biased_sample(c2022):
+    src = np.array([r.bandwidth for r in c2022.relays])
+    top = np.sort(src)[-60:]  # the 60 fastest relays: not the distribution
+    d, p = gen.ks_2samp(top, src)
+    assert d > critical(60, src.size) and p < 1e-6
+
+
+def test_ks_statistic_known_values():
+    assert gen.ks_2samp([1, 2, 3], [1, 2, 3]) == (0.0, 1.0)
+    assert gen.ks_2samp([1, 2, 3], [4, 5, 6])[0] == 1.0
+    # F_a jumps at 1,2,3,4 (0.25 each), F_b at 2.5, 3.5: max gap 0.5 at x = 2.
+    assert gen.ks_2samp([1, 2, 3, 4], [2.5, 3.5])[0] == pytest.approx(0.5)
+    scipy = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(3)
+    a, b = rng.lognormal(size=300), rng.lognormal(0.2, size=500)
+    ref = scipy.ks_2samp(a, b, method="asymp")
+    d, p = gen.ks_2samp(a, b)
+    assert d == pytest.approx(ref.statistic) and p == pytest.approx(ref.pvalue, rel=0.1, abs=1e-3)
+
+
+def test_full_scale_takes_every_relay(c2022):
+    plan = gen.plan_network(c2022, 1.0)
+    assert sorted(r.fingerprint for r in plan.relays) == sorted(r.fingerprint for r in c2022.relays)
+    assert plan.users == gen.DEFAULT_TOTAL_USERS and plan.servers == 2000
+
+
+def test_clients_and_servers_scale(c2022):
+    plan = gen.plan_network(c2022, 0.1, load_scale=0.5, total_users=1_000_000)
+    assert (plan.users, plan.servers, plan.perf_clients) == (50_000, 50, 10)
+    with pytest.raises(gen.GenerateError, match="--network-scale"):
+        gen.plan_network(c2022, 0)
+    with pytest.raises(gen.GenerateError, match="--load-scale"):
+        gen.plan_network(c2022, 0.1, load_scale=-1)
+
+
+def test_output_is_deterministic_per_seed(c2022, tmp_path):
+    def text(seed, d):
+        gen.write_network(gen.plan_network(c2022, 0.02, seed=seed), tmp_path / d)
+        return (tmp_path / d / "network.toml").read_text()
+
+    a = text(5, "a")
+    assert a == text(5, "b")
+    assert a != text(6, "c")
+    assert "Unsupported consensus params" in a and "cc_alg" in a
+    meta = json.loads((tmp_path / "a" / "generate.json").read_text())
+    assert "cc_alg" in meta["unsupported_params"] and "CircuitPriorityHalflifeMsec" not in meta["unsupported_params"]
+
+
+def test_regions_are_stable_and_matrix_is_symmetric():
+    slots = gen.location_slots()
+    assert len(slots) == gen.LOCATION_SLOTS
+    share = Counter(slots)
+    for i, (_, _, client_share) in enumerate(gen.REGIONS):
+        assert share[i] == round(client_share * gen.LOCATION_SLOTS)
+    m = np.array(gen.REGION_LATENCY_MS)
+    assert (m == m.T).all() and (m > 0).all()
+    # Relay regions follow the relay shares (hash of fingerprints).
+    rng = np.random.default_rng(0)
+    fps = ["%040X" % rng.integers(1 << 62) for _ in range(20000)]
+    got = Counter(gen.region_of(f) for f in fps)
+    for i, (_, relay_share, _) in enumerate(gen.REGIONS):
+        assert abs(got[i] / 20000 - relay_share) < 0.015
+
+
+def test_snapshot_source_and_capacity_matching(c2022):
+    snap = gen.read_capacity_snapshot(DATA / "tor-consensus-with-observed-weights-2021-04-30.json")
+    assert len(snap.relays) == 6481
+    plan = gen.plan_network(snap, 0.1)
+    assert Counter(r.position for r in plan.relays) == {"guard": 273, "middle": 257, "exit": 118}
+    d, _ = gen.ks_2samp([r.bandwidth for r in plan.relays], [r.bandwidth for r in snap.relays])
+    assert d < critical(len(plan.relays), len(snap.relays)) / 2
+    caps = gen.capacity_by_rank(c2022.relays, snap)
+    assert len(caps) == len(c2022.relays)
+    guards = [caps[r.fingerprint] for r in c2022.relays if r.position == "guard"]
+    pool = [r.bandwidth for r in snap.relays if "Guard" in r.flags]
+    assert gen.ks_2samp(guards, pool)[0] < 0.01
+
+
+@needs_core
+def test_generate_check_load_and_run(tmp_path, capsys):
+    out = tmp_path / "net1"
+    argv = ["generate", "-o", str(out), "--network-scale", "0.01", "--users", "3000", "--seed", "3", "--duration", "40 s", "--warmup", "10 s"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "61 of 6088 relays" in printed and "K-S D" in printed
+    exp = out / "experiment.toml"
+    assert main(["check", "--load", str(exp)]) == 0
+    printed = capsys.readouterr().out
+    assert "loaded: 61 relays, 31 clients, 1 servers" in printed
+    assert main(["run", str(exp), "-o", str(tmp_path / "res"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "markov" in printed
+    summary = json.loads((tmp_path / "res" / "summary.json").read_text())
+    assert summary["classes"]["markov"]["downloads"] > 0
+
+
+def test_generate_cli_errors(tmp_path, capsys):
+    assert main(["generate", "-o", str(tmp_path / "x"), "--consensus", str(tmp_path / "none")]) == 2
+    assert "none" in capsys.readouterr().err
+    assert main(["generate", "-o", str(tmp_path / "x"), "--network-scale", "2"]) == 2
+    assert "--network-scale" in capsys.readouterr().err
