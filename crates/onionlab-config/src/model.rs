@@ -310,6 +310,7 @@ pub enum ThrottlingConfig {
         burst: u64,
         freeze_penalty_at_flag: bool,
         denominator: &'static str,
+        meta_ewma_tick_quirk: bool,
     },
     Threshold {
         fraction: f64,

@@ -1573,7 +1573,7 @@ impl Ctx<'_> {
                 Some(ThrottlingConfig::Split { burst: burst?, denominator: denominator? })
             }
             "flag" => {
-                self.keys(t, p, &["kind", "flag_rate", "penalty", "halflife", "burst", "freeze_penalty_at_flag", "denominator"]);
+                self.keys(t, p, &["kind", "flag_rate", "penalty", "halflife", "burst", "freeze_penalty_at_flag", "denominator", "meta_ewma_tick_quirk"]);
                 let flag_rate = self.req(t, p, "flag_rate", Ctx::byte_rate, "flag_rate = \"20 KiB/s\": the rate of flagged connections");
                 let penalty = self.req(t, p, "penalty", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "penalty = 0.25: unflag below penalty x M (0 never unflags)");
                 let halflife = halflife(self);
@@ -1581,7 +1581,8 @@ impl Ctx<'_> {
                 let freeze = self.opt(t, p, "freeze_penalty_at_flag", Ctx::boolean);
                 let freeze_bad = t.contains_key("freeze_penalty_at_flag") && freeze.is_none();
                 let denominator = denominator(self);
-                if freeze_bad {
+                let quirk = self.opt(t, p, "meta_ewma_tick_quirk", Ctx::boolean);
+                if freeze_bad || (t.contains_key("meta_ewma_tick_quirk") && quirk.is_none()) {
                     return None;
                 }
                 Some(ThrottlingConfig::Flag {
@@ -1591,6 +1592,7 @@ impl Ctx<'_> {
                     burst: burst?,
                     freeze_penalty_at_flag: freeze.unwrap_or(false),
                     denominator: denominator?,
+                    meta_ewma_tick_quirk: quirk.unwrap_or(false),
                 })
             }
             "threshold" => {

@@ -611,6 +611,7 @@ fn throttling() {
         burst: 2 << 20,
         freeze_penalty_at_flag: false,
         denominator: "all-or-connections",
+        meta_ewma_tick_quirk: false,
     };
     assert_eq!(c.mechanisms.throttling, flag, "the paper's 2 MiB burst and the code's 30 s half-life by default");
     assert!(c.relays.iter().all(|r| r.throttling == flag));

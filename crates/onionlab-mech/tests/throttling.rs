@@ -71,6 +71,7 @@ fn flag_params(penalty: f64) -> FlagParams {
         burst: DEFAULT_BURST,
         freeze_penalty_at_flag: false,
         denominator: SplitDenominator::AllOrConnections,
+        meta_ewma_tick_quirk: false,
     }
 }
 
@@ -152,6 +153,21 @@ fn flagging_frozen_penalty_is_the_codes_behaviour() {
     }
     let paper_off = paper_off.expect("paper semantics unflags: 150 KiB/s is below half of the new share");
     assert!(code_off.is_none_or(|c| c > paper_off), "frozen threshold unflags later: {code_off:?} vs {paper_off}");
+}
+
+#[test]
+fn the_codes_meta_ewma_quirk_understates_m_by_at_most_2_to_the_10_over_h() {
+    let h = SimDuration::from_secs(30);
+    let mut paper = Flagging::new(flag_params(0.5)).unwrap();
+    let mut code = Flagging::new(FlagParams { meta_ewma_tick_quirk: true, ..flag_params(0.5) }).unwrap();
+    for s in 1..=1000 {
+        let c = [conn(1, 0)];
+        paper.tick(&state(t(s), MIB, 4, &c));
+        code.tick(&state(t(s), MIB, 4, &c));
+    }
+    let ratio = paper.meta_ewma() / code.meta_ewma();
+    let bound = 2f64.powf(10.0 / h.as_secs_f64());
+    assert!(ratio > 1.0 && ratio < bound, "M understated by {ratio}, at most {bound}");
 }
 
 // ---------------------------------------------------------------- threshold

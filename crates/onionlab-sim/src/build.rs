@@ -74,7 +74,7 @@ fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, T
         ThrottlingConfig::None => None,
         ThrottlingConfig::Static { rate, burst } => Some(Box::new(ThrottleHook::new(StaticThrottle::new(rate, burst)?))),
         ThrottlingConfig::Split { burst, denominator: d } => Some(Box::new(ThrottleHook::new(BitSplitting::new(burst, denominator(d))?))),
-        ThrottlingConfig::Flag { flag_rate, penalty, halflife, burst, freeze_penalty_at_flag, denominator: d } => {
+        ThrottlingConfig::Flag { flag_rate, penalty, halflife, burst, freeze_penalty_at_flag, denominator: d, meta_ewma_tick_quirk } => {
             Some(Box::new(ThrottleHook::new(Flagging::new(FlagParams {
                 flag_rate,
                 penalty,
@@ -82,6 +82,7 @@ fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, T
                 burst,
                 freeze_penalty_at_flag,
                 denominator: denominator(d),
+                meta_ewma_tick_quirk,
             })?)))
         }
         ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics } => {

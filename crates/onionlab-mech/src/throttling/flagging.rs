@@ -13,6 +13,10 @@
 //! - `freeze_penalty_at_flag`: the authors' code compares with `P * M(t_flag)`, frozen when
 //!   the connection was flagged; the paper with the current `P * M`. Default false (paper).
 //! - `denominator`: `N` for the split, as in bit-splitting (default: open OR connections).
+//! - `meta_ewma_tick_quirk`: the authors' code adds `splitRate/512` to `M` unweighted while
+//!   connection cells are weighted by `f^-x` within tor's 10 s EWMA tick, understating `M`
+//!   by up to `2^(10/H)` (spec 4.5). Default false (consistent form); true emulates the
+//!   code by weighting each increment by `2^(-(t mod 10 s)/H)`.
 //!
 //! The flag test is `EWMA > M` (paper; the code's `>=` is immaterial).
 
@@ -32,7 +36,11 @@ pub struct FlagParams {
     pub burst: u64,
     pub freeze_penalty_at_flag: bool,
     pub denominator: SplitDenominator,
+    pub meta_ewma_tick_quirk: bool,
 }
+
+/// Tor's circuit/connection EWMA tick (`EWMA_TICK_LEN`, 10 s), for the code quirk.
+const TOR_EWMA_TICK: SimDuration = SimDuration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct Flagging {
@@ -77,7 +85,14 @@ impl ThrottlePolicy for Flagging {
         };
         self.split = BitSplitting::split_rate(guard.bandwidth_rate, n);
         match self.split {
-            Some(s) => self.meta.increment(guard.now, s as f64, TICK),
+            Some(s) => {
+                let mut rate = s as f64;
+                if self.p.meta_ewma_tick_quirk {
+                    let into_tick = guard.now.as_nanos() % TOR_EWMA_TICK.as_nanos();
+                    rate *= (-(into_tick as f64 / 1e9) / self.p.halflife.as_secs_f64() * std::f64::consts::LN_2).exp();
+                }
+                self.meta.increment(guard.now, rate, TICK)
+            }
             None => self.meta.decay_to(guard.now),
         }
         self.flagged.retain(|chan, _| guard.clients.iter().any(|c| c.chan == *chan));
