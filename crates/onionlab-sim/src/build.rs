@@ -74,6 +74,8 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             .map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?,
     };
     let mut tor = TorNetwork::new(tor_config(cfg), latency, weights, seed);
+    let clients_total: usize = cfg.clients.iter().map(|g| g.count as usize).sum();
+    tor.reserve_nodes(cfg.relays.len() + clients_total + cfg.servers.count as usize);
     let err = |what: String| move |e: onionlab_tor::TorError| SimError::Build(format!("{what}: {e}"));
     for (i, r) in cfg.relays.iter().enumerate() {
         tor.add_relay(RelaySpec {
@@ -90,7 +92,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         })
         .map_err(err(format!("relays[{i}]")))?;
     }
-    let mut clients = Vec::new();
+    let mut clients = Vec::with_capacity(clients_total);
     for (gi, g) in cfg.clients.iter().enumerate() {
         for i in 0..g.count as usize {
             let spec = EndpointSpec {
