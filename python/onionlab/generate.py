@@ -21,6 +21,7 @@ import lzma
 import gzip
 import math
 import os
+import re
 import shutil
 import tarfile
 import time
@@ -313,7 +314,9 @@ def _unique_names(relays: list) -> list:
     out = []
     for r in relays:
         name = r.nickname or "relay"
-        if name in seen:
+        # Client and server hosts are named <group><i> and server<i>; a relay must not
+        # take one of those names (the 2022 consensus has a relay called "server1").
+        if name in seen or re.fullmatch(r"(server|markov|perf)\d+", name):
             name = f"{name}_{r.fingerprint[:8]}"
         while name in seen:
             name += "_"

@@ -237,3 +237,17 @@ def test_generate_cli_errors(tmp_path, capsys):
     assert "none" in capsys.readouterr().err
     assert main(["generate", "-o", str(tmp_path / "x"), "--network-scale", "2"]) == 2
     assert "--network-scale" in capsys.readouterr().err
+
+
+@needs_core
+def test_2010_and_snapshot_networks_validate(c2010, tmp_path):
+    from onionlab import _core
+
+    gen.write_network(gen.plan_network(c2010, 0.1, seed=2), tmp_path / "n2010")
+    text = (tmp_path / "n2010" / "network.toml").read_text()
+    assert "[tor]" in text and "circ_window = 1000" in text and "bandwidth_weights" not in text
+    resolved = _core.check_config(str(tmp_path / "n2010" / "experiment.toml"))
+    assert "circ_window = 1000" in resolved and 'type = "markov"' in resolved
+    snap = gen.read_capacity_snapshot(DATA / "tor-consensus-with-observed-weights-2021-04-30.json")
+    gen.write_network(gen.plan_network(snap, 0.05), tmp_path / "snap")
+    assert _core.load_network(str(tmp_path / "snap" / "experiment.toml"))["relays"] == 324

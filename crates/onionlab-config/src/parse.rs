@@ -617,7 +617,29 @@ impl Ctx<'_> {
                 }
             }
         }
+        self.host_name_clashes(&relays, &clients, &servers);
         ExperimentConfig { experiment, tor, network, relays, clients, servers, workloads, mechanisms }
+    }
+
+    /// Client hosts are named `<group><i>` and servers `server<i>`; a relay with one of
+    /// those names would make the network unbuildable (real consensuses have a "server1").
+    fn host_name_clashes(&mut self, relays: &[RelayConfig], clients: &[ClientGroup], servers: &ServerGroup) {
+        let mut groups: Vec<(&str, u32)> = clients.iter().map(|g| (g.name.as_str(), g.count)).collect();
+        groups.push(("server", servers.count));
+        for (i, r) in relays.iter().enumerate() {
+            for &(prefix, count) in &groups {
+                let Some(num) = r.name.strip_prefix(prefix) else { continue };
+                let canonical = num.parse::<u32>().ok().filter(|n| n.to_string() == num);
+                if canonical.is_some_and(|n| n < count) {
+                    let what = if prefix == "server" { "a server".to_string() } else { format!("a client of group {prefix:?}") };
+                    self.err_hint(
+                        format!("relays[{i}].name"),
+                        format!("relay name {:?} is also the host name of {what}", r.name),
+                        "rename the relay; clients are named <group><i> and servers server<i>",
+                    );
+                }
+            }
+        }
     }
 
     fn experiment(&mut self, t: &Table, default_name: &str) -> ExperimentSection {

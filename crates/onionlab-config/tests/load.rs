@@ -803,3 +803,14 @@ fn markov_workload_fields() {
     let not_json = m("").replace("../../../../data/traffic/stream_model.json", "latency.csv");
     err_at(&not_json, "workloads.web.stream_model", &["latency.csv", "JSON"]);
 }
+
+#[test]
+fn relay_names_must_not_be_client_or_server_host_names() {
+    let e = err_at(&edit("name = \"exit\"", "name = \"server3\""), "relays[1].name", &["server3", "server"]);
+    assert!(hint(&e).contains("rename"));
+    err_at(&edit("name = \"exit\"", "name = \"web19\""), "relays[1].name", &["web19", "\"web\""]);
+    // Outside the group's range, or not the canonical number, is fine.
+    assert!(load(&edit("name = \"exit\"", "name = \"web20\"")).is_ok());
+    assert!(load(&edit("name = \"exit\"", "name = \"web007\"")).is_ok());
+    assert!(load(&edit("name = \"exit\"", "name = \"server10\"")).is_ok());
+}

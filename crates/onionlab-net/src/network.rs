@@ -143,8 +143,10 @@ pub struct Network {
     /// Host names, for the duplicate check (a set lookup; a scan would make adding n hosts
     /// quadratic, and full-scale networks have millions of clients).
     host_names: std::collections::HashSet<String>,
-    /// Per-host random streams, drawn from only when a path has packet loss.
-    host_rng: Vec<SimRng>,
+    /// Per-host random streams, drawn from only when a path has packet loss; created on
+    /// first use (a stream is ~300 bytes, and full-scale networks have millions of hosts).
+    /// Streams derive from (seed, "net-host", name), so creation order does not matter.
+    host_rng: Vec<Option<SimRng>>,
     flows: Vec<Flow>,
     notices: Vec<NetNotice>,
     link_log: Vec<LinkRecord>,
@@ -197,6 +199,14 @@ impl Network {
     }
 
     /// Adds a host. Names must be unique; capacities positive; the location must exist.
+    /// Reserves room for `additional` more hosts (avoids repeated growth when building
+    /// networks with millions of hosts).
+    pub fn reserve_hosts(&mut self, additional: usize) {
+        self.hosts.reserve_exact(additional);
+        self.host_rng.reserve_exact(additional);
+        self.host_names.reserve(additional);
+    }
+
     pub fn add_host(&mut self, spec: HostSpec) -> Result<HostId, NetError> {
         if spec.up_bits_per_sec == 0 {
             return Err(NetError::ZeroCapacity { name: spec.name, field: "up_bits_per_sec" });
@@ -211,7 +221,7 @@ impl Network {
             return Err(NetError::DuplicateHost { name: spec.name });
         }
         let id = HostId(self.hosts.len() as u32);
-        self.host_rng.push(self.streams.stream("net-host", &spec.name));
+        self.host_rng.push(None);
         self.hosts.push(Host {
             spec,
             up: Link::default(),
@@ -503,7 +513,9 @@ impl Network {
         if loss > 0.0 && !ce {
             let packets = (bytes as f64 / self.cfg.mss as f64).ceil();
             let p_batch = 1.0 - (1.0 - loss).powf(packets);
-            if self.host_rng[dst.0 as usize].random::<f64>() < p_batch {
+            let streams = &self.streams;
+            let rng = self.host_rng[dst.0 as usize].get_or_insert_with(|| streams.stream("net-host", &h.spec.name));
+            if rng.random::<f64>() < p_batch {
                 ce = true;
                 self.counters.incr(self.ids.marks_loss);
             }

@@ -123,6 +123,8 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             .map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?,
     };
     let mut tor = TorNetwork::new(tor_config(cfg), latency, weights, seed);
+    let clients_total: usize = cfg.clients.iter().map(|g| g.count as usize).sum();
+    tor.reserve_nodes(cfg.relays.len() + clients_total + cfg.servers.count as usize);
     let err = |what: String| move |e: onionlab_tor::TorError| SimError::Build(format!("{what}: {e}"));
 
     // Every relay, the configured ones and the client-operated ones, before any client.
@@ -208,7 +210,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         relay_nodes.push(tor.add_relay(p.spec.clone()).map_err(err(p.path.clone()))?);
     }
 
-    let mut clients = Vec::new();
+    let mut clients = Vec::with_capacity(clients_total);
     let mut operator_node: BTreeMap<(usize, usize), NodeId> = BTreeMap::new();
     for (gi, g) in cfg.clients.iter().enumerate() {
         for i in 0..g.count as usize {
@@ -219,7 +221,9 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                 down_bits_per_sec: g.link_down,
             };
             let id = tor.add_client(spec).map_err(err(format!("clients[{gi}]")))?;
-            operator_node.insert((gi, i), id);
+            if g.relay_operators.is_some_and(|o| (i as u32) < o.count) {
+                operator_node.insert((gi, i), id);
+            }
             clients.push((id, gi));
         }
     }

@@ -242,6 +242,14 @@ impl TorNetwork {
         Ok(id)
     }
 
+    /// Reserves room for `additional` more nodes (relays, clients and servers) so that a
+    /// network with millions of clients is built without repeated reallocation.
+    pub fn reserve_nodes(&mut self, additional: usize) {
+        self.nodes.reserve_exact(additional);
+        self.hooks.reserve_exact(additional);
+        self.net.reserve_hosts(additional);
+    }
+
     /// Adds a relay. Its buckets start full.
     pub fn add_relay(&mut self, spec: RelaySpec) -> Result<NodeId, TorError> {
         if spec.bandwidth_rate == 0 {

@@ -219,16 +219,44 @@ mod tests {
         assert!((mean - want_down).abs() < 4.0 * sd / (n as f64).sqrt() + 1e-9, "down {mean} vs {want_down} (sd {sd})");
         let mean_up = u as f64 / n as f64;
         assert!((mean_up - want_up).abs() / want_up < 0.1, "up {mean_up} vs {want_up}");
+        eprintln!("packets per stream: down {mean:.2} (model {want_down:.2}), up {mean_up:.2} (model {want_up:.2})");
         assert!(want_down > 1.0, "the model should download something: {want_down}");
+    }
+
+    fn erf(x: f64) -> f64 {
+        // Abramowitz-Stegun 7.1.26, |error| < 1.5e-7.
+        let t = 1.0 / (1.0 + 0.3275911 * x.abs());
+        let y = 1.0
+            - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-x * x).exp();
+        if x >= 0.0 {
+            y
+        } else {
+            -y
+        }
+    }
+
+    /// P(delay <= secs) for one emission's delay distribution (microseconds in the model).
+    fn delay_cdf(d: &MarkovDelay, secs: f64) -> f64 {
+        let us = secs * 1e6;
+        match *d {
+            MarkovDelay::Zero => 1.0,
+            MarkovDelay::Exponential { lambda_per_us } => 1.0 - (-lambda_per_us * us).exp(),
+            MarkovDelay::LogNormal { mu, sigma } => {
+                if us <= 0.0 {
+                    0.0
+                } else {
+                    0.5 * (1.0 + erf((us.ln() - mu) / (sigma * std::f64::consts::SQRT_2)))
+                }
+            }
+        }
     }
 
     #[test]
     fn stream_gaps_follow_the_emission_mixture() {
-        // Gaps between streams inside a flow (pause = infinity is never reached because we
-        // only look at gaps not crossing a flow end): the gap of a `$` emitted in state s has
-        // that emission's distribution, and the state is s with probability proportional to
-        // the expected `$` emissions in s. Compare the empirical CDF with the mixture CDF
-        // (one-sample Kolmogorov-Smirnov).
+        // Gaps between streams inside a flow (flows are walked one at a time, so no pause
+        // enters): the gap of a `$` emitted in state s has that emission's distribution, and
+        // the state is s with probability proportional to the expected `$` emissions in s.
+        // Compare the empirical CDFs with the mixture CDFs (one-sample Kolmogorov-Smirnov).
         let m = model("stream_model.json", &["$", "F"]);
         let end = m.observation("F").unwrap();
         let dollar = m.observation("$").unwrap();
@@ -242,38 +270,36 @@ mod tests {
                 }
             }
         }
-        let wsum: f64 = comps.iter().map(|c| c.0).sum();
-        let erf = |x: f64| {
-            // Abramowitz-Stegun 7.1.26, |error| < 1.5e-7.
-            let t = 1.0 / (1.0 + 0.3275911 * x.abs());
-            let y = 1.0
-                - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592)
-                    * t
-                    * (-x * x).exp();
-            if x >= 0.0 { y } else { -y }
+        // The first gap of a flow comes from the start distribution's states (independent
+        // across flows, so the plain K-S critical value applies).
+        let st: f64 = m.start.iter().map(|x| x.1).sum();
+        let mut first_comps: Vec<(f64, MarkovDelay)> = Vec::new();
+        for &(s, w) in &m.start {
+            let tot: f64 = m.emissions[s].iter().map(|e| e.weight).sum();
+            for e in m.emissions[s].iter().filter(|e| e.observation == dollar) {
+                first_comps.push((w / st * e.weight / tot, e.delay));
+            }
+        }
+        let mix_cdf = |comps: &[(f64, MarkovDelay)], secs: f64| -> f64 {
+            let wsum: f64 = comps.iter().map(|c| c.0).sum();
+            comps.iter().map(|(w, d)| w / wsum * delay_cdf(d, secs)).sum()
         };
-        let cdf = |secs: f64| -> f64 {
-            let us = secs * 1e6;
-            comps
+        let ks_of = |xs: &mut Vec<f64>, comps: &[(f64, MarkovDelay)]| -> (f64, f64) {
+            xs.sort_by(f64::total_cmp);
+            let n = xs.len() as f64;
+            let d = xs
                 .iter()
-                .map(|(w, d)| {
-                    w / wsum
-                        * match *d {
-                            MarkovDelay::Zero => 1.0,
-                            MarkovDelay::Exponential { lambda_per_us } => 1.0 - (-lambda_per_us * us).exp(),
-                            MarkovDelay::LogNormal { mu, sigma } => {
-                                if us <= 0.0 {
-                                    0.0
-                                } else {
-                                    0.5 * (1.0 + erf((us.ln() - mu) / (sigma * std::f64::consts::SQRT_2)))
-                                }
-                            }
-                        }
+                .enumerate()
+                .map(|(i, &g)| {
+                    let f = mix_cdf(comps, g);
+                    (f - i as f64 / n).abs().max(((i + 1) as f64 / n - f).abs())
                 })
-                .sum()
+                .fold(0.0, f64::max);
+            (d, n)
         };
         let mut rng = RngStreams::new(11).stream("test", "gaps");
         let mut gaps = Vec::new();
+        let mut first = Vec::new();
         let mut streams_per_flow = Vec::new();
         for _ in 0..20_000 {
             let mut w = Walk::default();
@@ -283,27 +309,27 @@ mod tests {
                 if o == end {
                     break;
                 }
-                k += 1.0;
-                if d < MAX_DELAY_SECS {
-                    gaps.push(d);
+                if k == 0.0 {
+                    first.push(d);
                 }
+                k += 1.0;
+                gaps.push(d);
             }
             streams_per_flow.push(k);
         }
-        gaps.sort_by(f64::total_cmp);
-        let n = gaps.len() as f64;
-        let ks = gaps
-            .iter()
-            .enumerate()
-            .map(|(i, &g)| {
-                let f = cdf(g);
-                (f - i as f64 / n).abs().max(((i + 1) as f64 / n - f).abs())
-            })
-            .fold(0.0, f64::max);
         // Critical value at alpha = 0.001: 1.95 / sqrt(n).
-        assert!(ks < 1.95 / n.sqrt(), "KS {ks} with n {n}");
+        let (d1, n1) = ks_of(&mut first, &first_comps);
+        eprintln!("first gap of a flow vs model: one-sample K-S D = {d1:.5}, n = {n1}, critical (alpha 0.001) {:.5}", 1.95 / n1.sqrt());
+        assert!(d1 < 1.95 / n1.sqrt(), "KS {d1} with n {n1}");
+        // All gaps against the visit-weighted mixture. Gaps of one flow are correlated (the
+        // chain stays in a state for several streams), which widens the K-S spread beyond
+        // the i.i.d. critical value; allow twice it.
+        let (d, n) = ks_of(&mut gaps, &comps);
+        eprintln!("all gaps vs visit-weighted model mixture: K-S D = {d:.5}, n = {n}, i.i.d. critical (alpha 0.001) {:.5}", 1.95 / n.sqrt());
+        assert!(d < 2.0 * 1.95 / n.sqrt(), "KS {d} with n {n}");
         let want = expected_count(&m, dollar, end);
         let got = streams_per_flow.iter().sum::<f64>() / streams_per_flow.len() as f64;
+        eprintln!("streams per flow: {got:.3} (model {want:.3})");
         assert!((got - want).abs() / want < 0.05, "streams per flow {got} vs {want}");
     }
 
