@@ -138,6 +138,13 @@ impl CircuitScheduler for EwmaScheduler {
     fn name(&self) -> &'static str {
         "ewma"
     }
+
+    /// The lowest count, relative to the start of the current tick; ticks are aligned to
+    /// simulated time, so counts of different channels at the same instant compare.
+    fn head_priority(&mut self, now: SimTime) -> Option<f64> {
+        self.recalibrate(now);
+        self.active.iter().map(|c| self.state[c].count).min_by(f64::total_cmp)
+    }
 }
 
 /// The paper's definition evaluated exactly: every decision decays every active count to
@@ -208,6 +215,10 @@ impl CircuitScheduler for ExactEwmaScheduler {
 
     fn name(&self) -> &'static str {
         "ewma-exact"
+    }
+
+    fn head_priority(&mut self, now: SimTime) -> Option<f64> {
+        (0..self.active.len()).map(|i| self.decay(self.active[i], now)).min_by(f64::total_cmp)
     }
 }
 
