@@ -20,7 +20,7 @@ import importlib
 from types import ModuleType
 
 #: name -> module. Add a paper here when its module exists.
-PAPERS: dict[str, str] = {}
+PAPERS: dict[str, str] = {"ewma": "onionlab.reproduce.ewma"}
 
 
 def module(name: str) -> ModuleType:
