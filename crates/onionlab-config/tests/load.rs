@@ -628,4 +628,11 @@ fn per_relay_scheduler_overrides_the_default() {
     let again = load_str(&onionlab_config::to_toml(&c), &fixtures()).unwrap();
     assert_eq!(again, c);
     err_at(&edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = \"kist2\"\n"), "relays[1].scheduler", &["unknown scheduler"]);
+    let c = load(&edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = { kind = \"kist\", run_interval = \"2 ms\" }\n")).unwrap();
+    assert!(matches!(c.relays[1].scheduler, SchedulerConfig::Kist { run_interval, .. } if run_interval == SimDuration::from_millis(2)));
+    err_at(
+        &edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = { kind = \"kist\", sock_buf_size_factor = -0.5 }\n"),
+        "relays[1].scheduler.sock_buf_size_factor",
+        &["at least 0"],
+    );
 }
