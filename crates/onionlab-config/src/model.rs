@@ -346,6 +346,27 @@ pub enum SchedulerConfig {
         #[serde(serialize_with = "ser_duration")]
         halflife: SimDuration,
     },
+    /// KIST (scheduler_kist.c): a relay-wide run every `run_interval` (KISTSchedRunInterval,
+    /// default 10 ms) limited per socket by cwnd, unacked and unsent bytes scaled by
+    /// `sock_buf_size_factor` (KISTSockBufSizeFactor, default 1.0); EWMA circuitmux per channel.
+    Kist {
+        #[serde(serialize_with = "ser_duration")]
+        run_interval: SimDuration,
+        sock_buf_size_factor: f64,
+        #[serde(serialize_with = "ser_duration")]
+        halflife: SimDuration,
+        #[serde(serialize_with = "ser_duration")]
+        tick: SimDuration,
+    },
+    /// KISTLite: KIST's runs, limited by each channel's outbuf room instead of kernel state.
+    KistLite {
+        #[serde(serialize_with = "ser_duration")]
+        run_interval: SimDuration,
+        #[serde(serialize_with = "ser_duration")]
+        halflife: SimDuration,
+        #[serde(serialize_with = "ser_duration")]
+        tick: SimDuration,
+    },
 }
 
 fn ser_opt_duration<S: serde::Serializer>(d: &Option<SimDuration>, s: S) -> Result<S::Ok, S::Error> {

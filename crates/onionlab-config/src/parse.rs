@@ -101,7 +101,7 @@ impl std::error::Error for ConfigErrors {}
 pub const KNOWN_FLAGS: &[&str] =
     &["Authority", "BadExit", "Exit", "Fast", "Guard", "HSDir", "Running", "Stable", "V2Dir", "Valid"];
 /// Circuit schedulers the simulator implements.
-pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact"];
+pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact", "kist", "kist-lite"];
 /// Tor's CircuitPriorityHalflife default (circuitmux_ewma.c), and its decay tick.
 const EWMA_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 const EWMA_TICK: SimDuration = SimDuration::from_secs(10);
@@ -112,8 +112,11 @@ pub const SPLIT_DENOMINATORS: &[&str] = &["all-or-connections", "client-connecti
 const THROTTLE_BURST: u64 = 2 << 20;
 const THROTTLE_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 const THROTTLING_EXAMPLE: &str = "throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.25 }";
+/// Tor's KISTSchedRunInterval default and its allowed maximum (1..100 ms; 0 disables KIST).
+const KIST_RUN_INTERVAL: SimDuration = SimDuration::from_millis(10);
+const KIST_RUN_INTERVAL_MAX: SimDuration = SimDuration::from_millis(100);
 const SCHEDULER_EXAMPLE: &str =
-    "scheduler = \"round-robin\", \"ewma\", or { kind = \"ewma\", halflife = \"30 s\", tick = \"10 s\" }";
+    "scheduler = \"round-robin\", \"ewma\", \"kist\", { kind = \"ewma\", halflife = \"30 s\", tick = \"10 s\" } or { kind = \"kist\", run_interval = \"10 ms\", sock_buf_size_factor = 1.0 }";
 /// Consensus bandwidth-weight names (dir-spec section 3.8.3).
 pub const BANDWIDTH_WEIGHTS: &[&str] = &[
     "Wbd", "Wbe", "Wbg", "Wbm", "Wdb", "Web", "Wed", "Wee", "Weg", "Wem", "Wgb", "Wgd", "Wgg", "Wgm",
@@ -1676,6 +1679,40 @@ impl Ctx<'_> {
                 let halflife = self.opt(t, p, "halflife", Ctx::pos_duration);
                 let bad = t.contains_key("halflife") && halflife.is_none();
                 (!bad).then(|| SchedulerConfig::EwmaExact { halflife: halflife.unwrap_or(EWMA_HALFLIFE) })
+            }
+            "kist" | "kist-lite" => {
+                let lite = kind == "kist-lite";
+                let known: &[&str] =
+                    if lite { &["kind", "run_interval", "halflife", "tick"] } else { &["kind", "run_interval", "sock_buf_size_factor", "halflife", "tick"] };
+                self.keys(t, p, known);
+                let run_interval = self.opt(t, p, "run_interval", Ctx::pos_duration);
+                if let Some(ri) = run_interval.filter(|&d| d > KIST_RUN_INTERVAL_MAX) {
+                    self.err_hint(
+                        join(p, "run_interval"),
+                        format!("must be at most 100 ms (tor's KISTSchedRunInterval range), found {}", crate::format_duration(ri)),
+                        "tor's default is \"10 ms\"; the 2021 live network used \"2 ms\"",
+                    );
+                }
+                let factor = self.opt(t, p, "sock_buf_size_factor", Ctx::float);
+                if let Some(f) = factor.filter(|&f| f < 0.0) {
+                    self.err_hint(join(p, "sock_buf_size_factor"), format!("must be at least 0, found {f}"), "KISTSockBufSizeFactor, tor's default 1.0");
+                }
+                let halflife = self.opt(t, p, "halflife", Ctx::pos_duration);
+                let tick = self.opt(t, p, "tick", Ctx::pos_duration);
+                let bad = (t.contains_key("run_interval") && run_interval.is_none_or(|d| d > KIST_RUN_INTERVAL_MAX))
+                    || (t.contains_key("sock_buf_size_factor") && factor.is_none_or(|f| f < 0.0))
+                    || (t.contains_key("halflife") && halflife.is_none())
+                    || (t.contains_key("tick") && tick.is_none());
+                let run_interval = run_interval.unwrap_or(KIST_RUN_INTERVAL);
+                let halflife = halflife.unwrap_or(EWMA_HALFLIFE);
+                let tick = tick.unwrap_or(EWMA_TICK);
+                (!bad).then(|| {
+                    if lite {
+                        SchedulerConfig::KistLite { run_interval, halflife, tick }
+                    } else {
+                        SchedulerConfig::Kist { run_interval, sock_buf_size_factor: factor.unwrap_or(1.0), halflife, tick }
+                    }
+                })
             }
             other => {
                 self.err_hint(kp, format!("unknown scheduler {other:?}"), suggest(other, SCHEDULERS, "Available schedulers"));

@@ -588,6 +588,38 @@ fn scheduler() {
 }
 
 #[test]
+fn kist_schedulers() {
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    let (h, l) = (SimDuration::from_secs(30), SimDuration::from_secs(10));
+    let c = load(&with("scheduler = \"kist\"")).unwrap();
+    assert_eq!(
+        c.mechanisms.scheduler,
+        SchedulerConfig::Kist { run_interval: SimDuration::from_millis(10), sock_buf_size_factor: 1.0, halflife: h, tick: l },
+        "tor's KISTSchedRunInterval and KISTSockBufSizeFactor by default"
+    );
+    let c = load(&with("scheduler = { kind = \"kist\", run_interval = \"2 ms\", sock_buf_size_factor = 0.5, halflife = \"10 s\" }")).unwrap();
+    assert_eq!(
+        c.mechanisms.scheduler,
+        SchedulerConfig::Kist { run_interval: SimDuration::from_millis(2), sock_buf_size_factor: 0.5, halflife: SimDuration::from_secs(10), tick: l }
+    );
+    let c = load(&with("scheduler = { kind = \"kist-lite\", run_interval = \"5 ms\" }")).unwrap();
+    assert_eq!(c.mechanisms.scheduler, SchedulerConfig::KistLite { run_interval: SimDuration::from_millis(5), halflife: h, tick: l });
+    // The resolved TOML reads back the same.
+    assert_eq!(load_str(&onionlab_config::to_toml(&c), &fixtures()).unwrap(), c);
+
+    let e = err_at(&with("scheduler = { kind = \"kist\", run_interval = \"1 s\" }"), "mechanisms.scheduler.run_interval", &["at most 100 ms"]);
+    assert!(hint(&e).contains("10 ms"));
+    err_at(&with("scheduler = { kind = \"kist\", run_interval = \"0 ms\" }"), "mechanisms.scheduler.run_interval", &["longer than 0"]);
+    err_at(&with("scheduler = { kind = \"kist\", run_interval = 10 }"), "mechanisms.scheduler.run_interval", &["bare number"]);
+    let e = err_at(&with("scheduler = { kind = \"kist\", sock_buf_size_factor = -1 }"), "mechanisms.scheduler.sock_buf_size_factor", &["at least 0"]);
+    assert!(hint(&e).contains("KISTSockBufSizeFactor"));
+    err_at(&with("scheduler = { kind = \"kist\", sock_buf_size_factor = \"big\" }"), "mechanisms.scheduler.sock_buf_size_factor", &["expected a number"]);
+    err_at(&with("scheduler = { kind = \"kist-lite\", sock_buf_size_factor = 1.0 }"), "mechanisms.scheduler.sock_buf_size_factor", &["unknown key"]);
+    let e = err_at(&with("scheduler = \"kits\""), "mechanisms.scheduler", &["unknown scheduler"]);
+    assert!(hint(&e).contains("kist"));
+}
+
+#[test]
 fn per_relay_scheduler_overrides_the_default() {
     let text = edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = { kind = \"ewma\", halflife = \"3 s\", tick = \"1 s\" }\n");
     let c = load(&text).unwrap();
@@ -597,6 +629,13 @@ fn per_relay_scheduler_overrides_the_default() {
     let again = load_str(&onionlab_config::to_toml(&c), &fixtures()).unwrap();
     assert_eq!(again, c);
     err_at(&edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = \"kist2\"\n"), "relays[1].scheduler", &["unknown scheduler"]);
+    let c = load(&edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = { kind = \"kist\", run_interval = \"2 ms\" }\n")).unwrap();
+    assert!(matches!(c.relays[1].scheduler, SchedulerConfig::Kist { run_interval, .. } if run_interval == SimDuration::from_millis(2)));
+    err_at(
+        &edit("name = \"exit\"\n", "name = \"exit\"\nscheduler = { kind = \"kist\", sock_buf_size_factor = -0.5 }\n"),
+        "relays[1].scheduler.sock_buf_size_factor",
+        &["at least 0"],
+    );
 }
 
 #[test]

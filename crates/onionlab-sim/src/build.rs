@@ -15,6 +15,7 @@ use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::RelayHook;
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
+use onionlab_tor::kist::KistParams;
 use onionlab_tor::{BandwidthWeights, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork};
 
 use crate::run::SimError;
@@ -57,6 +58,12 @@ fn scheduler(s: &SchedulerConfig) -> SchedulerKind {
         SchedulerConfig::RoundRobin => SchedulerKind::RoundRobin,
         SchedulerConfig::Ewma { halflife, tick } => SchedulerKind::Ewma { halflife, tick },
         SchedulerConfig::EwmaExact { halflife } => SchedulerKind::EwmaExact { halflife },
+        SchedulerConfig::Kist { run_interval, sock_buf_size_factor, halflife, tick } => {
+            SchedulerKind::Kist { params: KistParams { run_interval, sock_buf_size_factor, lite: false }, halflife, tick }
+        }
+        SchedulerConfig::KistLite { run_interval, halflife, tick } => {
+            SchedulerKind::Kist { params: KistParams { run_interval, sock_buf_size_factor: 1.0, lite: true }, halflife, tick }
+        }
     }
 }
 

@@ -138,6 +138,13 @@ impl CircuitScheduler for EwmaScheduler {
     fn name(&self) -> &'static str {
         "ewma"
     }
+
+    /// The lowest count, relative to the start of the current tick; ticks are aligned to
+    /// simulated time, so counts of different channels at the same instant compare.
+    fn head_priority(&mut self, now: SimTime) -> Option<f64> {
+        self.recalibrate(now);
+        self.active.iter().map(|c| self.state[c].count).min_by(f64::total_cmp)
+    }
 }
 
 /// The paper's definition evaluated exactly: every decision decays every active count to
@@ -209,6 +216,10 @@ impl CircuitScheduler for ExactEwmaScheduler {
     fn name(&self) -> &'static str {
         "ewma-exact"
     }
+
+    fn head_priority(&mut self, now: SimTime) -> Option<f64> {
+        (0..self.active.len()).map(|i| self.decay(self.active[i], now)).min_by(f64::total_cmp)
+    }
 }
 
 #[cfg(test)]
@@ -240,6 +251,38 @@ mod tests {
         // Two ticks later (t = 30 s): another F^2.
         s.pick(t(30.0));
         assert!((s.count(1).unwrap() - exact * s.scale_factor().powi(2)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hand_worked_exact_counts_and_picks() {
+        // H = 10 s. Circuit 1 sends 8 cells at t = 0; circuit 2 sends 3 at t = 20 s.
+        let mut s = ExactEwmaScheduler::new(SimDuration::from_secs(10));
+        s.activate(1, t(0.0));
+        s.activate(2, t(0.0));
+        s.on_cells_sent(1, 8, t(0.0));
+        // At t = 20 s circuit 1 has decayed two half-lives: 8 / 4 = 2 < 3 after circuit 2's cells.
+        s.on_cells_sent(2, 3, t(20.0));
+        assert!((s.count(1, t(20.0)) - 2.0).abs() < 1e-12);
+        assert_eq!(s.pick(t(20.0)), Some((1, 1)), "2 < 3: the older burst has been forgotten enough");
+        // At t = 30 s: circuit 1 = 1, circuit 2 = 1.5.
+        assert!((s.count(1, t(30.0)) - 1.0).abs() < 1e-12);
+        assert!((s.count(2, t(30.0)) - 1.5).abs() < 1e-12);
+        // One more cell on circuit 1 (count 2) makes circuit 2 (1.5) the lower.
+        s.on_cells_sent(1, 1, t(30.0));
+        assert_eq!(s.pick(t(30.0)), Some((2, 1)));
+        // The tick-based form (tick 10 s, F = 0.5) gives the same picks and, at tick starts,
+        // the same counts.
+        let mut k = EwmaScheduler::new(SimDuration::from_secs(10), SimDuration::from_secs(10));
+        k.activate(1, t(0.0));
+        k.activate(2, t(0.0));
+        k.on_cells_sent(1, 8, t(0.0));
+        k.on_cells_sent(2, 3, t(20.0));
+        assert!((k.count(1).unwrap() - 2.0).abs() < 1e-12 && (k.count(2).unwrap() - 3.0).abs() < 1e-12);
+        assert_eq!(k.pick(t(20.0)), Some((1, 1)));
+        assert_eq!(k.pick(t(30.0)), Some((1, 1)), "1 < 1.5 at t = 30 s");
+        k.on_cells_sent(1, 1, t(30.0));
+        assert_eq!(k.pick(t(30.0)), Some((2, 1)));
+        assert_eq!(k.head_priority(t(30.0)), Some(1.5));
     }
 
     #[test]

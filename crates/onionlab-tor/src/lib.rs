@@ -21,6 +21,7 @@ pub mod circuit;
 pub mod ewma;
 pub mod flow_control;
 pub mod hooks;
+pub mod kist;
 pub mod network;
 pub mod node;
 pub mod path;

@@ -34,6 +34,7 @@ use crate::channel::{ChanEnd, Channel};
 use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord};
 use crate::flow_control::{FixedWindow, STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
+use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
 use crate::node::{bucket_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
 use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo};
 use crate::scheduler::SchedulerKind;
@@ -52,6 +53,8 @@ pub enum TorEvent {
     ChannelOpen { chan: u32 },
     /// A relay hook's periodic tick.
     Hook { node: NodeId },
+    /// A KIST scheduling run at a relay ([`crate::kist`]).
+    Kist { node: NodeId },
     /// A timer of the application driving the network (workloads, metrics). The Tor
     /// model never schedules or handles these; its driver does.
     App { token: u64 },
@@ -175,6 +178,7 @@ pub struct TorNetwork {
     rng_streams: RngStreams,
     notices: Vec<NetNotice>,
     dirty: Vec<NodeId>,
+    last_kist_run: Option<(NodeId, crate::kist::KistRun)>,
     pub counters: TorCounters,
 }
 
@@ -207,6 +211,7 @@ impl TorNetwork {
             rng_streams: RngStreams::new(seed),
             notices: Vec::new(),
             dirty: Vec::new(),
+            last_kist_run: None,
             counters: TorCounters::default(),
         }
     }
@@ -235,6 +240,10 @@ impl TorNetwork {
             guards: Vec::new(),
             bridge: None,
             current_circ: None,
+            kist: None,
+            kist_wanted: false,
+            kist_pending: false,
+            kist_last_run: None,
             rng: (kind == NodeKind::Client).then(|| self.rng_streams.stream("tor-client", name)),
             stats: NodeStats::default(),
         });
@@ -264,6 +273,7 @@ impl TorNetwork {
         n.write_bucket = TokenBucket::new(spec.bandwidth_rate, spec.bandwidth_burst);
         n.perconn = spec.perconn;
         n.scheduler = spec.scheduler;
+        n.kist = spec.scheduler.kist();
         self.relays.push(id);
         self.relay_info.push(RelayInfo { nickname: spec.name, bandwidth: spec.consensus_weight, flags: spec.flags });
         self.selector = None;
@@ -594,7 +604,11 @@ impl TorNetwork {
         if was_empty {
             end.sched.activate(circ, now);
         }
-        if ch.open && !end.in_write_ring {
+        let n = &mut self.nodes[node as usize];
+        if n.kist.is_some() {
+            // KIST moves cells to outbufs in its own runs; the write pass only writes them.
+            n.kist_wanted = true;
+        } else if ch.open && !end.in_write_ring {
             end.in_write_ring = true;
             self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
         }
@@ -811,7 +825,9 @@ impl TorNetwork {
                 let nodes = ch.nodes;
                 for (i, side) in [Side::Initiator, Side::Acceptor].into_iter().enumerate() {
                     let end = &mut self.chans[chan as usize].ends[i];
-                    if end.sched.active() > 0 && !end.in_write_ring {
+                    if end.sched.active() > 0 && self.nodes[nodes[i] as usize].kist.is_some() {
+                        self.nodes[nodes[i] as usize].kist_wanted = true;
+                    } else if end.sched.active() > 0 && !end.in_write_ring {
                         end.in_write_ring = true;
                         self.nodes[nodes[i] as usize].write_ring.push_back(IoRef::Chan(chan, side));
                     }
@@ -819,6 +835,7 @@ impl TorNetwork {
                 }
             }
             TorEvent::App { .. } => {}
+            TorEvent::Kist { node } => self.run_kist(q, node),
             TorEvent::Hook { node } => {
                 let mut hook = self.hooks[node as usize].take().expect("hook events only for relays with hooks");
                 let interval = hook.interval();
@@ -1006,10 +1023,55 @@ impl TorNetwork {
     fn pump(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
         self.read_pass(q, node);
         self.write_pass(q, node);
-        let n = &self.nodes[node as usize];
+        let n = &mut self.nodes[node as usize];
         if n.finite_buckets() && !n.refill_pending {
             self.ensure_refill(q, node);
         }
+        let n = &mut self.nodes[node as usize];
+        if let Some(p) = n.kist {
+            if n.kist_wanted && !n.kist_pending {
+                // kist_scheduler_schedule: run now if the last run is an interval ago,
+                // else an interval after the last run.
+                let now = q.now();
+                let at = n.kist_last_run.map_or(now, |t| (t + p.run_interval).max(now));
+                n.kist_pending = true;
+                q.schedule(at, TOR_EVENT_CLASS, TorEvent::Kist { node }).expect("KIST runs are not in the past");
+            }
+            n.kist_wanted = false;
+        }
+    }
+
+    /// A KIST run at `node` ([`crate::kist`]): moves cells to the outbufs of all its
+    /// channels within their socket limits, queues them for the write pass, and repeats
+    /// an interval later while cells remain.
+    fn run_kist(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let now = q.now();
+        let n = &mut self.nodes[node as usize];
+        let params = n.kist.expect("KIST runs only at KIST relays");
+        n.kist_pending = false;
+        n.kist_last_run = Some(now);
+        let ends = std::mem::take(&mut n.chans);
+        let mut view = KistView { net: &self.net, chans: &mut self.chans, circuits: &mut self.circuits, ends: &ends, node, high_water: self.cfg.outbuf_high_water };
+        let run = kist_run(&mut view, &params, now);
+        self.last_kist_run = Some((node, run));
+        let mut left = false;
+        for &(chan, side) in &ends {
+            let end = &mut self.chans[chan as usize].ends[side_index(side)];
+            left |= end.sched.active() > 0;
+            if end.outbuf_bytes() > 0 && !end.in_write_ring && !end.write_waits_for_refill {
+                end.in_write_ring = true;
+                self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
+            }
+        }
+        let n = &mut self.nodes[node as usize];
+        n.chans = ends;
+        n.kist_wanted = left;
+        self.mark_dirty(node);
+    }
+
+    /// The last KIST run (relay and per-channel limits and cells), for tests.
+    pub fn last_kist_run(&self) -> Option<&(NodeId, crate::kist::KistRun)> {
+        self.last_kist_run.as_ref()
     }
 
     fn read_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
@@ -1141,7 +1203,9 @@ impl TorNetwork {
                 break;
             }
             let si = side_index(side);
-            self.fill_outbuf(now, node, chan, si);
+            if n.kist.is_none() {
+                self.fill_outbuf(now, node, chan, si);
+            }
             let conn = self.chans[chan as usize].conn;
             let free = self.net.writable_bytes(conn, side);
             let n = &mut self.nodes[node as usize];
@@ -1152,8 +1216,12 @@ impl TorNetwork {
                 continue;
             }
             if free == 0 {
-                // The kernel buffer is full: a Writable notice re-arms us.
-                end.in_write_ring = false;
+                // The kernel buffer is full: the write fails with EAGAIN, which arms the
+                // transport's Writable notice that re-arms us (without the attempt the
+                // transport would never notify, and the channel would stall).
+                let w = self.net.write(q, conn, side, pending);
+                debug_assert_eq!(w, 0);
+                self.chans[chan as usize].ends[si].in_write_ring = false;
                 continue;
             }
             let share = bucket_share(&n.write_bucket, end.conn_write.as_ref());
@@ -1187,16 +1255,9 @@ impl TorNetwork {
             return;
         }
         while end.outbuf_bytes() < high {
-            let Some((circ, max)) = end.sched.pick(now) else { break };
             let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
-            let c = &mut self.circuits[circ as usize];
-            let pos = c.position(node);
-            let dir = if pos < c.chans.len() && c.chans[pos] == Some(chan) { Direction::Out } else { Direction::In };
-            let queue = &mut c.queues[pos][dir.index()];
-            let moved = queue.move_to(&mut end.outbuf, room.min(max as u64));
-            end.sched.on_cells_sent(circ, moved as u32, now);
-            if queue.is_empty() {
-                end.sched.deactivate(circ);
+            if move_cells(&mut self.circuits, end, node, chan, now, room) == 0 {
+                break;
             }
         }
     }
@@ -1296,6 +1357,66 @@ impl TorNetwork {
 
     pub fn host_of(&self, n: NodeId) -> HostId {
         self.nodes[n as usize].host
+    }
+}
+
+/// Moves up to `max` cells of the circuit `end`'s scheduler picks to the outbuf (at most
+/// the scheduler's quantum); returns the number moved (0 when no circuit is active).
+fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64) -> u64 {
+    let Some((circ, quantum)) = end.sched.pick(now) else { return 0 };
+    let c = &mut circuits[circ as usize];
+    let pos = c.position(node);
+    let dir = if pos < c.chans.len() && c.chans[pos] == Some(chan) { Direction::Out } else { Direction::In };
+    let queue = &mut c.queues[pos][dir.index()];
+    let moved = queue.move_to(&mut end.outbuf, max.min(quantum as u64));
+    end.sched.on_cells_sent(circ, moved as u32, now);
+    if queue.is_empty() {
+        end.sched.deactivate(circ);
+    }
+    moved
+}
+
+/// A KIST relay's channel ends as [`kist_run`] sees them.
+struct KistView<'a> {
+    net: &'a Network,
+    chans: &'a mut [Channel],
+    circuits: &'a mut [Circuit],
+    ends: &'a [(u32, Side)],
+    node: NodeId,
+    high_water: u64,
+}
+
+impl KistChannels for KistView<'_> {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn has_cells(&self, i: usize) -> bool {
+        let (chan, side) = self.ends[i];
+        let ch = &self.chans[chan as usize];
+        ch.open && ch.ends[side_index(side)].sched.active() > 0
+    }
+
+    fn limit(&self, i: usize, params: &KistParams) -> u64 {
+        let (chan, side) = self.ends[i];
+        let ch = &self.chans[chan as usize];
+        let outbuf = ch.ends[side_index(side)].outbuf_bytes();
+        if params.lite {
+            lite_limit(outbuf, self.high_water)
+        } else {
+            socket_limit(&self.net.socket_info(ch.conn, side), outbuf, params.sock_buf_size_factor)
+        }
+    }
+
+    fn priority(&mut self, i: usize, now: SimTime) -> Option<f64> {
+        let (chan, side) = self.ends[i];
+        self.chans[chan as usize].ends[side_index(side)].sched.head_priority(now)
+    }
+
+    fn flush_one(&mut self, i: usize, now: SimTime) -> bool {
+        let (chan, side) = self.ends[i];
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+        move_cells(self.circuits, end, self.node, chan, now, 1) == 1
     }
 }
 

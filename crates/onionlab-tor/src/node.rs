@@ -105,6 +105,13 @@ pub(crate) struct TorNode {
     pub bridge: Option<usize>,
     /// Clients: the circuit new streams attach to.
     pub current_circ: Option<u32>,
+    /// KIST relays: the relay-level scheduler's parameters ([`crate::kist`]).
+    pub kist: Option<crate::kist::KistParams>,
+    /// KIST: a circuit gained cells since the last run was scheduled.
+    pub kist_wanted: bool,
+    /// KIST: a run is scheduled.
+    pub kist_pending: bool,
+    pub kist_last_run: Option<onionlab_core::SimTime>,
     /// Clients: path selection randomness.
     pub rng: Option<SimRng>,
     pub stats: NodeStats,

@@ -21,6 +21,7 @@ from types import ModuleType
 
 #: name -> module. Add a paper here when its module exists.
 PAPERS: dict[str, str] = {
+    "ewma": "onionlab.reproduce.ewma",
     "throttling": "onionlab.reproduce.throttling",
     "tortoise": "onionlab.reproduce.tortoise",
 }

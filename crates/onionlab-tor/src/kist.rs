@@ -1,0 +1,290 @@
+//! KIST: Kernel-Informed Socket Transport (Jansen, Geddes, Wacek, Sherr & Syverson, USENIX
+//! Security 2014; "KIST: Kernel-Informed Socket Transport for Tor", TOPS 2018), as tor
+//! ships it in `scheduler_kist.c` (tor >= 0.3.2), with KISTLite.
+//!
+//! **Owns:** the relay-level part of KIST: [`KistParams`], the per-socket write limit
+//! ([`socket_limit`], [`lite_limit`]) and one scheduling run over all channels of a relay
+//! ([`kist_run`]). **Must not touch:** cells, queues or sockets: a run sees the channels
+//! through the [`KistChannels`] trait, which [`crate::network`] implements over its
+//! channel ends; the per-channel choice of circuit stays with each channel's
+//! [`CircuitScheduler`] (tor's circuitmux, always EWMA in tor, so KIST builds
+//! [`crate::ewma::EwmaScheduler`] on every channel).
+//!
+//! How a run works (tor's `kist_scheduler_run`; `../shared/specs/tor-constants.md` 3.3):
+//! 1. For every channel with cells, compute the socket's write limit from TCP_INFO and
+//!    SIOCOUTQNSD (`update_socket_info_impl`):
+//!    `limit = max(0, (cwnd - unacked)·mss + cwnd·mss·KISTSockBufSizeFactor - notsent - outbuf)`,
+//!    where the first term is floored at 0 when unacked exceeds cwnd. The transport gives
+//!    cwnd and unacked in bytes, which are tor's segment counts times mss.
+//!    KISTLite has no kernel information and uses the channel's own outbuf room:
+//!    `limit = ceil((OR_CONN_HIGHWATER - outbuf)/514) · (514 + 29)` (`channel_num_cells_writeable`).
+//! 2. Repeatedly take the channel whose best circuit has the lowest EWMA count across all
+//!    channels of the relay (`circuitmux_compare_muxes`), move **one** cell of that
+//!    circuit to the channel's outbuf and charge the channel 514 + 29 bytes (cell plus
+//!    TLS overhead, `TLS_PER_CELL_OVERHEAD`). A channel takes a cell only while at least
+//!    one whole charge fits in its remaining limit (`socket_can_write`), so the bytes
+//!    charged never exceed the limit.
+//! 3. The outbufs go to the kernel (tor writes an outbuf when it switches channels with
+//!    more than 8 cells in it and once more at the end of the run; every write of one run
+//!    happens at the same simulated instant here, so only the end-of-run write is modelled).
+//!    Writes remain subject to the relay's token buckets (the relay's write pass does them).
+//!
+//! Runs happen every `KISTSchedRunInterval` while any channel has cells: when a cell
+//! arrives at a relay with no run pending, the run is at `max(now, last run + interval)`
+//! (`kist_scheduler_schedule`).
+//!
+//! Parameters:
+//! - `KISTSchedRunInterval`, milliseconds: tor default **10 ms** (consensus; the 2021 live
+//!   network used **2 ms**, tornettools#51).
+//! - `KISTSockBufSizeFactor`, dimensionless: default **1.0**.
+//! - KISTLite: a boolean here (tor picks it when the kernel lacks TCP_INFO).
+//!
+//! [`CircuitScheduler`]: crate::scheduler::CircuitScheduler
+
+use onionlab_core::{SimDuration, SimTime};
+use onionlab_net::SocketInfo;
+
+use crate::cell::{CELL_NETWORK_SIZE, CELL_WIRE_BYTES};
+pub use crate::cell::TLS_PER_CELL_OVERHEAD;
+
+/// Default `KISTSchedRunInterval` (tor: 10 ms).
+pub const DEFAULT_RUN_INTERVAL: SimDuration = SimDuration::from_millis(10);
+/// Default `KISTSockBufSizeFactor`.
+pub const DEFAULT_SOCK_BUF_SIZE_FACTOR: f64 = 1.0;
+/// What KIST charges a channel for one cell: `CELL_MAX_NETWORK_SIZE + TLS_PER_CELL_OVERHEAD`
+/// (514 + 29 = 543 B, the model's wire size of a cell).
+pub const KIST_CELL_CHARGE: u64 = CELL_WIRE_BYTES;
+
+/// A relay's KIST configuration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KistParams {
+    /// `KISTSchedRunInterval`.
+    pub run_interval: SimDuration,
+    /// `KISTSockBufSizeFactor` (>= 0).
+    pub sock_buf_size_factor: f64,
+    /// KISTLite: limit writes by the outbuf's room, without kernel information.
+    pub lite: bool,
+}
+
+impl Default for KistParams {
+    fn default() -> Self {
+        KistParams { run_interval: DEFAULT_RUN_INTERVAL, sock_buf_size_factor: DEFAULT_SOCK_BUF_SIZE_FACTOR, lite: false }
+    }
+}
+
+/// KIST's per-socket write limit in bytes (`update_socket_info_impl`).
+pub fn socket_limit(info: &SocketInfo, outbuf_bytes: u64, sock_buf_size_factor: f64) -> u64 {
+    let cwnd = info.cwnd_bytes as i128;
+    let tcp_space = (cwnd - info.unacked as i128).max(0);
+    let extra = (info.cwnd_bytes as f64 * sock_buf_size_factor).floor() as i128 - info.unsent as i128 - outbuf_bytes as i128;
+    (tcp_space + extra).max(0) as u64
+}
+
+/// KISTLite's limit (`channel_num_cells_writeable` times the per-cell charge).
+pub fn lite_limit(outbuf_bytes: u64, outbuf_high_water: u64) -> u64 {
+    outbuf_high_water.saturating_sub(outbuf_bytes).div_ceil(CELL_NETWORK_SIZE) * KIST_CELL_CHARGE
+}
+
+/// The channels of one relay as a KIST run sees them. Indices are stable for one run.
+pub trait KistChannels {
+    /// Number of channel ends of the relay.
+    fn len(&self) -> usize;
+    /// Whether the channel may carry cells and has a circuit with cells for it.
+    fn has_cells(&self, i: usize) -> bool;
+    /// The channel's write limit for this run, bytes.
+    fn limit(&self, i: usize, params: &KistParams) -> u64;
+    /// The EWMA count of the channel's best circuit at `now`, comparable across the
+    /// relay's channels (lower goes first); `None` when its policy has no such count.
+    fn priority(&mut self, i: usize, now: SimTime) -> Option<f64>;
+    /// Moves one cell of the channel's best circuit to its outbuf; false if it had none.
+    fn flush_one(&mut self, i: usize, now: SimTime) -> bool;
+}
+
+/// What one run did, per channel: cells moved to the outbuf and the limit they were
+/// charged against.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KistRun {
+    /// `(channel index, limit, cells moved)` for every channel that had cells.
+    pub channels: Vec<(usize, u64, u64)>,
+}
+
+impl KistRun {
+    /// Cells moved to outbufs in the run, over all channels.
+    pub fn cells_moved(&self) -> u64 {
+        self.channels.iter().map(|c| c.2).sum()
+    }
+}
+
+/// One KIST scheduling run over a relay's channels at `now`.
+pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime) -> KistRun {
+    // (index, limit, charged, cells)
+    let mut pending: Vec<(usize, u64, u64, u64)> = (0..chans.len())
+        .filter(|&i| chans.has_cells(i))
+        .map(|i| (i, chans.limit(i, params), 0, 0))
+        .collect();
+    let mut run = KistRun::default();
+    // Channels that can take a cell, ordered by their best circuit's count.
+    let mut ready: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].1 >= KIST_CELL_CHARGE).collect();
+    // With no EWMA counts (a round-robin circuitmux), channels take turns.
+    let mut turn = 0usize;
+    while !ready.is_empty() {
+        let mut best: Option<(usize, f64)> = None;
+        let mut any_priority = false;
+        for (r, &k) in ready.iter().enumerate() {
+            if let Some(p) = chans.priority(pending[k].0, now) {
+                any_priority = true;
+                if best.is_none_or(|(_, b)| p < b) {
+                    best = Some((r, p));
+                }
+            }
+        }
+        let r = match best {
+            Some((r, _)) if any_priority => r,
+            _ => {
+                turn %= ready.len();
+                let r = turn;
+                turn += 1;
+                r
+            }
+        };
+        let k = ready[r];
+        let e = &mut pending[k];
+        if !chans.flush_one(e.0, now) {
+            ready.remove(r);
+            continue;
+        }
+        e.2 += KIST_CELL_CHARGE;
+        e.3 += 1;
+        debug_assert!(e.2 <= e.1, "KIST charged past the socket limit");
+        if e.1 - e.2 < KIST_CELL_CHARGE || !chans.has_cells(e.0) {
+            ready.remove(r);
+        }
+    }
+    run.channels = pending.into_iter().map(|(i, limit, _, cells)| (i, limit, cells)).collect();
+    run
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ewma::EwmaScheduler;
+    use crate::scheduler::CircuitScheduler;
+    use proptest::prelude::*;
+
+    fn info(cwnd: u64, unacked: u64, unsent: u64) -> SocketInfo {
+        SocketInfo { cwnd_bytes: cwnd, mss: 1448, unacked, unsent, sndbuf_free: 1 << 20, srtt: None, min_rtt: None }
+    }
+
+    #[test]
+    fn limit_follows_tors_formula() {
+        // cwnd 10 segments of 1448 B, 4 unacked, 2000 B unsent, 1000 B in the outbuf:
+        // (10 - 4)·1448 + 10·1448·1.0 - 2000 - 1000 = 8688 + 14480 - 3000 = 20168.
+        assert_eq!(socket_limit(&info(14_480, 5_792, 2_000), 1_000, 1.0), 20_168);
+        // Factor 0.5 halves the kernel-buffer term: 8688 + 7240 - 3000.
+        assert_eq!(socket_limit(&info(14_480, 5_792, 2_000), 1_000, 0.5), 12_928);
+        // More unacked than the window: the TCP term is 0, not negative.
+        assert_eq!(socket_limit(&info(14_480, 20_000, 0), 0, 1.0), 14_480);
+        // A full kernel buffer: limit 0.
+        assert_eq!(socket_limit(&info(14_480, 14_480, 20_000), 0, 1.0), 0);
+    }
+
+    #[test]
+    fn lite_limit_is_the_outbufs_room_in_cells() {
+        assert_eq!(lite_limit(0, 32 * 1024), 64 * KIST_CELL_CHARGE, "32 KiB / 514 B rounds up to 64 cells");
+        assert_eq!(lite_limit(32 * 1024, 32 * 1024), 0);
+        assert_eq!(lite_limit(40_000, 32 * 1024), 0);
+    }
+
+    /// Channels for tests: each has an EWMA circuitmux and queues of cells per circuit.
+    struct Fake {
+        limits: Vec<u64>,
+        muxes: Vec<EwmaScheduler>,
+        queues: Vec<std::collections::BTreeMap<u32, u64>>,
+        moved: Vec<Vec<u32>>,
+    }
+
+    impl Fake {
+        fn new(limits: Vec<u64>, queues: Vec<Vec<(u32, u64)>>) -> Self {
+            let mut muxes = vec![];
+            let mut qs = vec![];
+            for q in &queues {
+                let mut m = EwmaScheduler::new(SimDuration::from_secs(30), SimDuration::from_secs(10));
+                let mut map = std::collections::BTreeMap::new();
+                for &(c, n) in q {
+                    if n > 0 {
+                        m.activate(c, SimTime::ZERO);
+                        map.insert(c, n);
+                    }
+                }
+                muxes.push(m);
+                qs.push(map);
+            }
+            let n = limits.len();
+            Fake { limits, muxes, queues: qs, moved: vec![vec![]; n] }
+        }
+    }
+
+    impl KistChannels for Fake {
+        fn len(&self) -> usize {
+            self.limits.len()
+        }
+        fn has_cells(&self, i: usize) -> bool {
+            self.muxes[i].active() > 0
+        }
+        fn limit(&self, i: usize, _: &KistParams) -> u64 {
+            self.limits[i]
+        }
+        fn priority(&mut self, i: usize, now: SimTime) -> Option<f64> {
+            self.muxes[i].head_priority(now)
+        }
+        fn flush_one(&mut self, i: usize, now: SimTime) -> bool {
+            let Some((c, _)) = self.muxes[i].pick(now) else { return false };
+            let left = self.queues[i].get_mut(&c).expect("active circuits have cells");
+            *left -= 1;
+            self.muxes[i].on_cells_sent(c, 1, now);
+            if *left == 0 {
+                self.muxes[i].deactivate(c);
+            }
+            self.moved[i].push(c);
+            true
+        }
+    }
+
+    #[test]
+    fn the_quiet_circuit_goes_first_across_channels() {
+        // Channel 0 carries circuit 1, which has sent a lot; channel 1 carries a new circuit 2.
+        let mut f = Fake::new(vec![100 * KIST_CELL_CHARGE, 100 * KIST_CELL_CHARGE], vec![vec![(1, 50)], vec![(2, 3)]]);
+        for _ in 0..20 {
+            f.muxes[0].on_cells_sent(1, 1, SimTime::ZERO);
+        }
+        let run = kist_run(&mut f, &KistParams::default(), SimTime::ZERO);
+        assert_eq!(run.cells_moved(), 53);
+        // Circuit 2's three cells (count 0, 1, 2) all precede circuit 1's (count >= 20).
+        assert_eq!(f.moved[1], vec![2, 2, 2]);
+        assert_eq!(f.moved[0].len(), 50);
+    }
+
+    proptest! {
+        /// KIST never charges a channel past its limit, and it is work-conserving: when a
+        /// run ends, every channel with cells left has less than one cell of room.
+        #[test]
+        fn never_exceeds_the_limit_and_never_idles_with_room(
+            chans in prop::collection::vec((0u64..40_000, prop::collection::vec((0u32..5, 0u64..60), 0..4)), 1..6),
+        ) {
+            let limits = chans.iter().map(|c| c.0).collect();
+            let queues = chans.iter().map(|c| {
+                let mut seen = std::collections::BTreeSet::new();
+                c.1.iter().filter(|(id, _)| seen.insert(*id)).copied().collect()
+            }).collect();
+            let mut f = Fake::new(limits, queues);
+            let run = kist_run(&mut f, &KistParams::default(), SimTime::ZERO + SimDuration::from_secs(3));
+            for &(i, limit, cells) in &run.channels {
+                prop_assert!(cells * KIST_CELL_CHARGE <= limit, "channel {i}: {cells} cells over limit {limit}");
+                prop_assert_eq!(cells as usize, f.moved[i].len());
+                if f.has_cells(i) {
+                    prop_assert!(limit - cells * KIST_CELL_CHARGE < KIST_CELL_CHARGE, "channel {i} idle with room");
+                }
+            }
+        }
+    }
+}
