@@ -48,6 +48,29 @@ GROUPS = [("web-res", "web", 783, "10 Mbit", "2 Mbit"), ("web-inst", "web", 87, 
 #: Client-relays (spec 3.7: use the counts, 2 bulk + 18 web, and 4 + 36), per group.
 OPERATORS = {0: {}, 20: {"web-res": 16, "web-inst": 2, "bulk-res": 2}, 40: {"web-res": 32, "web-inst": 4, "bulk-res": 4}}
 
+#: `--client-links tiers`: a spread of access links standing in for the per-country NetIndex
+#: table (an assumption, not data): 30 % fast (20 Mbit down / 4 up), 40 % medium (8 / 1),
+#: 30 % slow (2 / 0.5); 90 % residential, 10 % institutional (symmetric) in each tier.
+TIERS = [("fast", 0.3, "20 Mbit", "4 Mbit"), ("mid", 0.4, "8 Mbit", "1 Mbit"), ("slow", 0.3, "2 Mbit", "0.5 Mbit")]
+TIER_OPERATORS = {
+    0: {},
+    20: {"web-res-fast": 5, "web-res-mid": 7, "web-res-slow": 4, "web-inst-mid": 2, "bulk-res-mid": 1, "bulk-res-fast": 1},
+    40: {"web-res-fast": 10, "web-res-mid": 14, "web-res-slow": 8, "web-inst-mid": 2, "web-inst-fast": 2,
+         "bulk-res-mid": 2, "bulk-res-fast": 1, "bulk-res-slow": 1},
+}
+
+
+def tier_groups() -> list[tuple[str, str, int, str, str]]:
+    g = []
+    for kind, n in (("web", 870), ("bulk", 30)):
+        for tname, share, down, up in TIERS:
+            res, inst = round(n * 0.9 * share), round(n * 0.1 * share)
+            if res:
+                g.append((f"{kind}-res-{tname}", kind, res, down, up))
+            if inst:
+                g.append((f"{kind}-inst-{tname}", kind, inst, down, down))
+    return g
+
 
 def experiments() -> dict[str, dict]:
     """The spec's matrix (3.8). rate in KBps (None: unmodified), share of original relays
@@ -93,11 +116,11 @@ def relays_text(capacity_scale: float, share: float, rate_line: str) -> str:
     return "\n".join(out)
 
 
-def config_text(name: str, spec: dict, duration: str, warmup: str, capacity_scale: float) -> str:
+def config_text(name: str, spec: dict, duration: str, warmup: str, capacity_scale: float, links: str = "flat") -> str:
     rate_line = f'tortoise = {{ rate = "{spec["rate"]} KBps" }}' if spec["rate"] else ""
     groups = []
-    ops = OPERATORS[spec["ops"]]
-    for gname, workload, count, down, up in GROUPS:
+    ops = (TIER_OPERATORS if links == "tiers" else OPERATORS)[spec["ops"]]
+    for gname, workload, count, down, up in (tier_groups() if links == "tiers" else GROUPS):
         n = int(round(count * spec["scale"]))
         op = ops.get(gname, 0)
         groups.append(
@@ -146,6 +169,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", default="5 min", help='warm-up excluded from metrics (default "5 min")')
     p.add_argument("--capacity-scale", type=float, default=0.7,
                    help="relay bandwidth multiplier (default 0.7; see docs/reproductions/tortoise.md for the calibration)")
+    p.add_argument("--client-links", choices=["flat", "tiers"], default="flat",
+                   help="flat: residential 10/2 Mbit, institutional 10/10 (default); tiers: a fast/medium/slow spread")
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests")
     p.add_argument("--only", nargs="+", metavar="E", help="run only these experiments (e.g. E0 E1)")
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
@@ -209,7 +234,7 @@ def main(out: Path, args) -> int:
     if unknown:
         raise ValueError(f"--only: unknown experiments {unknown} (known: {', '.join(exps)})")
     seeds = list(range(1, args.seeds + 1))
-    jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale)), seeds) for n in names]
+    jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale, args.client_links)), seeds) for n in names]
     print(f"tortoise: {len(jobs)} experiments x {len(seeds)} seeds", flush=True)
     results = run_many(jobs, out, args.jobs)
 
@@ -239,7 +264,7 @@ def main(out: Path, args) -> int:
     anon = pd.DataFrame(anon_rows)
     anon.to_csv(out / "anonymity.csv", index=False)
     _figures(pers, out)
-    summary = {"seeds": seeds, "duration": args.duration, "warmup": args.warmup, "capacity_scale": args.capacity_scale,
+    summary = {"seeds": seeds, "duration": args.duration, "warmup": args.warmup, "capacity_scale": args.capacity_scale, "client_links": args.client_links,
                "throughput": table.to_dict(orient="records"), "anonymity": anon.to_dict(orient="records")}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
     cols = [c for c in ["experiment", "all", "web", "bulk", "operators", "all_change_pct", "web_change_pct", "bulk_change_pct",
