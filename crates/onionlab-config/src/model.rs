@@ -279,6 +279,10 @@ pub struct RelayOperators {
     /// Mean time between failures, for computed flags.
     #[serde(serialize_with = "ser_opt_duration")]
     pub mtbf: Option<SimDuration>,
+    /// How an operator's own traffic enters the network: "bridge" (through its own relay,
+    /// the paper's figure 1 right) or "exempt" (normal paths; every relay recognises the
+    /// operator's relay identity and exempts its connections; spec 1.3 option (b)).
+    pub entry: &'static str,
 }
 
 /// Adaptive guard throttling (the throttling paper's algorithms; `onionlab-mech`).

@@ -1499,7 +1499,7 @@ impl Ctx<'_> {
     /// `relay_operators = { count = 2, exit = true, mtbf = "30 days" }` of a client group.
     fn relay_operators(&mut self, v: &Value, p: &str, group_count: u32) -> Option<RelayOperators> {
         let t = self.table(v, p)?;
-        self.keys(t, p, &["count", "exit", "mtbf"]);
+        self.keys(t, p, &["count", "exit", "mtbf", "entry"]);
         let count = self.req(t, p, "count", Ctx::u32, "relay_operators = { count = 2 }: how many of the group's clients run a relay")?;
         if count > group_count {
             self.err(join(p, "count"), format!("{count} operators but the group has only {group_count} clients"));
@@ -1513,7 +1513,11 @@ impl Ctx<'_> {
         if t.contains_key("mtbf") && mtbf.is_none() {
             return None;
         }
-        Some(RelayOperators { count, exit: exit?, mtbf })
+        let entry = match t.get("entry") {
+            None => Some("bridge"),
+            Some(v) => self.choice(v, &join(p, "entry"), &["bridge", "exempt"]),
+        };
+        Some(RelayOperators { count, exit: exit?, mtbf, entry: entry? })
     }
 
     /// A number in `[lo, hi]`.

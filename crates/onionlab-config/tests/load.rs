@@ -727,7 +727,11 @@ fn tortoise_client_relays_and_computed_flags() {
     // Client-relays.
     let text = edit("count = 20\n", "count = 20\nrelay_operators = { count = 2 }\n");
     let c = load(&text).unwrap();
-    assert_eq!(c.clients[0].relay_operators, Some(RelayOperators { count: 2, exit: true, mtbf: None }));
+    assert_eq!(c.clients[0].relay_operators, Some(RelayOperators { count: 2, exit: true, mtbf: None, entry: "bridge" }));
+    let c = load(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 2, entry = \"exempt\" }\n")).unwrap();
+    assert_eq!(c.clients[0].relay_operators.unwrap().entry, "exempt");
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 2, entry = \"guard\" }\n"), "clients[0].relay_operators.entry", &["unknown value"]);
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
     err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 21 }\n"), "clients[0].relay_operators.count", &["only 20"]);
     err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 1, exit = 1 }\n"), "clients[0].relay_operators.exit", &["true or false"]);

@@ -235,10 +235,18 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         }
     }
 
+    // Operators whose relays are recognised at every ingress (entry = "exempt").
+    let exempt_everywhere: Vec<NodeId> = planned
+        .iter()
+        .filter_map(|p| p.operator)
+        .filter(|&(gi, _)| cfg.clients[gi].relay_operators.is_some_and(|o| o.entry == "exempt"))
+        .map(|k| operator_node[&k])
+        .collect();
     let mut hooks: Vec<(NodeId, Box<dyn RelayHook>)> = Vec::new();
     for (p, &node) in planned.iter().zip(&relay_nodes) {
         let operator = p.operator.map(|k| operator_node[&k]);
-        if let Some(op) = operator {
+        let bridge = p.operator.is_some_and(|(gi, _)| cfg.clients[gi].relay_operators.is_some_and(|o| o.entry == "bridge"));
+        if let (Some(op), true) = (operator, bridge) {
             tor.use_bridge(op, node).map_err(err(p.path.clone()))?;
         }
         let throttle = throttling_hook(p.throttling).map_err(|e| SimError::Build(format!("{}.throttling.{e}", p.path)))?;
@@ -252,6 +260,9 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                 };
                 let mut h = Tortoise::new(t.rate, t.burst, dirs, t.check_interval).map_err(|e| SimError::Build(format!("{}.tortoise.{e}", p.path)))?;
                 if let Some(op) = operator {
+                    h = h.with_operator(op);
+                }
+                for &op in &exempt_everywhere {
                     h = h.with_operator(op);
                 }
                 Some(Box::new(h) as Box<dyn RelayHook>)
