@@ -164,9 +164,9 @@ scheduler = "round-robin"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", type=int, default=3, help="seeds per experiment (default 3)")
-    p.add_argument("--duration", default="30 min", help='simulated time per run (default "30 min")')
-    p.add_argument("--warmup", default="5 min", help='warm-up excluded from metrics (default "5 min")')
+    p.add_argument("--seeds", type=int, default=2, help="seeds per experiment (default 2)")
+    p.add_argument("--duration", default="20 min", help='simulated time per run (default "20 min")')
+    p.add_argument("--warmup", default="4 min", help='warm-up excluded from metrics (default "4 min")')
     p.add_argument("--capacity-scale", type=float, default=0.5,
                    help="relay bandwidth multiplier (default 0.5; see docs/reproductions/tortoise.md for the calibration)")
     p.add_argument("--client-links", choices=["flat", "tiers"], default="tiers",
