@@ -54,6 +54,9 @@ pub struct Tortoise {
     operators: BTreeSet<NodeId>,
 }
 
+/// A connection's (read, write) buckets: (rate bytes/s, burst bytes) each, `None` = none.
+pub type Limits = (Option<(u64, u64)>, Option<(u64, u64)>);
+
 /// Default classification period.
 pub const DEFAULT_CHECK_INTERVAL: SimDuration = SimDuration::from_millis(100);
 
@@ -94,7 +97,7 @@ impl Tortoise {
     }
 
     /// The (read, write) buckets connection `c` should have.
-    pub fn limits_for(&self, c: &PeerConnection) -> (Option<(u64, u64)>, Option<(u64, u64)>) {
+    pub fn limits_for(&self, c: &PeerConnection) -> Limits {
         if self.is_exempt(c) {
             return (None, None);
         }

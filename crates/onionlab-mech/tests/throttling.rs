@@ -1,18 +1,13 @@
 //! Guard throttling against hand-worked cases from the paper, and end to end in the model.
 
+mod common;
+
+use common::*;
 use onionlab_core::{SimDuration, SimTime};
 use onionlab_mech::throttling::conn_ewma::steady_state;
 use onionlab_mech::*;
 use onionlab_net::LatencyModel;
 use onionlab_tor::*;
-
-const KIB: u64 = 1024;
-const MIB: u64 = 1024 * 1024;
-const GBIT: u64 = 1_000_000_000;
-
-fn t(s: u64) -> SimTime {
-    SimTime::ZERO + SimDuration::from_secs(s)
-}
 
 fn conn(chan: u32, written: u64) -> ClientConnection {
     ClientConnection { chan, client: chan, bytes_read: 0, bytes_written: written, throttle: None }
@@ -252,31 +247,15 @@ fn bad_parameters_name_the_field() {
 
 // ---------------------------------------------------------------- end to end
 
-fn relay(name: &str, rate: u64, flags: RelayFlags) -> RelaySpec {
-    RelaySpec {
-        name: name.into(),
-        location: 0,
-        up_bits_per_sec: GBIT,
-        down_bits_per_sec: GBIT,
-        bandwidth_rate: rate,
-        bandwidth_burst: rate,
-        consensus_weight: (rate / 1024).max(1),
-        flags: flags | RelayFlags::FAST,
-        perconn: None,
-        scheduler: SchedulerKind::RoundRobin,
-    }
-}
-
 /// guard -> middle -> exit, `clients` clients, one server; 1 s refills as in the paper.
 fn line(guard_rate: u64, clients: usize) -> (TorSim, NodeId, Vec<NodeId>, NodeId) {
     let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
     let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), BandwidthWeights::uniform(), 1);
-    let g = tor.add_relay(relay("guard", guard_rate, RelayFlags::GUARD)).unwrap();
-    tor.add_relay(relay("middle", 50 * MIB, RelayFlags::default())).unwrap();
-    tor.add_relay(relay("exit", 50 * MIB, RelayFlags::EXIT)).unwrap();
-    let ep = |n: String| EndpointSpec { name: n, location: 0, up_bits_per_sec: GBIT, down_bits_per_sec: GBIT };
-    let cs = (0..clients).map(|i| tor.add_client(ep(format!("client{i}"))).unwrap()).collect();
-    let s = tor.add_server(ep("server".into())).unwrap();
+    let g = tor.add_relay(relay("guard", guard_rate, RelayFlags::GUARD | RelayFlags::FAST)).unwrap();
+    tor.add_relay(relay("middle", 50 * MIB, RelayFlags::FAST)).unwrap();
+    tor.add_relay(relay("exit", 50 * MIB, RelayFlags::EXIT | RelayFlags::FAST)).unwrap();
+    let cs = (0..clients).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
+    let s = tor.add_server(endpoint("server")).unwrap();
     (TorSim::new(tor), g, cs, s)
 }
 

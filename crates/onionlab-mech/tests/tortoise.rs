@@ -1,36 +1,14 @@
 //! Tortoise against hand-worked cases: who is exempt, and the limit's long-run rate.
 
-use onionlab_core::{SimDuration, SimTime};
+mod common;
+
+use common::*;
+use onionlab_core::SimDuration;
 use onionlab_mech::tortoise::{Directions, Tortoise, DEFAULT_CHECK_INTERVAL};
 use onionlab_net::LatencyModel;
 use onionlab_tor::*;
 
 const KB: u64 = 1000;
-const MIB: u64 = 1024 * 1024;
-const GBIT: u64 = 1_000_000_000;
-
-fn t(s: u64) -> SimTime {
-    SimTime::ZERO + SimDuration::from_secs(s)
-}
-
-fn relay(name: &str, rate: u64, flags: RelayFlags) -> RelaySpec {
-    RelaySpec {
-        name: name.into(),
-        location: 0,
-        up_bits_per_sec: GBIT,
-        down_bits_per_sec: GBIT,
-        bandwidth_rate: rate,
-        bandwidth_burst: rate,
-        consensus_weight: (rate / 1024).max(1),
-        flags,
-        perconn: None,
-        scheduler: SchedulerKind::RoundRobin,
-    }
-}
-
-fn ep(name: &str) -> EndpointSpec {
-    EndpointSpec { name: name.into(), location: 0, up_bits_per_sec: GBIT, down_bits_per_sec: GBIT }
-}
 
 fn tortoise(rate: u64) -> Tortoise {
     Tortoise::new(rate, rate, Directions::Both, DEFAULT_CHECK_INTERVAL).unwrap()
@@ -45,8 +23,8 @@ fn network(middle_flags: RelayFlags, clients: usize, rate: u64) -> (TorSim, [Nod
     let g = tor.add_relay(relay("guard", 20 * MIB, RelayFlags::GUARD | sf)).unwrap();
     let m = tor.add_relay(relay("middle", 20 * MIB, middle_flags | RelayFlags::FAST)).unwrap();
     let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
-    let cs = (0..clients).map(|i| tor.add_client(ep(&format!("client{i}"))).unwrap()).collect();
-    let s = tor.add_server(ep("server")).unwrap();
+    let cs = (0..clients).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
+    let s = tor.add_server(endpoint("server")).unwrap();
     let mut sim = TorSim::new(tor);
     for r in [g, m, e] {
         sim.tor.set_relay_hook(&mut sim.q, r, Box::new(tortoise(rate))).unwrap();
@@ -116,7 +94,7 @@ fn a_client_relay_enters_through_its_own_relay_and_is_exempt() {
     // Add a client-relay: its relay is Stable+Fast, runs Tortoise with its operator exempt,
     // and every circuit of the client enters through it.
     let own = sim.tor.add_relay(relay("own", 5 * MIB, RelayFlags::STABLE | RelayFlags::FAST)).unwrap();
-    let op = sim.tor.add_client(ep("operator")).unwrap();
+    let op = sim.tor.add_client(endpoint("operator")).unwrap();
     sim.tor.use_bridge(op, own).unwrap();
     sim.tor.set_relay_hook(&mut sim.q, own, Box::new(tortoise(rate).with_operator(op))).unwrap();
     sim.start_stream(c[0], s, 50 * MIB, 0).unwrap();
