@@ -17,9 +17,30 @@ import sys
 from stem.descriptor import DocumentHandler, parse_file
 
 
+def load_consensus(path):
+    """The consensus document at `path`, parsed by stem."""
+    return next(parse_file(path, "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
+
+
+def print_relays(chosen, flags_of) -> None:
+    """[[relays]] tables for `chosen` router entries; nicknames made unique with "_"."""
+    names = set()
+    for r in chosen:
+        name = r.nickname
+        while name in names:
+            name += "_"
+        names.add(name)
+        print()
+        print("[[relays]]")
+        print(f'name = "{name}"')
+        print(f'bandwidth = "{r.bandwidth} KiB/s"')
+        print(f"consensus_weight = {r.bandwidth}")
+        print(f"flags = {flags_of(r)!r}".replace("'", '"'))
+
+
 def main() -> int:
     path, n = sys.argv[1], int(sys.argv[2])
-    doc = next(parse_file(path, "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
+    doc = load_consensus(path)
     relays = [
         r
         for r in doc.routers.values()
@@ -44,19 +65,7 @@ def main() -> int:
     print(f"# {n} relays derived from {path.split('/')[-1]} (valid-after {doc.valid_after})")
     print("# by tools/relays_from_consensus.py: stratified by flag class, evenly spaced bandwidth quantiles.")
     print(f"# Source relays: {total} Fast+Running+Valid with bandwidth > 0.")
-    names = set()
-    for r in chosen:
-        name = r.nickname
-        while name in names:
-            name += "_"
-        names.add(name)
-        flags = [f for f in ("Guard", "Exit", "Fast", "Stable") if f in r.flags]
-        print()
-        print("[[relays]]")
-        print(f'name = "{name}"')
-        print(f'bandwidth = "{r.bandwidth} KiB/s"')
-        print(f"consensus_weight = {r.bandwidth}")
-        print(f"flags = {flags!r}".replace("'", '"'))
+    print_relays(chosen, lambda r: [f for f in ("Guard", "Exit", "Fast", "Stable") if f in r.flags])
     return 0
 
 

@@ -13,30 +13,19 @@ Usage: tools/tortoise_relays.py data/consensus/NetworkConsensus_1-12-10.txt > py
 import random
 import sys
 
-from stem.descriptor import DocumentHandler, parse_file
+from relays_from_consensus import load_consensus, print_relays
 
 
 def main() -> int:
     path = sys.argv[1]
-    doc = next(parse_file(path, "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
+    doc = load_consensus(path)
     relays = sorted((r for r in doc.routers.values() if r.bandwidth and "Running" in r.flags), key=lambda r: (-r.bandwidth, r.fingerprint))
     top = relays[:300]
     chosen = random.Random(2011).sample(top, 15)
     chosen.sort(key=lambda r: (-r.bandwidth, r.nickname))
     print(f"# 15 relays sampled (seed 2011) from the 300 highest bandwidths of {path.split('/')[-1]}")
     print(f"# (valid-after {doc.valid_after}) by tools/tortoise_relays.py, for the Tortoise reproduction.")
-    names = set()
-    for r in chosen:
-        name = r.nickname
-        while name in names:
-            name += "_"
-        names.add(name)
-        print()
-        print("[[relays]]")
-        print(f'name = "{name}"')
-        print(f'bandwidth = "{r.bandwidth} KiB/s"')
-        print(f"consensus_weight = {r.bandwidth}")
-        print('flags = ["Guard", "Exit", "Fast", "Stable"]')
+    print_relays(chosen, lambda r: ["Guard", "Exit", "Fast", "Stable"])
     return 0
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.reproduce import run_many, write_config
+from onionlab.stats import ecdf
 
 DESCRIPTION = "Throttling Tor Bandwidth Parasites (2012): figure 3, table 1, parameter sweep, anonymity analysis (figure 4)"
 
@@ -427,9 +428,9 @@ COLORS = dict(zip(ALGORITHMS, ("tab:blue", "tab:orange", "tab:green", "tab:red",
 
 
 def _cdf(ax, values, label):
-    v = np.sort(np.asarray(values, dtype=float))
-    if len(v):
-        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=f"{label} (n={len(v)})", lw=1.2, color=COLORS.get(label))
+    x, y = ecdf(values)
+    if len(x):
+        ax.step(x, y, where="post", label=f"{label} (n={len(x)})", lw=1.2, color=COLORS.get(label))
 
 
 def figure3(results: dict, path: Path) -> None:

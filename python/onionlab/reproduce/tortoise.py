@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.reproduce import run_many, write_config
+from onionlab.stats import ecdf
 
 DESCRIPTION = "Tortoise (2011): universal ingress rate limit, client-relays, partial deployment; experiments E0-E10"
 
@@ -297,9 +298,9 @@ def _figures(pers: dict, out: Path) -> None:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for ax, kind in zip(axes, ("web", "bulk")):
             for n in names:
-                v = np.sort(pers[n].loc[pers[n].kind == kind, "kbps"].to_numpy())
-                if len(v):
-                    ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", label=n)
+                x, y = ecdf(pers[n].loc[pers[n].kind == kind, "kbps"])
+                if len(x):
+                    ax.step(x, y, where="post", label=n)
             ax.set_xscale("log")
             ax.set_xlabel(f"client bandwidth (KBps), {kind} clients")
             ax.set_ylabel("cumulative fraction of clients")
