@@ -72,6 +72,18 @@ pub struct SocketInfo {
     pub min_rtt: Option<SimDuration>,
 }
 
+/// An acknowledgement on its way back to the sender, applied when it is due (see
+/// [`crate::network`]'s lazy acknowledgements).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingAck {
+    /// When the acknowledgement reaches the sender.
+    pub due: SimTime,
+    pub upto: u64,
+    pub unread: u64,
+    pub ce: bool,
+    pub sent_at: SimTime,
+}
+
 #[derive(Debug)]
 pub(crate) struct Flow {
     pub src: HostId,
@@ -107,6 +119,11 @@ pub(crate) struct Flow {
     pub in_down_ring: bool,
     /// Deficit-round-robin credit at the receiver's downlink, in bytes.
     pub down_deficit: u64,
+    /// Acknowledgements travelling back to the sender, in order of `due` (a flow's
+    /// batches are delivered in order and its return latency is fixed).
+    pub pending_acks: std::collections::VecDeque<PendingAck>,
+    /// An `AckDue` event is scheduled for the first pending acknowledgement.
+    pub ack_event_pending: bool,
     // Statistics.
     pub window_cuts: u64,
 }
@@ -137,6 +154,8 @@ impl Flow {
             down_queue: std::collections::VecDeque::new(),
             in_down_ring: false,
             down_deficit: 0,
+            pending_acks: std::collections::VecDeque::new(),
+            ack_event_pending: false,
             window_cuts: 0,
         }
     }

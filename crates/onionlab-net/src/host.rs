@@ -5,12 +5,18 @@
 //! is on the wire. **Must not touch:** TCP state (that is [`crate::flow`]) or anything above
 //! the transport.
 //!
+//! A downlink is simulated lazily: batches on their way to a host wait in its `arrivals`
+//! heap (ordered by arrival time), and the downlink's round robin is advanced through them
+//! whenever a wake event for the host fires, so an uncontended batch costs one event
+//! (its completion) instead of two (arrival, completion). See [`crate::network`].
+//!
 //! Capacity is shared fairly by serving the flows that have data for a link in round robin,
 //! one batch (at most `max_batch_bytes`) per turn. Every flow that wants the link therefore
 //! gets an equal share of it, and a flow that wants less gets all it wants (max-min fairness
 //! at batch granularity), which is how Shadow's and most fluid models share an access link.
 
-use std::collections::VecDeque;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, VecDeque};
 
 use onionlab_core::SimTime;
 
@@ -42,6 +48,34 @@ pub(crate) struct Batch {
     pub sent_at: SimTime,
     /// Congestion experienced: the batch met a full queue or a lossy path.
     pub ce: bool,
+}
+
+/// A batch travelling to a host's downlink, not yet arrived there.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InFlight {
+    /// When the batch reaches the downlink's queue.
+    pub at: SimTime,
+    /// Network-wide send counter: batches arriving at the same instant enter in send order.
+    pub seq: u64,
+    pub batch: Batch,
+}
+
+impl PartialEq for InFlight {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for InFlight {}
+impl PartialOrd for InFlight {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for InFlight {
+    // Reversed: `BinaryHeap` is a max-heap and the earliest arrival must be on top.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
 }
 
 /// One direction of a host's access link.
@@ -76,5 +110,14 @@ pub(crate) struct Host {
     pub up_busy_until: SimTime,
     /// An `UplinkFree` event is scheduled.
     pub up_wake_pending: bool,
-
+    /// Batches on their way to this host's downlink, earliest arrival first.
+    pub arrivals: BinaryHeap<InFlight>,
+    /// When the batch on the downlink (`down.current`) finishes.
+    pub down_done_at: SimTime,
+    /// A wake scheduled for the end of the current downlink batch (beyond the wakes each
+    /// batch schedules for its own earliest possible completion).
+    pub down_extra_wake: Option<SimTime>,
+    /// The batch on the downlink started when it arrived, so the wake it scheduled for
+    /// itself (at arrival plus serialisation) is exactly its end.
+    pub down_started_on_arrival: bool,
 }

@@ -11,8 +11,23 @@
 //! congestion and receive windows allow; it is serialised at the uplink capacity, travels
 //! the one-way latency of the [`LatencyModel`], waits in front of the receiver's downlink
 //! (per-flow queues served round robin), is serialised at the downlink capacity, enters the
-//! receive buffer, and its acknowledgement travels back one latency later. Four events per
-//! batch, never one per packet.
+//! receive buffer, and its acknowledgement travels back one latency later. Never an event
+//! per packet, and in the common case one event per batch:
+//! - **Lazy downlinks.** A sent batch goes into the receiver's `arrivals` heap with its
+//!   arrival time, and one [`NetEvent::DownlinkWake`] is scheduled for its earliest possible
+//!   completion (arrival plus serialisation). A wake replays the downlink's round robin up
+//!   to the current time: it admits the arrivals due by then, in arrival order, and
+//!   completes the batches that finish by then. Every completion happens at a wake at its
+//!   exact time (a batch that had to wait gets a wake of its own at its finish), so the
+//!   schedule, the congestion marks and the delivery times are those of an arrival event
+//!   plus a completion event per batch; only an uncontended batch's arrival costs nothing.
+//! - **Lazy acknowledgements.** An acknowledgement is queued on its flow with the time it
+//!   reaches the sender, and applied, in order, before anything reads or changes the
+//!   sender's state at or after that time (a write, a send, a socket query). Only a sender
+//!   that waits for it (a blocked writer, or unsent data the windows hold back) gets an
+//!   [`NetEvent::AckDue`] event, so the window opens and the writer wakes at the same
+//!   instant as with an event per acknowledgement.
+//! - **Uplinks.** An uplink nobody else waits for gets no event of its own.
 //!
 //! ## What real TCP does that is not modelled, and why results do not depend on it
 //! - **Packets, ACK clocking and delayed ACKs.** Batches are acknowledged whole. With batches
@@ -39,8 +54,8 @@
 use onionlab_core::{rng::SimRng, Counters, EventClass, EventQueue, RngStreams, SimTime};
 use rand::Rng;
 
-use crate::flow::{Flow, SocketInfo, TransportConfig};
-use crate::host::{Batch, Host, HostId, HostSpec, Link};
+use crate::flow::{Flow, PendingAck, SocketInfo, TransportConfig};
+use crate::host::{Batch, Host, HostId, HostSpec, InFlight, Link};
 use crate::latency::LatencyModel;
 
 /// Index of a connection in its [`Network`].
@@ -79,12 +94,11 @@ pub enum NetEvent {
     /// waits for gets no event: its batch's arrival is scheduled when it starts.)
     UplinkFree { host: HostId },
 
-    /// A batch reached the receiver's downlink queue.
-    Arrive { flow: u32, end_seq: u64, bytes: u32, sent_at: SimTime, ce: bool },
-    /// A host's downlink finished receiving its current batch.
-    DownlinkDone { host: HostId },
-    /// An acknowledgement reached the sender.
-    Ack { flow: u32, upto: u64, unread: u64, ce: bool, sent_at: SimTime },
+    /// A host's downlink may have admitted or finished batches by now: a batch's earliest
+    /// possible completion, or the end of a batch that had to wait.
+    DownlinkWake { host: HostId },
+    /// The first pending acknowledgement of a flow whose sender waits for it is due.
+    AckDue { flow: u32 },
     /// A receive-window update reached the sender.
     WindowUpdate { flow: u32, unread: u64 },
 }
@@ -153,6 +167,8 @@ pub struct Network {
     streams: RngStreams,
     counters: Counters,
     ids: NetCounters,
+    /// Batches sent so far: orders arrivals at the same instant.
+    batch_seq: u64,
 }
 
 #[inline]
@@ -187,6 +203,7 @@ impl Network {
             streams: RngStreams::new(seed),
             counters,
             ids,
+            batch_seq: 0,
         }
     }
 
@@ -231,6 +248,10 @@ impl Network {
             down_active_flows: 0,
             up_busy_until: SimTime::ZERO,
             up_wake_pending: false,
+            arrivals: Default::default(),
+            down_done_at: SimTime::ZERO,
+            down_extra_wake: None,
+            down_started_on_arrival: false,
         });
         Ok(id)
     }
@@ -280,6 +301,7 @@ impl Network {
     /// If fewer than asked fit, a [`NetNotice::Writable`] follows when room frees up.
     pub fn write<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, conn: ConnId, side: Side, bytes: u64) -> u64 {
         let fid = flow_id(conn, side);
+        self.apply_due_acks(q.now(), fid);
         let f = &mut self.flows[fid as usize];
         let n = bytes.min(f.sndbuf_free(&self.cfg));
         f.written += n;
@@ -289,12 +311,22 @@ impl Network {
         if n > 0 {
             self.make_ready(q, fid);
         }
+        self.want_acks(q, fid);
         n
     }
 
-    /// Free space in the send buffer of `side` of `conn`.
-    pub fn writable_bytes(&self, conn: ConnId, side: Side) -> u64 {
-        self.flows[flow_id(conn, side) as usize].sndbuf_free(&self.cfg)
+    /// Free space in the send buffer of `side` of `conn` at time `now` (the current time).
+    pub fn writable_bytes(&mut self, now: SimTime, conn: ConnId, side: Side) -> u64 {
+        let fid = flow_id(conn, side);
+        self.apply_due_acks(now, fid);
+        self.flows[fid as usize].sndbuf_free(&self.cfg)
+    }
+
+    /// Applies the acknowledgements of the sending socket of `side` of `conn` due by `now`
+    /// (the current time), so that [`socket_info`](Self::socket_info) shows it as the
+    /// kernel would.
+    pub fn sync_socket(&mut self, now: SimTime, conn: ConnId, side: Side) {
+        self.apply_due_acks(now, flow_id(conn, side));
     }
 
     /// Bytes waiting in the receive buffer of `side` of `conn`.
@@ -323,7 +355,8 @@ impl Network {
         n
     }
 
-    /// The sending socket of `side` of `conn` as `TCP_INFO` would show it.
+    /// The sending socket of `side` of `conn` as `TCP_INFO` would show it, as of the last
+    /// write, send or [`sync_socket`](Self::sync_socket).
     pub fn socket_info(&self, conn: ConnId, side: Side) -> SocketInfo {
         self.flows[flow_id(conn, side) as usize].socket_info(&self.cfg)
     }
@@ -364,7 +397,9 @@ impl Network {
                 && f.sent <= f.written
                 && f.written - f.acked <= self.cfg.sndbuf_bytes
                 && f.delivered - f.read <= self.cfg.rcvbuf_bytes
-                && f.down_queue.iter().map(|b| b.bytes as u64).sum::<u64>() == f.arrived - f.delivered - self.on_downlink(i as u32);
+                && f.down_queue.iter().map(|b| b.bytes as u64).sum::<u64>() == f.arrived - f.delivered - self.on_downlink(i as u32)
+                && f.pending_acks.iter().all(|a| a.upto <= f.delivered)
+                && f.pending_acks.iter().zip(f.pending_acks.iter().skip(1)).all(|(a, b)| a.due <= b.due && a.upto <= b.upto);
             if !ok {
                 return Err(format!("flow {i} violates byte accounting: {f:?}"));
             }
@@ -405,14 +440,15 @@ impl Network {
                 self.hosts[host.0 as usize].up_wake_pending = false;
                 self.start_uplink(q, host);
             }
-            NetEvent::Arrive { flow, end_seq, bytes, sent_at, ce } => self.on_arrive(q, flow, end_seq, bytes, sent_at, ce),
-            NetEvent::DownlinkDone { host } => self.on_downlink_done(q, host),
-            NetEvent::Ack { flow, upto, unread, ce, sent_at } => {
-                let f = &mut self.flows[flow as usize];
-                f.on_ack(now, upto, unread, ce, sent_at, &self.cfg);
-                self.after_window_change(q, flow);
+            NetEvent::DownlinkWake { host } => self.advance_downlink(q, host),
+            NetEvent::AckDue { flow } => {
+                self.flows[flow as usize].ack_event_pending = false;
+                self.apply_due_acks(now, flow);
+                self.make_ready(q, flow);
+                self.want_acks(q, flow);
             }
             NetEvent::WindowUpdate { flow, unread } => {
+                self.apply_due_acks(now, flow);
                 let f = &mut self.flows[flow as usize];
                 // An update older than a later ACK's report must not shrink what we know.
                 f.peer_unread = f.peer_unread.min(unread);
@@ -422,9 +458,14 @@ impl Network {
     }
 
     fn after_window_change<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
+        self.check_writable(fid);
+        self.make_ready(q, fid);
+    }
+
+    /// Linux wakes a writer once free space reaches half of what is queued
+    /// (sk_stream_wspace >= sk_stream_min_wspace).
+    fn check_writable(&mut self, fid: u32) {
         let f = &mut self.flows[fid as usize];
-        // Linux wakes a writer once free space reaches half of what is queued
-        // (sk_stream_wspace >= sk_stream_min_wspace).
         if f.want_writable {
             let used = f.written - f.acked;
             if f.sndbuf_free(&self.cfg) >= used / 2 && f.sndbuf_free(&self.cfg) > 0 {
@@ -433,11 +474,47 @@ impl Network {
                 self.notices.push(NetNotice::Writable { conn, side });
             }
         }
-        self.make_ready(q, fid);
+    }
+
+    /// Applies, in order, the acknowledgements of flow `fid` that reached the sender by
+    /// `now`, each at its own arrival time (RTT samples and window growth are as if each
+    /// had had its event).
+    fn apply_due_acks(&mut self, now: SimTime, fid: u32) {
+        let f = &mut self.flows[fid as usize];
+        let mut any = false;
+        while let Some(a) = f.pending_acks.front().copied() {
+            if a.due > now {
+                break;
+            }
+            f.pending_acks.pop_front();
+            f.on_ack(a.due, a.upto, a.unread, a.ce, a.sent_at, &self.cfg);
+            any = true;
+        }
+        if any {
+            self.check_writable(fid);
+        }
+    }
+
+    /// Schedules an [`NetEvent::AckDue`] for the first pending acknowledgement of a flow
+    /// whose sender waits for one: a blocked writer, or unsent data the uplink will not
+    /// send without a window opening.
+    fn want_acks<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
+        let f = &mut self.flows[fid as usize];
+        if f.ack_event_pending || !(f.want_writable || (f.unsent() > 0 && !f.in_up_ring)) {
+            return;
+        }
+        if let Some(a) = f.pending_acks.front() {
+            f.ack_event_pending = true;
+            // An acknowledgement already due (not yet applied: nothing has looked) is
+            // applied by the event at once.
+            let at = a.due.max(q.now());
+            q.schedule(at, NET_EVENT_CLASS, NetEvent::AckDue { flow: fid }.into()).expect("not in the past");
+        }
     }
 
     /// Puts a flow in its host's uplink ring if it can send, and starts the uplink if idle.
     fn make_ready<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
+        self.apply_due_acks(q.now(), fid);
         let f = &mut self.flows[fid as usize];
         if f.in_up_ring || f.sendable(&self.cfg) == 0 {
             return;
@@ -448,8 +525,8 @@ impl Network {
         self.start_uplink(q, src);
     }
 
-    /// Puts the next waiting flow's batch on an idle uplink. The batch's arrival at the
-    /// receiver is scheduled at once (serialisation plus latency); the uplink itself gets
+    /// Puts the next waiting flow's batch on an idle uplink. The batch goes into the
+    /// receiver's arrivals with a wake for its earliest completion; the uplink itself gets
     /// an event only when more flows wait for it.
     fn start_uplink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
         let now = q.now();
@@ -461,29 +538,42 @@ impl Network {
             }
             return;
         }
-        while let Some(fid) = h.up.ring.pop_front() {
+        while let Some(fid) = self.hosts[host.0 as usize].up.ring.pop_front() {
+            self.apply_due_acks(now, fid);
             let f = &mut self.flows[fid as usize];
             let n = f.sendable(&self.cfg);
             if n == 0 {
                 f.in_up_ring = false;
+                self.want_acks(q, fid);
                 continue;
             }
             f.note_sent(n);
             let (end_seq, dst) = (f.sent, f.dst);
-            if f.sendable(&self.cfg) > 0 {
-                h.up.ring.push_back(fid);
-            } else {
+            let more = f.sendable(&self.cfg) > 0;
+            if !more {
                 f.in_up_ring = false;
+            }
+            let h = &mut self.hosts[host.0 as usize];
+            if more {
+                h.up.ring.push_back(fid);
             }
             let dur = onionlab_core::SimDuration::transmission(n, h.spec.up_bits_per_sec);
             h.up_busy_until = now + dur;
             h.up.bytes_total += n;
+            let src_loc = h.spec.location;
             if self.cfg.record_link_log {
                 self.link_log.push(LinkRecord { host, up: true, start: now, end: now + dur, bytes: n as u32 });
             }
             self.counters.incr(self.ids.batches);
-            let latency = self.latency.one_way(h.spec.location, self.hosts[dst.0 as usize].spec.location);
-            q.schedule_in(dur + latency, NET_EVENT_CLASS, NetEvent::Arrive { flow: fid, end_seq, bytes: n as u32, sent_at: now, ce: false }.into());
+            let d = &mut self.hosts[dst.0 as usize];
+            let at = now + dur + self.latency.one_way(src_loc, d.spec.location);
+            let earliest_done = at + onionlab_core::SimDuration::transmission(n, d.spec.down_bits_per_sec);
+            self.batch_seq += 1;
+            d.arrivals.push(InFlight { at, seq: self.batch_seq, batch: Batch { flow: fid, end_seq, bytes: n as u32, sent_at: now, ce: false } });
+            q.schedule(earliest_done, NET_EVENT_CLASS, NetEvent::DownlinkWake { host: dst }.into()).expect("arrivals are in the future");
+            if !more {
+                self.want_acks(q, fid);
+            }
             let h = &mut self.hosts[host.0 as usize];
             if !h.up.ring.is_empty() {
                 h.up_wake_pending = true;
@@ -493,7 +583,39 @@ impl Network {
         }
     }
 
-    fn on_arrive<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32, end_seq: u64, bytes: u32, sent_at: SimTime, ce: bool) {
+    /// Replays host `host`'s downlink up to the current time: admits the batches that
+    /// arrived by now and completes those that finish by now, in time order, then makes
+    /// sure a wake is scheduled for the end of the batch on the link.
+    fn advance_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
+        let now = q.now();
+        loop {
+            let h = &self.hosts[host.0 as usize];
+            let next_done = if h.down.busy() { h.down_done_at } else { SimTime::MAX };
+            let next_arrival = h.arrivals.peek().map_or(SimTime::MAX, |a| a.at);
+            if next_arrival <= next_done && next_arrival <= now {
+                let a = self.hosts[host.0 as usize].arrivals.pop().expect("peeked");
+                self.admit(a.at, a.batch);
+            } else if next_done <= now {
+                debug_assert_eq!(next_done, now, "a downlink batch finished without a wake at its end");
+                self.complete_downlink(q, host);
+            } else {
+                break;
+            }
+        }
+        let h = &mut self.hosts[host.0 as usize];
+        if h.down.busy() && h.down_extra_wake != Some(h.down_done_at) {
+            // The batch on the link did not start when it arrived, so its own wake (at its
+            // earliest completion) comes too early: add one at its end.
+            if !h.down_started_on_arrival {
+                h.down_extra_wake = Some(h.down_done_at);
+                q.schedule(h.down_done_at, NET_EVENT_CLASS, NetEvent::DownlinkWake { host }.into()).expect("the link finishes after now");
+            }
+        }
+    }
+
+    /// A batch reaches its receiver's downlink queue at time `at`.
+    fn admit(&mut self, at: SimTime, b: Batch) {
+        let Batch { flow: fid, end_seq, bytes, sent_at, ce } = b;
         let f = &mut self.flows[fid as usize];
         let (src, dst) = (f.src, f.dst);
         let src_loc = self.hosts[src.0 as usize].spec.location;
@@ -530,13 +652,17 @@ impl Network {
             f.in_down_ring = true;
             h.down.ring.push_back(fid);
         }
-        self.start_downlink(q, dst);
+        if !h.down.busy() {
+            self.start_downlink(at, dst);
+            self.hosts[dst.0 as usize].down_started_on_arrival = true;
+        }
     }
 
     /// Serves the downlink's flows by deficit round robin with a quantum of one maximum
     /// batch: per-flow byte shares are equal even when flows send batches of different sizes.
-    fn start_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
-        let now = q.now();
+    /// `now` is the time the link starts the batch (it may lie before the event being
+    /// handled: downlinks are replayed lazily).
+    fn start_downlink(&mut self, now: SimTime, host: HostId) {
         let quantum = self.cfg.max_batch_bytes as u64;
         let h = &mut self.hosts[host.0 as usize];
         if h.down.busy() {
@@ -563,16 +689,20 @@ impl Network {
         }
         let dur = onionlab_core::SimDuration::transmission(b.bytes as u64, h.spec.down_bits_per_sec);
         h.down.current = Some(b);
+        h.down_done_at = now + dur;
+        h.down_started_on_arrival = false;
         h.down.bytes_total += b.bytes as u64;
         if self.cfg.record_link_log {
             self.link_log.push(LinkRecord { host, up: false, start: now, end: now + dur, bytes: b.bytes });
         }
-        q.schedule_in(dur, NET_EVENT_CLASS, NetEvent::DownlinkDone { host }.into());
     }
 
-    fn on_downlink_done<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
+    /// The batch on `host`'s downlink finishes now: it enters the receive buffer, its
+    /// acknowledgement starts back, and the link takes the next batch.
+    fn complete_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
+        let now = q.now();
         let h = &mut self.hosts[host.0 as usize];
-        let b = h.down.current.take().expect("DownlinkDone without a batch on the downlink");
+        let b = h.down.current.take().expect("a completion without a batch on the downlink");
         h.down_queued -= b.bytes as u64;
         let f = &mut self.flows[b.flow as usize];
         if f.down_queue.is_empty() {
@@ -586,14 +716,12 @@ impl Network {
         let unread = f.delivered - f.read;
         f.advertised_free = self.cfg.rcvbuf_bytes - unread;
         let (src_loc, dst_loc) = (self.hosts[f.src.0 as usize].spec.location, self.hosts[f.dst.0 as usize].spec.location);
-        q.schedule_in(
-            self.latency.one_way(dst_loc, src_loc),
-            NET_EVENT_CLASS,
-            NetEvent::Ack { flow: b.flow, upto: b.end_seq, unread, ce: b.ce, sent_at: b.sent_at }.into(),
-        );
+        let due = now + self.latency.one_way(dst_loc, src_loc);
+        f.pending_acks.push_back(PendingAck { due, upto: b.end_seq, unread, ce: b.ce, sent_at: b.sent_at });
+        self.want_acks(q, b.flow);
         let (conn, sender) = conn_of(b.flow);
         self.notices.push(NetNotice::Readable { conn, side: sender.other() });
-        self.start_downlink(q, host);
+        self.start_downlink(now, host);
     }
 }
 

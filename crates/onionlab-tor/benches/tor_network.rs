@@ -27,6 +27,15 @@ fn peak_rss_mib() -> f64 {
         / 1024.0
 }
 
+/// CPU time of this process so far (on-CPU nanoseconds from /proc/self/schedstat): on a
+/// shared machine wall time varies with other load, CPU time much less.
+fn cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()))
+        .map_or(f64::NAN, |ns| ns / 1e9)
+}
+
 fn main() {
     let clients = env("BENCH_CLIENTS", 1000) as usize;
     // `cargo test --all-targets` runs benches once without `--bench`: keep that a short smoke run.
@@ -83,6 +92,9 @@ fn main() {
         .collect();
     let mut sim = TorSim::new(tor);
     let t0 = Instant::now();
+    let cpu0 = cpu_secs();
+    // Event mix: [uplink free, downlink wake, ack due, window update, other net, refill, other tor].
+    let mut mix = [0u64; 7];
     let size = 5 * 1024 * 1024;
     for (i, &c) in client_ids.iter().enumerate() {
         sim.start_stream(c, servers[i % servers.len()], size, i as u64).expect("stream");
@@ -90,6 +102,15 @@ fn main() {
     let end = SimTime::ZERO + SimDuration::from_secs(secs);
     let mut downloads = 0u64;
     while let Some(ev) = sim.q.pop_until(end) {
+        mix[match ev.event {
+            TorEvent::Net(onionlab_net::NetEvent::UplinkFree { .. }) => 0,
+            TorEvent::Net(onionlab_net::NetEvent::DownlinkWake { .. }) => 1,
+            TorEvent::Net(onionlab_net::NetEvent::AckDue { .. }) => 2,
+            TorEvent::Net(onionlab_net::NetEvent::WindowUpdate { .. }) => 3,
+            TorEvent::Net(_) => 4,
+            TorEvent::Refill { .. } => 5,
+            _ => 6,
+        }] += 1;
         sim.tor.handle(&mut sim.q, ev.event);
         for r in sim.tor.take_records() {
             downloads += 1;
@@ -98,9 +119,12 @@ fn main() {
         }
     }
     let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_secs() - cpu0;
     let k = &sim.tor.counters;
     println!("tor model benchmark: 50 relays, {clients} clients, {secs} simulated s");
     println!("  wall time              {wall:.2} s");
+    println!("  cpu time               {cpu:.2} s ({:.2} M cell-hops per cpu s)", sim.tor.counters.cell_hops as f64 / cpu / 1e6);
+    println!("  event mix              uplink-free {} downlink-wake {} ack-due {} window-update {} other-net {} refill {} other {}", mix[0], mix[1], mix[2], mix[3], mix[4], mix[5], mix[6]);
     println!("  events                 {} ({:.2} M/s)", sim.q.events_processed(), sim.q.events_processed() as f64 / wall / 1e6);
     println!("  cell-hops              {} ({:.2} M per wall s)", k.cell_hops, k.cell_hops as f64 / wall / 1e6);
     let batches = sim.tor.net.counters().get_by_name("net.batches").unwrap_or(0);

@@ -852,9 +852,22 @@ impl TorNetwork {
     }
 
     fn flush_dirty(&mut self, q: &mut EventQueue<TorEvent>) {
-        while let Some(node) = self.dirty.pop() {
-            self.nodes[node as usize].dirty = false;
-            self.pump(q, node);
+        loop {
+            while let Some(node) = self.dirty.pop() {
+                self.nodes[node as usize].dirty = false;
+                self.pump(q, node);
+            }
+            // A pump's writes apply acknowledgements that may wake a blocked writer.
+            let mut notices = std::mem::take(&mut self.notices);
+            self.net.drain_notices(&mut notices);
+            if notices.is_empty() {
+                self.notices = notices;
+                return;
+            }
+            for n in notices.drain(..) {
+                self.on_notice(q, n);
+            }
+            self.notices = notices;
         }
     }
 
@@ -1051,6 +1064,10 @@ impl TorNetwork {
         n.kist_pending = false;
         n.kist_last_run = Some(now);
         let ends = std::mem::take(&mut n.chans);
+        // KIST reads TCP_INFO: bring every socket's acknowledgements up to now.
+        for &(chan, side) in &ends {
+            self.net.sync_socket(now, self.chans[chan as usize].conn, side);
+        }
         let mut view = KistView { net: &self.net, chans: &mut self.chans, circuits: &mut self.circuits, ends: &ends, node, high_water: self.cfg.outbuf_high_water };
         let run = kist_run(&mut view, &params, now);
         self.last_kist_run = Some((node, run));
@@ -1207,7 +1224,7 @@ impl TorNetwork {
                 self.fill_outbuf(now, node, chan, si);
             }
             let conn = self.chans[chan as usize].conn;
-            let free = self.net.writable_bytes(conn, side);
+            let free = self.net.writable_bytes(now, conn, side);
             let n = &mut self.nodes[node as usize];
             let end = &mut self.chans[chan as usize].ends[si];
             let pending = end.outbuf_bytes();
@@ -1254,12 +1271,9 @@ impl TorNetwork {
         if end.outbuf_bytes() >= low {
             return;
         }
-        while end.outbuf_bytes() < high {
-            let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
-            if move_cells(&mut self.circuits, end, node, chan, now, room) == 0 {
-                break;
-            }
-        }
+        let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
+        let ChanEnd { sched, outbuf, .. } = end;
+        sched.fill(room, now, &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan });
     }
 
     // ------------------------------------------------------------------ checks
@@ -1360,20 +1374,42 @@ impl TorNetwork {
     }
 }
 
-/// Moves up to `max` cells of the circuit `end`'s scheduler picks to the outbuf (at most
-/// the scheduler's quantum); returns the number moved (0 when no circuit is active).
-fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64) -> u64 {
-    let Some((circ, quantum)) = end.sched.pick(now) else { return 0 };
-    let c = &mut circuits[circ as usize];
-    let pos = c.position(node);
-    let dir = if pos < c.chans.len() && c.chans[pos] == Some(chan) { Direction::Out } else { Direction::In };
-    let queue = &mut c.queues[pos][dir.index()];
-    let moved = queue.move_to(&mut end.outbuf, max.min(quantum as u64));
-    end.sched.on_cells_sent(circ, moved as u32, now);
-    if queue.is_empty() {
-        end.sched.deactivate(circ);
+/// The circuit queues that feed one channel end at `node`, and its outbuf: what a
+/// scheduler's fill moves cells between.
+struct ChannelCells<'a> {
+    circuits: &'a mut [Circuit],
+    outbuf: &'a mut crate::cell::CellFifo,
+    node: NodeId,
+    chan: u32,
+}
+
+impl ChannelCells<'_> {
+    /// The queue of `circ` at this node for this channel.
+    fn locate(&self, circ: u32) -> (usize, usize) {
+        let c = &self.circuits[circ as usize];
+        let pos = c.position(self.node);
+        let dir = if pos < c.chans.len() && c.chans[pos] == Some(self.chan) { Direction::Out } else { Direction::In };
+        (pos, dir.index())
     }
-    moved
+}
+
+impl crate::scheduler::CellSource for ChannelCells<'_> {
+    fn queued(&self, circ: u32) -> u64 {
+        let (pos, dir) = self.locate(circ);
+        self.circuits[circ as usize].queues[pos][dir].len()
+    }
+
+    fn take(&mut self, circ: u32, n: u64) -> u64 {
+        let (pos, dir) = self.locate(circ);
+        self.circuits[circ as usize].queues[pos][dir].move_to(self.outbuf, n)
+    }
+}
+
+/// Moves up to `max` cells to `end`'s outbuf in its scheduler's order; returns the number
+/// moved (0 when no circuit is active).
+fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64) -> u64 {
+    let ChanEnd { sched, outbuf, .. } = end;
+    crate::scheduler::fill_by_picks(sched.as_mut(), max, now, &mut ChannelCells { circuits, outbuf, node, chan })
 }
 
 /// A KIST relay's channel ends as [`kist_run`] sees them.

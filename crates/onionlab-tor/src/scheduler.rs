@@ -11,6 +11,35 @@
 
 use onionlab_core::SimTime;
 
+/// The cells waiting for one channel end, by circuit, as a scheduler's
+/// [`fill`](CircuitScheduler::fill) sees them. The relay implements it; the scheduler
+/// decides the order and amounts.
+pub trait CellSource {
+    /// Cells `circ` has queued for this channel.
+    fn queued(&self, circ: u32) -> u64;
+    /// Moves up to `n` cells of `circ` to the channel, in order; returns how many moved.
+    fn take(&mut self, circ: u32, n: u64) -> u64;
+}
+
+/// [`CircuitScheduler::fill`] by repeated [`pick`](CircuitScheduler::pick)s: the exact
+/// policy order, one scheduling decision per turn.
+pub fn fill_by_picks<S: CircuitScheduler + ?Sized>(s: &mut S, room: u64, now: SimTime, src: &mut dyn CellSource) -> u64 {
+    let mut moved = 0;
+    while moved < room {
+        let Some((circ, quantum)) = s.pick(now) else { break };
+        let n = src.take(circ, (room - moved).min(quantum as u64));
+        s.on_cells_sent(circ, n as u32, now);
+        if src.queued(circ) == 0 {
+            s.deactivate(circ);
+        }
+        if n == 0 {
+            break;
+        }
+        moved += n;
+    }
+    moved
+}
+
 /// Picks circuits for one channel end.
 pub trait CircuitScheduler {
     /// `circ` now has cells waiting for this channel (it had none).
@@ -33,6 +62,13 @@ pub trait CircuitScheduler {
     /// circuit is active.
     fn head_priority(&mut self, _now: SimTime) -> Option<f64> {
         None
+    }
+    /// Moves up to `room` cells to the channel in this policy's order (tor's outbuf refill,
+    /// `channel_flush_from_first_active_circuit` called until the room is used); returns
+    /// how many moved. Circuits left without cells are deactivated. The default asks
+    /// [`pick`](Self::pick) turn by turn; a policy may compute the same allocation faster.
+    fn fill(&mut self, room: u64, now: SimTime, src: &mut dyn CellSource) -> u64 {
+        fill_by_picks(self, room, now, src)
     }
 }
 
@@ -77,16 +113,27 @@ impl SchedulerKind {
 /// flushed from the first one, then advanced the ring (`connection_or_flush_from_first_active_circuit`);
 /// the papers' "vanilla" is this policy. The default quantum of 1 cell is the fair
 /// per-cell form; a larger quantum reproduces tor's flush of several cells per turn.
+///
+/// With a quantum of one cell, [`fill`](CircuitScheduler::fill) computes a whole refill at
+/// once: each circuit gets exactly the cells cell-by-cell round robin would give it
+/// (water-filling: full rounds, then one more cell for the first circuits in ring order),
+/// and the ring ends where cell-by-cell round robin would leave it. The cells of one refill
+/// are then grouped by circuit in ring order instead of interleaved one by one; the
+/// refill is written to the kernel as a unit, so the order within it matters only when
+/// the next hop reads part of it.
 #[derive(Debug, Clone)]
 pub struct RoundRobin {
     ring: std::collections::VecDeque<u32>,
     quantum: u32,
     used: u32,
+    /// Scratch for `fill`: queued cells per ring position, and the same sorted.
+    queued: Vec<u64>,
+    sorted: Vec<u64>,
 }
 
 impl RoundRobin {
     pub fn new(quantum: u32) -> Self {
-        RoundRobin { ring: Default::default(), quantum: quantum.max(1), used: 0 }
+        RoundRobin { ring: Default::default(), quantum: quantum.max(1), used: 0, queued: Vec::new(), sorted: Vec::new() }
     }
 }
 
@@ -124,6 +171,80 @@ impl CircuitScheduler for RoundRobin {
 
     fn name(&self) -> &'static str {
         "round-robin"
+    }
+
+    fn fill(&mut self, room: u64, now: SimTime, src: &mut dyn CellSource) -> u64 {
+        if self.quantum != 1 || self.used != 0 || self.ring.is_empty() || room == 0 {
+            return fill_by_picks(self, room, now, src);
+        }
+        self.queued.clear();
+        self.queued.extend(self.ring.iter().map(|&c| src.queued(c)));
+        let total: u64 = self.queued.iter().sum();
+        if total <= room {
+            for (&c, &q) in self.ring.iter().zip(&self.queued) {
+                let n = src.take(c, q);
+                debug_assert_eq!(n, q);
+            }
+            self.ring.clear();
+            return total;
+        }
+        // Water level: the largest number of full rounds L with sum(min(q, L)) <= room.
+        self.sorted.clear();
+        self.sorted.extend_from_slice(&self.queued);
+        self.sorted.sort_unstable();
+        let (mut left, mut prev, mut level) = (room, 0u64, 0u64);
+        let mut above = self.sorted.len() as u64;
+        for &q in &self.sorted {
+            let step = q - prev;
+            if step * above > left {
+                level = prev + left / above;
+                left -= (level - prev) * above;
+                break;
+            }
+            left -= step * above;
+            prev = q;
+            above -= 1;
+        }
+        // `left` (< the circuits above the level) cells more, one each, to the first
+        // circuits above the level in ring order: the last, partial round.
+        let mut extra = left;
+        let mut last_extra = None;
+        let mut moved = 0;
+        let k = self.ring.len();
+        for i in 0..k {
+            let q = self.queued[i];
+            let mut give = q.min(level);
+            if q > level && extra > 0 {
+                give += 1;
+                extra -= 1;
+                last_extra = Some(i);
+            }
+            let n = src.take(self.ring[i], give);
+            debug_assert_eq!(n, give);
+            moved += n;
+            self.queued[i] = q - give;
+        }
+        // Survivors keep their order; the next turn is the first survivor after the last
+        // circuit served in the partial round.
+        let start = last_extra.map_or(0, |i| i + 1);
+        let (mut i, mut kept, mut front) = (0, 0, None);
+        let queued = &self.queued;
+        self.ring.retain(|_| {
+            let keep = queued[i] > 0;
+            if keep {
+                if front.is_none() && i >= start {
+                    front = Some(kept);
+                }
+                kept += 1;
+            }
+            i += 1;
+            keep
+        });
+        if let Some(f) = front {
+            self.ring.rotate_left(f);
+        }
+        debug_assert_eq!(moved, room);
+        moved
     }
 }
 
@@ -170,6 +291,68 @@ mod invariants {
     use super::*;
     use onionlab_core::SimDuration;
     use proptest::prelude::*;
+
+    /// Queues by circuit id, recording every take in order.
+    struct Queues {
+        left: Vec<u64>,
+        taken: Vec<(u32, u64)>,
+    }
+
+    impl CellSource for Queues {
+        fn queued(&self, circ: u32) -> u64 {
+            self.left[circ as usize]
+        }
+        fn take(&mut self, circ: u32, n: u64) -> u64 {
+            let n = n.min(self.left[circ as usize]);
+            self.left[circ as usize] -= n;
+            if n > 0 {
+                self.taken.push((circ, n));
+            }
+            n
+        }
+    }
+
+    proptest! {
+        /// Round robin's whole-refill `fill` gives every circuit exactly the cells that
+        /// cell-by-cell round robin gives it, and leaves the ring in the same state, over a
+        /// sequence of refills.
+        #[test]
+        fn round_robin_fill_equals_cell_by_cell(
+            backlog in prop::collection::vec(0u64..120, 1..10),
+            rooms in prop::collection::vec(1u64..200, 1..6),
+        ) {
+            let t = SimTime::ZERO;
+            let mut fast = RoundRobin::new(1);
+            let mut slow = RoundRobin::new(1);
+            let mut qf = Queues { left: backlog.clone(), taken: vec![] };
+            let mut qs = Queues { left: backlog.clone(), taken: vec![] };
+            for (c, &b) in backlog.iter().enumerate() {
+                if b > 0 {
+                    fast.activate(c as u32, t);
+                    slow.activate(c as u32, t);
+                }
+            }
+            for &room in &rooms {
+                let a = fast.fill(room, t, &mut qf);
+                let b = fill_by_picks(&mut slow, room, t, &mut qs);
+                prop_assert_eq!(a, b);
+                prop_assert_eq!(&qf.left, &qs.left, "per-circuit allocation differs");
+                prop_assert_eq!(fast.ring.iter().collect::<Vec<_>>(), slow.ring.iter().collect::<Vec<_>>(), "ring state differs");
+            }
+            // Within one refill the fast form groups cells by circuit: at most one take each.
+            let mut seen = std::collections::BTreeSet::new();
+            let first_room = rooms[0];
+            let mut fresh = RoundRobin::new(1);
+            let mut q = Queues { left: backlog.clone(), taken: vec![] };
+            for (c, &b) in backlog.iter().enumerate() {
+                if b > 0 { fresh.activate(c as u32, t); }
+            }
+            fresh.fill(first_room, t, &mut q);
+            for &(c, _) in &q.taken {
+                prop_assert!(seen.insert(c), "circuit {} taken twice in one refill", c);
+            }
+        }
+    }
 
     fn kinds() -> Vec<SchedulerKind> {
         let h = SimDuration::from_secs(3);
