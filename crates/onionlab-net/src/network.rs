@@ -479,7 +479,17 @@ impl Network {
     /// Applies, in order, the acknowledgements of flow `fid` that reached the sender by
     /// `now`, each at its own arrival time (RTT samples and window growth are as if each
     /// had had its event).
+    #[inline]
     fn apply_due_acks(&mut self, now: SimTime, fid: u32) {
+        // Fast path: most calls find nothing due.
+        if self.flows[fid as usize].pending_acks.front().is_none_or(|a| a.due > now) {
+            return;
+        }
+        self.apply_due_acks_slow(now, fid);
+    }
+
+    #[inline(never)]
+    fn apply_due_acks_slow(&mut self, now: SimTime, fid: u32) {
         let f = &mut self.flows[fid as usize];
         let mut any = false;
         while let Some(a) = f.pending_acks.front().copied() {
@@ -498,6 +508,7 @@ impl Network {
     /// Schedules an [`NetEvent::AckDue`] for the first pending acknowledgement of a flow
     /// whose sender waits for one: a blocked writer, or unsent data the uplink will not
     /// send without a window opening.
+    #[inline]
     fn want_acks<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
         let f = &mut self.flows[fid as usize];
         if f.ack_event_pending || !(f.want_writable || (f.unsent() > 0 && !f.in_up_ring)) {

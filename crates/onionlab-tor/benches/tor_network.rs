@@ -46,7 +46,11 @@ fn main() {
     let lat: Vec<Vec<SimDuration>> =
         (0..locs).map(|_| (0..locs).map(|_| SimDuration::from_millis(rng.random_range(5..60))).collect()).collect();
     let latency = LatencyModel::Matrix(LatencyMatrix::new(lat, None).expect("square"));
-    let mut tor = TorNetwork::new(TorConfig::default(), latency, BandwidthWeights::uniform(), 7);
+    let mut cfg = TorConfig::default();
+    // BENCH_LINK_LOG=1: also print the transport's batch sizes by sender kind.
+    let link_log = env("BENCH_LINK_LOG", 0) == 1;
+    cfg.transport.record_link_log = link_log;
+    let mut tor = TorNetwork::new(cfg, latency, BandwidthWeights::uniform(), 7);
     for i in 0..50u32 {
         let rate = (256.0 * 1024.0 * 40f64.powf(rng.random::<f64>())) as u64;
         let flags = match i % 3 {
@@ -132,6 +136,24 @@ fn main() {
     println!("  transport batches      {batches} (mean {:.0} B)", bytes as f64 / batches.max(1) as f64);
     println!("  downloads completed    {downloads}");
     println!("  circuits built         {}", k.circuits_built);
+    if link_log {
+        let mut by_kind: std::collections::BTreeMap<String, (u64, u64, [u64; 6])> = Default::default();
+        let kind_of = |h: onionlab_net::HostId| -> String {
+            let name = &sim.tor.net.host_spec(h).name;
+            name.trim_end_matches(|c: char| c.is_ascii_digit()).to_string()
+        };
+        for r in sim.tor.net.link_log().iter().filter(|r| r.up) {
+            let e = by_kind.entry(kind_of(r.host)).or_default();
+            e.0 += 1;
+            e.1 += r.bytes as u64;
+            let cells = r.bytes as u64 / 543;
+            let bucket = match cells { 0..=1 => 0, 2..=3 => 1, 4..=7 => 2, 8..=15 => 3, 16..=29 => 4, _ => 5 };
+            e.2[bucket] += 1;
+        }
+        for (k, (n, bytes, hist)) in by_kind {
+            println!("  batches from {k:<8} {n:>9} mean {:>6.0} B; cells <=1 {} 2-3 {} 4-7 {} 8-15 {} 16-29 {} 30+ {}", bytes as f64 / n as f64, hist[0], hist[1], hist[2], hist[3], hist[4], hist[5]);
+        }
+    }
     println!("  peak memory (VmHWM)    {:.1} MiB", peak_rss_mib());
     println!("  sim-time speed-up      {:.2}x real time", secs as f64 / wall);
 }
