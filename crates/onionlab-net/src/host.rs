@@ -7,8 +7,8 @@
 //!
 //! A downlink is simulated lazily: batches on their way to a host wait in its `arrivals`
 //! heap (ordered by arrival time), and the downlink's round robin is advanced through them
-//! whenever a wake event for the host fires, so an uncontended batch costs one event
-//! (its completion) instead of two (arrival, completion). See [`crate::network`].
+//! whenever a wake event for the host fires, so a batch costs one event (its completion)
+//! instead of two (arrival, completion). See [`crate::network`].
 //!
 //! Capacity is shared fairly by serving the flows that have data for a link in round robin,
 //! one batch (at most `max_batch_bytes`) per turn. Every flow that wants the link therefore
@@ -114,10 +114,6 @@ pub(crate) struct Host {
     pub arrivals: BinaryHeap<InFlight>,
     /// When the batch on the downlink (`down.current`) finishes.
     pub down_done_at: SimTime,
-    /// A wake scheduled for the end of the current downlink batch (beyond the wakes each
-    /// batch schedules for its own earliest possible completion).
-    pub down_extra_wake: Option<SimTime>,
-    /// The batch on the downlink started when it arrived, so the wake it scheduled for
-    /// itself (at arrival plus serialisation) is exactly its end.
-    pub down_started_on_arrival: bool,
+    /// The earliest `DownlinkWake` scheduled for this host and not yet handled.
+    pub down_wake_at: Option<SimTime>,
 }

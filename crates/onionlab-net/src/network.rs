@@ -14,13 +14,15 @@
 //! receive buffer, and its acknowledgement travels back one latency later. Never an event
 //! per packet, and in the common case one event per batch:
 //! - **Lazy downlinks.** A sent batch goes into the receiver's `arrivals` heap with its
-//!   arrival time, and one [`NetEvent::DownlinkWake`] is scheduled for its earliest possible
-//!   completion (arrival plus serialisation). A wake replays the downlink's round robin up
-//!   to the current time: it admits the arrivals due by then, in arrival order, and
-//!   completes the batches that finish by then. Every completion happens at a wake at its
-//!   exact time (a batch that had to wait gets a wake of its own at its finish), so the
-//!   schedule, the congestion marks and the delivery times are those of an arrival event
-//!   plus a completion event per batch; only an uncontended batch's arrival costs nothing.
+//!   arrival time. A [`NetEvent::DownlinkWake`] replays the downlink's round robin up to the
+//!   current time: it admits the arrivals due by then, in arrival order, and completes the
+//!   batches that finish by then; then it makes sure a wake comes at the next instant
+//!   something must happen (the end of the batch on the link, or the earliest completion of
+//!   the next arrival). Sending a batch asks for a wake at its earliest completion (arrival
+//!   plus serialisation) unless an earlier one is pending. Every completion is thus handled
+//!   at its exact time, and arrivals before it in order, so the schedule, the congestion
+//!   marks and the delivery times are those of an arrival event plus a completion event
+//!   per batch; a batch costs about one event, waiting or not.
 //! - **Lazy acknowledgements.** An acknowledgement is queued on its flow with the time it
 //!   reaches the sender, and applied, in order, before anything reads or changes the
 //!   sender's state at or after that time (a write, a send, a socket query). Only a sender
@@ -250,8 +252,7 @@ impl Network {
             up_wake_pending: false,
             arrivals: Default::default(),
             down_done_at: SimTime::ZERO,
-            down_extra_wake: None,
-            down_started_on_arrival: false,
+            down_wake_at: None,
         });
         Ok(id)
     }
@@ -581,7 +582,7 @@ impl Network {
             let earliest_done = at + onionlab_core::SimDuration::transmission(n, d.spec.down_bits_per_sec);
             self.batch_seq += 1;
             d.arrivals.push(InFlight { at, seq: self.batch_seq, batch: Batch { flow: fid, end_seq, bytes: n as u32, sent_at: now, ce: false } });
-            q.schedule(earliest_done, NET_EVENT_CLASS, NetEvent::DownlinkWake { host: dst }.into()).expect("arrivals are in the future");
+            self.wake_downlink(q, dst, earliest_done);
             if !more {
                 self.want_acks(q, fid);
             }
@@ -599,6 +600,10 @@ impl Network {
     /// sure a wake is scheduled for the end of the batch on the link.
     fn advance_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
         let now = q.now();
+        let h = &mut self.hosts[host.0 as usize];
+        if h.down_wake_at.is_some_and(|w| w <= now) {
+            h.down_wake_at = None;
+        }
         loop {
             let h = &self.hosts[host.0 as usize];
             let next_done = if h.down.busy() { h.down_done_at } else { SimTime::MAX };
@@ -613,14 +618,26 @@ impl Network {
                 break;
             }
         }
+        // The next instant something must happen here: the end of the batch on the link,
+        // or else the earliest completion of the next arrival (which starts on arrival).
+        let h = &self.hosts[host.0 as usize];
+        let next = if h.down.busy() {
+            Some(h.down_done_at)
+        } else {
+            h.arrivals.peek().map(|a| a.at + onionlab_core::SimDuration::transmission(a.batch.bytes as u64, h.spec.down_bits_per_sec))
+        };
+        if let Some(t) = next {
+            self.wake_downlink(q, host, t);
+        }
+    }
+
+    /// Makes sure a `DownlinkWake` for `host` comes at or before `t`.
+    #[inline]
+    fn wake_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId, t: SimTime) {
         let h = &mut self.hosts[host.0 as usize];
-        if h.down.busy() && h.down_extra_wake != Some(h.down_done_at) {
-            // The batch on the link did not start when it arrived, so its own wake (at its
-            // earliest completion) comes too early: add one at its end.
-            if !h.down_started_on_arrival {
-                h.down_extra_wake = Some(h.down_done_at);
-                q.schedule(h.down_done_at, NET_EVENT_CLASS, NetEvent::DownlinkWake { host }.into()).expect("the link finishes after now");
-            }
+        if h.down_wake_at.is_none_or(|w| w > t) {
+            h.down_wake_at = Some(t);
+            q.schedule(t, NET_EVENT_CLASS, NetEvent::DownlinkWake { host }.into()).expect("downlink wakes are not in the past");
         }
     }
 
@@ -665,7 +682,6 @@ impl Network {
         }
         if !h.down.busy() {
             self.start_downlink(at, dst);
-            self.hosts[dst.0 as usize].down_started_on_arrival = true;
         }
     }
 
@@ -701,7 +717,6 @@ impl Network {
         let dur = onionlab_core::SimDuration::transmission(b.bytes as u64, h.spec.down_bits_per_sec);
         h.down.current = Some(b);
         h.down_done_at = now + dur;
-        h.down_started_on_arrival = false;
         h.down.bytes_total += b.bytes as u64;
         if self.cfg.record_link_log {
             self.link_log.push(LinkRecord { host, up: false, start: now, end: now + dur, bytes: b.bytes });

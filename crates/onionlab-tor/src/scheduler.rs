@@ -177,6 +177,15 @@ impl CircuitScheduler for RoundRobin {
         if self.quantum != 1 || self.used != 0 || self.ring.is_empty() || room == 0 {
             return fill_by_picks(self, room, now, src);
         }
+        if self.ring.len() == 1 {
+            // One active circuit (every client's channel): it gets all the room.
+            let c = self.ring[0];
+            let moved = src.take(c, room);
+            if src.queued(c) == 0 {
+                self.ring.clear();
+            }
+            return moved;
+        }
         self.queued.clear();
         self.queued.extend(self.ring.iter().map(|&c| src.queued(c)));
         let total: u64 = self.queued.iter().sum();
