@@ -96,8 +96,8 @@ pub enum NetEvent {
     /// waits for gets no event: its batch's arrival is scheduled when it starts.)
     UplinkFree { host: HostId },
 
-    /// A host's downlink may have admitted or finished batches by now: a batch's earliest
-    /// possible completion, or the end of a batch that had to wait.
+    /// The next instant something must happen at a host's downlink: the end of the batch
+    /// on it, or the earliest completion of the next batch to arrive.
     DownlinkWake { host: HostId },
     /// The first pending acknowledgement of a flow whose sender waits for it is due.
     AckDue { flow: u32 },
@@ -597,7 +597,7 @@ impl Network {
 
     /// Replays host `host`'s downlink up to the current time: admits the batches that
     /// arrived by now and completes those that finish by now, in time order, then makes
-    /// sure a wake is scheduled for the end of the batch on the link.
+    /// sure a wake comes at the next instant something must happen.
     fn advance_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
         let now = q.now();
         let h = &mut self.hosts[host.0 as usize];

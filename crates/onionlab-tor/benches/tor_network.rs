@@ -3,8 +3,9 @@
 //!
 //! Relays: BandwidthRate from 256 KiB/s to 10 MiB/s (a skewed spread like the live
 //! network's), a third guards, a third exits, the rest middles; 100 Mbit/s links; one-way
-//! latencies 5-60 ms from a random matrix of 20 locations. Prints wall time, events,
-//! cell-hops per wall second and peak memory. Override with BENCH_CLIENTS, BENCH_SECS.
+//! latencies 5-60 ms from a random matrix of 20 locations. Prints wall time, CPU time,
+//! events (and their mix), cell-hops per wall second and peak memory. Override with
+//! BENCH_CLIENTS, BENCH_SECS; BENCH_LINK_LOG=1 also prints transport batch sizes by sender.
 //! Under `cargo test` (no `--bench` argument) it runs 10 simulated seconds as a smoke test.
 
 use std::time::Instant;
