@@ -122,8 +122,8 @@ pub(crate) struct Flow {
     /// Acknowledgements travelling back to the sender, in order of `due` (a flow's
     /// batches are delivered in order and its return latency is fixed).
     pub pending_acks: std::collections::VecDeque<PendingAck>,
-    /// An `AckDue` event is scheduled for the first pending acknowledgement.
-    pub ack_event_pending: bool,
+    /// The earliest `AckDue` event scheduled for this flow and not yet handled.
+    pub ack_event_at: Option<SimTime>,
     // Statistics.
     pub window_cuts: u64,
 }
@@ -155,7 +155,7 @@ impl Flow {
             in_down_ring: false,
             down_deficit: 0,
             pending_acks: std::collections::VecDeque::new(),
-            ack_event_pending: false,
+            ack_event_at: None,
             window_cuts: 0,
         }
     }

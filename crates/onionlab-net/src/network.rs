@@ -443,7 +443,10 @@ impl Network {
             }
             NetEvent::DownlinkWake { host } => self.advance_downlink(q, host),
             NetEvent::AckDue { flow } => {
-                self.flows[flow as usize].ack_event_pending = false;
+                let f = &mut self.flows[flow as usize];
+                if f.ack_event_at.is_some_and(|t| t <= now) {
+                    f.ack_event_at = None;
+                }
                 self.apply_due_acks(now, flow);
                 self.make_ready(q, flow);
                 self.want_acks(q, flow);
@@ -506,20 +509,47 @@ impl Network {
         }
     }
 
-    /// Schedules an [`NetEvent::AckDue`] for the first pending acknowledgement of a flow
-    /// whose sender waits for one: a blocked writer, or unsent data the uplink will not
-    /// send without a window opening.
+    /// Makes sure an [`NetEvent::AckDue`] comes when the sender of flow `fid` needs an
+    /// acknowledgement: at the first pending one for unsent data the uplink will not send
+    /// without a window opening, at the first one that frees enough room for a blocked
+    /// writer.
     #[inline]
     fn want_acks<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
-        let f = &mut self.flows[fid as usize];
-        if f.ack_event_pending || !(f.want_writable || (f.unsent() > 0 && !f.in_up_ring)) {
+        let f = &self.flows[fid as usize];
+        let Some(first) = f.pending_acks.front() else { return };
+        let window_wait = f.unsent() > 0 && !f.in_up_ring;
+        if !(window_wait || f.want_writable) || f.ack_event_at.is_some_and(|t| t <= first.due) {
+            // Nothing waits, or an event comes by the first acknowledgement anyway.
             return;
         }
-        if let Some(a) = f.pending_acks.front() {
-            f.ack_event_pending = true;
+        self.schedule_ack_due(q, fid, window_wait);
+    }
+
+    #[inline(never)]
+    fn schedule_ack_due<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32, window_wait: bool) {
+        let sndbuf = self.cfg.sndbuf_bytes;
+        let f = &mut self.flows[fid as usize];
+        // Data held back by the windows waits for the next acknowledgement; a writer that
+        // only waits for room waits for the first one after which `check_writable` would
+        // wake it (the condition only grows easier as `upto` grows, so bisect).
+        let i = if window_wait {
+            0
+        } else {
+            let written = f.written;
+            f.pending_acks.partition_point(|a| {
+                let used = written - a.upto;
+                let free = sndbuf.saturating_sub(used);
+                !(free >= used / 2 && free > 0)
+            })
+        };
+        if let Some(a) = f.pending_acks.get(i) {
+            if f.ack_event_at.is_some_and(|t| t <= a.due) {
+                return;
+            }
             // An acknowledgement already due (not yet applied: nothing has looked) is
             // applied by the event at once.
             let at = a.due.max(q.now());
+            f.ack_event_at = Some(at);
             q.schedule(at, NET_EVENT_CLASS, NetEvent::AckDue { flow: fid }.into()).expect("not in the past");
         }
     }
