@@ -112,3 +112,21 @@ def test_per_minute_sums_bytes_and_averages_throttled_samples():
     assert m["interval_start"].tolist() == [0.0, 60.0]
     assert m["bytes_written"].tolist() == [6, 4]
     assert m["throttle_rate"].iloc[0] == 200.0 and math.isnan(m["throttle_rate"].iloc[1])
+
+
+def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_guards_bandwidth():
+    # Vanilla: guards of 100 KB/s and 1 MB/s; the client's circuit (through the 1 MB/s
+    # guard) carries 100 KB/s while busy, idle half of each minute.
+    bw = {"slow": 1e5, "fast": 1e6}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": np.nan} for g in bw for t in range(0, 600, 60)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": "fast", "client": "c", "class": "web", "interval_start": float(t),
+         "bytes_written": int(1e6) if (t // 10) % 2 == 0 else 0, "bytes_read": 0, "throttle_rate": np.nan}
+        for t in range(0, 600, 10)
+    ])
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2", "set_size"] == 1 and a.loc["attack2", "true_guard_excluded"], "the flood sees 100 KB/s: the slow guard"
+    # Throttled minutes reveal the throttle rate instead.
+    conns["throttle_rate"] = 1e6
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
