@@ -48,3 +48,85 @@ def test_probe_recovers_the_static_rate_and_static_leaks_nothing(quick):
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--no-sweep", "-o", str(tmp_path / "x")]) != 0
     assert "--params" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- pieces, on hand-made data
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from onionlab.reproduce import throttling as T
+
+
+def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
+    rows = [
+        # "a" is best on seed 1 only; "b" is better on average.
+        ("static", '{"rate": "a"}', 1, 5.0), ("static", '{"rate": "a"}', 2, 20.0),
+        ("static", '{"rate": "b"}', 1, 9.0), ("static", '{"rate": "b"}', 2, 10.0),
+        ("split", "{}", 1, 7.0), ("split", "{}", 2, 7.0),
+    ]
+    t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median"])
+    t["web_ttfb_median"] = 1.0
+    assert T.choose(t) == {"vanilla": {}, "static": {"rate": "b"}, "split": {}}
+
+
+def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
+    """Three guards whose fair shares are 1, 2 and 100 KB/s; one client sending
+    `client_rate` B/s through guard "a", observed flagged from `flagged_from` on."""
+    split = {"a": 1000.0, "b": 2000.0, "c": 100000.0}
+    relays = pd.DataFrame(
+        [{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": s} for g, s in split.items() for t in range(duration)]
+    )
+    conns = pd.DataFrame(
+        [
+            {"seed": 1, "relay": "a", "client": "c1", "class": "bulk", "interval_start": float(t), "bytes_written": int(client_rate * 10),
+             "bytes_read": 0, "throttle_rate": 5000.0 if flagged_from is not None and t + 10 >= flagged_from else np.nan}
+            for t in range(0, duration, 10)
+        ]
+    )
+    return SimpleNamespace(relays=relays, connections=conns), {g: 1e6 for g in split}
+
+
+def test_flag_timing_attack_keeps_only_guards_that_would_have_flagged_when_the_target_was_flagged():
+    params = {"flag_rate": "5 KiB/s", "penalty": 0.5, "halflife": "30 s"}
+    # A steady 5 KB/s connection flagged within the first seconds: guards a and b
+    # (fair shares 1 and 2 KB/s) flag it at once; c (100 KB/s) never would.
+    res, bw = _timing_fixture(5000.0, flagged_from=10.0)
+    a = T.flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
+    assert a["set_size"].tolist() == [2]
+    assert not a["true_guard_excluded"].any()
+    assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1)
+    # The same connection never flagged: only c is consistent ("should have resulted in a
+    # throttling but did not"), and the true guard a is wrongly excluded.
+    res, bw = _timing_fixture(5000.0, flagged_from=None)
+    a = T.flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
+    assert a["set_size"].tolist() == [1]
+    assert a["true_guard_excluded"].all()
+
+
+def test_per_minute_sums_bytes_and_averages_throttled_samples():
+    c = pd.DataFrame({"seed": 1, "relay": "g", "client": "x", "class": "web", "interval_start": [0.0, 10.0, 50.0, 60.0],
+                      "bytes_written": [1, 2, 3, 4], "bytes_read": 0, "throttle_rate": [np.nan, 100.0, 300.0, np.nan]})
+    m = T._per_minute(c)
+    assert m["interval_start"].tolist() == [0.0, 60.0]
+    assert m["bytes_written"].tolist() == [6, 4]
+    assert m["throttle_rate"].iloc[0] == 200.0 and math.isnan(m["throttle_rate"].iloc[1])
+
+
+def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_guards_bandwidth():
+    # Vanilla: guards of 100 KB/s and 1 MB/s; the client's circuit (through the 1 MB/s
+    # guard) carries 100 KB/s while busy, idle half of each minute.
+    bw = {"slow": 1e5, "fast": 1e6}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": np.nan} for g in bw for t in range(0, 600, 60)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": "fast", "client": "c", "class": "web", "interval_start": float(t),
+         "bytes_written": int(1e6) if (t // 10) % 2 == 0 else 0, "bytes_read": 0, "throttle_rate": np.nan}
+        for t in range(0, 600, 10)
+    ])
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2", "set_size"] == 1 and a.loc["attack2", "true_guard_excluded"], "the flood sees 100 KB/s: the slow guard"
+    # Throttled minutes reveal the throttle rate instead.
+    conns["throttle_rate"] = 1e6
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]

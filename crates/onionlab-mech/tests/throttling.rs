@@ -178,12 +178,13 @@ fn thresh_params(fraction: f64, floor: u64) -> ThresholdParams {
     }
 }
 
-/// Ten connections; connection i sends (i+1) * 10 KiB/s (so 9 is the loudest).
+/// Ten connections; connection i receives (i+1) * 10 KiB/s from the guard (written; so 9
+/// is the loudest) and sends a tenth of that upstream (read), like a downloading client.
 fn run_threshold(p: &mut Threshold, secs: u64) -> Vec<ThrottleDecision> {
     let mut last = Vec::new();
     for s in 0..=secs {
         let clients: Vec<_> = (0..10u32)
-            .map(|i| ClientConnection { chan: i, client: i, bytes_read: (i as u64 + 1) * 10 * KIB * s, bytes_written: (i as u64 + 1) * 10 * KIB * s, throttle: None })
+            .map(|i| ClientConnection { chan: i, client: i, bytes_read: (i as u64 + 1) * KIB * s, bytes_written: (i as u64 + 1) * 10 * KIB * s, throttle: None })
             .collect();
         let d = p.tick(&state(t(s + 1), MIB, 12, &clients));
         if !d.is_empty() {
@@ -195,16 +196,44 @@ fn run_threshold(p: &mut Threshold, secs: u64) -> Vec<ThrottleDecision> {
 
 #[test]
 fn threshold_throttles_the_loudest_fraction_at_the_kth_loudest_mean_throughput() {
-    // T = 0.2, N = 10: the two loudest (9 and 8) at connection 8's throughput, 90 KiB/s
-    // ((read + written) / 2 per second).
+    // T = 0.2, N = 10: the two loudest (9 and 8) at connection 8's throughput, the bytes
+    // it transferred per second: 90 KiB/s down + 9 KiB/s up = 99 KiB/s.
     let mut p = Threshold::new(thresh_params(0.2, 5 * KIB)).unwrap();
     let mut d = run_threshold(&mut p, 30);
     d.sort();
     let mut want: Vec<ThrottleDecision> = (0..8).map(|c| (c, None)).collect();
-    want.push((8, Some((90 * KIB, DEFAULT_BURST))));
-    want.push((9, Some((90 * KIB, DEFAULT_BURST))));
+    want.push((8, Some((99 * KIB, DEFAULT_BURST))));
+    want.push((9, Some((99 * KIB, DEFAULT_BURST))));
     assert_eq!(d, want);
-    assert_eq!(p.rate(), Some(90 * KIB));
+    assert_eq!(p.rate(), Some(99 * KIB));
+}
+
+#[test]
+fn threshold_rate_of_a_throttled_kth_connection_holds_under_the_paper_and_halves_under_the_code() {
+    // Two connections, T = 0.5: connection 1 is the loudest and sets the rate. It first
+    // sends 100 KiB/s; once throttled it sends exactly its rate (a bulk download with an
+    // empty bucket). The paper's "bytes transferred over R" keeps the rate; the code's
+    // (read + written) / 2 halves it every R down to the floor.
+    let rates = |semantics| {
+        let mut p = Threshold::new(ThresholdParams { fraction: 0.5, semantics, ..thresh_params(0.5, 5 * KIB) }).unwrap();
+        let (mut written, mut rate, mut out) = (0u64, 100 * KIB, Vec::new());
+        for s in 0..=40u64 {
+            let clients = [
+                ClientConnection { chan: 0, client: 0, bytes_read: 0, bytes_written: 0, throttle: None },
+                ClientConnection { chan: 1, client: 1, bytes_read: 0, bytes_written: written, throttle: None },
+            ];
+            for (chan, th) in p.tick(&state(t(s + 1), MIB, 2, &clients)) {
+                if chan == 1 {
+                    rate = th.expect("the loudest is throttled").0;
+                    out.push(rate / KIB);
+                }
+            }
+            written += rate;
+        }
+        out
+    };
+    assert_eq!(rates(ThresholdSemantics::Paper), vec![100, 100, 100, 100]);
+    assert_eq!(rates(ThresholdSemantics::Code), vec![50, 25, 12, 6]);
 }
 
 #[test]
@@ -221,10 +250,11 @@ fn threshold_applies_the_floor_and_throttles_nobody_when_t_n_rounds_to_zero() {
 fn threshold_code_semantics_throttle_all_but_the_quietest_fraction() {
     let mut p = Threshold::new(ThresholdParams { semantics: ThresholdSemantics::Code, ..thresh_params(0.2, 5 * KIB) }).unwrap();
     let d = run_threshold(&mut p, 30);
-    // Ascending index floor(0.2 * 10) = 2 is connection 2 (30 KiB/s): 2..=9 throttled.
+    // Ascending index floor(0.2 * 10) = 2 is connection 2 ((30 + 3) / 2 KiB/s): 2..=9
+    // throttled.
     let throttled: Vec<u32> = d.iter().filter(|x| x.1.is_some()).map(|x| x.0).collect();
     assert_eq!(throttled.len(), 8);
-    assert!(d.contains(&(9, Some((30 * KIB, DEFAULT_BURST)))));
+    assert!(d.contains(&(9, Some((33 * KIB / 2, DEFAULT_BURST)))));
 }
 
 #[test]

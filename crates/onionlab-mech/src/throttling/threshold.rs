@@ -4,10 +4,10 @@
 //!
 //! Every `R` seconds (checked at each 1 s tick): sort client connections by cell EWMA,
 //! loudest first; `k = floor(T * N)`; the rate is the mean throughput over the last `R`
-//! seconds of the `k`-th loudest connection, `(bytes read + bytes written) / 2 / R` as in
-//! the authors' code, raised to the floor `F` if below it; the `k` loudest are throttled at
-//! that rate, the others unthrottled; the throughput counters restart. `k = 0` throttles
-//! nobody.
+//! seconds of the `k`-th loudest connection, "the average number of bytes transferred over
+//! the last R seconds" (paper section 3.3): `(bytes read + bytes written) / R`, raised to
+//! the floor `F` if below it; the `k` loudest are throttled at that rate, the others
+//! unthrottled; the throughput counters restart. `k = 0` throttles nobody.
 //!
 //! Parameters (tuned values not given by the paper; its example is `T` = 0.1):
 //! - `fraction` (`T`): in [0, 1].
@@ -17,9 +17,14 @@
 //! - `burst`: bytes, default 2 MiB.
 //! - `semantics`: [`ThresholdSemantics::Paper`] (default) or [`ThresholdSemantics::Code`],
 //!   the authors' code taken literally: it sorts quietest first, takes index `floor(T*N)`
-//!   and throttles every connection at least as loud (so about `(1 - T) N` of them), and
-//!   lifts only rates in `(0, F]` to `F` (a rate of 0 stays 0, which this model turns
-//!   into tor's minimum of 1 byte/s).
+//!   and throttles every connection at least as loud (so about `(1 - T) N` of them), lifts
+//!   only rates in `(0, F]` to `F` (a rate of 0 stays 0, which this model turns into tor's
+//!   minimum of 1 byte/s), and measures throughput as `(bytes read + bytes written) / 2 /
+//!   R`. That halving is a relay-wide formula (every relayed byte is read once and written
+//!   once); on a client connection at a guard almost every byte is written (downstream), so
+//!   it halves the connection's throughput, and a k-th connection that stays throttled at
+//!   `r` sets `r / 2` next time, ratcheting the rate down to `F`. The paper's "bytes
+//!   transferred over the last R seconds" has no halving.
 //!
 //! Ties in EWMA are broken by channel id, so runs are deterministic.
 
@@ -83,9 +88,13 @@ impl ThrottlePolicy for Threshold {
             return Vec::new();
         }
         let secs = elapsed.as_secs_f64();
+        let per_byte = match self.p.semantics {
+            ThresholdSemantics::Paper => 1.0,
+            ThresholdSemantics::Code => 0.5,
+        };
         let throughput = |chan: u32, total: u64| -> f64 {
             let before = self.counters.iter().find(|(c, _)| *c == chan).map_or(0, |&(_, b)| b);
-            total.saturating_sub(before) as f64 / 2.0 / secs
+            total.saturating_sub(before) as f64 * per_byte / secs
         };
         let mut order: Vec<(f64, u32, f64)> = guard
             .clients
