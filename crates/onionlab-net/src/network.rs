@@ -93,7 +93,7 @@ pub enum NetEvent {
     /// The acceptor's answer reached the initiator.
     SynAckArrived { conn: ConnId },
     /// A host's uplink is free again and flows are waiting for it. (An uplink nobody
-    /// waits for gets no event: its batch's arrival is scheduled when it starts.)
+    /// waits for gets no event: its batch goes to the receiver's arrivals when it starts.)
     UplinkFree { host: HostId },
 
     /// The next instant something must happen at a host's downlink: the end of the batch
