@@ -809,15 +809,8 @@ impl TorNetwork {
     /// Handles one event, then runs every node it touched.
     pub fn handle(&mut self, q: &mut EventQueue<TorEvent>, ev: TorEvent) {
         match ev {
-            TorEvent::Net(e) => {
-                self.net.handle(q, e);
-                let mut notices = std::mem::take(&mut self.notices);
-                self.net.drain_notices(&mut notices);
-                for n in notices.drain(..) {
-                    self.on_notice(q, n);
-                }
-                self.notices = notices;
-            }
+            // Its notices are handled by `flush_dirty` below, before any node is pumped.
+            TorEvent::Net(e) => self.net.handle(q, e),
             TorEvent::Refill { node } => self.on_refill(q, node),
             TorEvent::ChannelOpen { chan } => {
                 let ch = &mut self.chans[chan as usize];
@@ -857,7 +850,8 @@ impl TorNetwork {
                 self.nodes[node as usize].dirty = false;
                 self.pump(q, node);
             }
-            // A pump's writes apply acknowledgements that may wake a blocked writer.
+            // The transport's notices: those of the event being handled, and those a pump's
+            // writes raised (applying acknowledgements may wake a blocked writer).
             let mut notices = std::mem::take(&mut self.notices);
             self.net.drain_notices(&mut notices);
             if notices.is_empty() {
