@@ -7,10 +7,30 @@
 //! 3. at equal time and class, the event scheduled first runs first (the sequence number is
 //!    a counter of `schedule` calls).
 //!
-//! The key is unique, so the order is total and does not depend on the heap's internals:
+//! The key is unique, so the order is total and does not depend on the queue's internals:
 //! one seed, one order. Scheduling before the current time is refused with
 //! [`ScheduleError::InPast`]. There is no cancellation: a handler that may be superseded
 //! carries a generation number and ignores stale events, which is cheaper than a removable heap.
+//!
+//! ## The structure: a timing wheel in front of a heap
+//! Nearly every event a simulation schedules falls due within a few hundred milliseconds
+//! (link serialisation, latencies, 100 ms token-bucket refills), so the queue is a
+//! calendar: a wheel of [`WHEEL_SLOTS`] slots, each [`SLOT_NANOS`] of simulated time wide,
+//! covering the 268 ms from the current slot on; events further out wait in a binary heap
+//! (`overflow`) and move into the wheel when it reaches them. A slot's events are an
+//! unordered linked list of nodes in one slab (scheduling prepends a node; freed nodes are
+//! reused last-in first-out, so the node written is usually in cache). When a slot becomes
+//! the current one its list is moved into a vector and sorted once, and events are popped
+//! from its end; an event scheduled into the current slot after that is inserted in order
+//! (an event at the current instant in a lower class than the one being handled lands
+//! there too). A bit mask finds the next non-empty slot.
+//!
+//! Against the binary heap it replaced (same order, so bit-identical runs): 27 / 16 / 4.7 M
+//! events per second in the hold benchmark at 1 k / 10 k / 100 k pending events, against
+//! 24 / 12.5 / 1.9 M; 8.5 % fewer instructions and 9 % fewer L1 misses on the Tor
+//! benchmark (`docs/performance.md`). Per-slot vectors instead of lists were tried: they
+//! scatter the wheel over thousands of small allocations and missed the L2 cache 11 %
+//! more often than the heap.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -41,38 +61,81 @@ pub struct Scheduled<E> {
 
 const SEQ_BITS: u32 = 56;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// log2 of the width of a wheel slot in nanoseconds.
+const SLOT_SHIFT: u32 = 14;
+/// Width of one wheel slot: 16.384 us of simulated time.
+pub const SLOT_NANOS: u64 = 1 << SLOT_SHIFT;
+/// Slots in the wheel; with [`SLOT_NANOS`] the wheel spans 268 ms.
+pub const WHEEL_SLOTS: usize = 1 << 14;
+const SLOT_MASK: u64 = WHEEL_SLOTS as u64 - 1;
+const MASK_WORDS: usize = WHEEL_SLOTS / 64;
 
-/// A heap entry: the ordering key and the slot of the event payload. Payloads live in a
-/// slab so the heap moves 32-byte entries, not whole events, when it sifts.
-struct Entry {
-    /// time (64 bits) | class (8 bits) | sequence (56 bits): one integer comparison.
-    key: u128,
-    slot: u32,
+/// The ordering key: time, then class (8 bits) and sequence number (56 bits) in one word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key {
+    time: u64,
+    class_seq: u64,
 }
 
-impl PartialEq for Entry {
+impl Key {
+    #[inline]
+    fn slot(self) -> u64 {
+        self.time >> SLOT_SHIFT
+    }
+}
+
+/// A pending event with its key (in the overflow heap and the current slot's run).
+struct Entry<E> {
+    key: Key,
+    event: E,
+}
+
+impl<E> PartialEq for Entry<E> {
     fn eq(&self, other: &Self) -> bool {
         self.key == other.key
     }
 }
-impl Eq for Entry {}
-impl PartialOrd for Entry {
+impl<E> Eq for Entry<E> {}
+impl<E> PartialOrd for Entry<E> {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl Ord for Entry {
+impl<E> Ord for Entry<E> {
     // Reversed: `BinaryHeap` is a max-heap and we want the smallest key on top.
     fn cmp(&self, other: &Self) -> Ordering {
         other.key.cmp(&self.key)
     }
 }
 
+/// A wheel event: a node of its slot's singly linked list, in the node slab.
+struct Node<E> {
+    key: Key,
+    /// Next node of the same slot, or `NIL`.
+    next: u32,
+    event: Option<E>,
+}
+
+const NIL: u32 = u32::MAX;
+
 /// A priority queue of future events and the simulation clock it drives.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry>,
-    slab: Vec<Option<E>>,
+    /// Head node of each wheel slot's list (unordered): slot `s % WHEEL_SLOTS` holds the
+    /// events of absolute slot `s`, for `s` in `cur_slot + 1 .. cur_slot + WHEEL_SLOTS`.
+    heads: Vec<u32>,
+    /// Node storage for the lists; freed nodes are reused last-in first-out (cache-warm).
+    nodes: Vec<Node<E>>,
     free: Vec<u32>,
+    /// Bit `i` set when slot `i`'s list is non-empty.
+    nonempty: [u64; MASK_WORDS],
+    /// Events in the lists.
+    in_lists: usize,
+    /// The slot whose events are in `current`; never after the slot of `now`.
+    cur_slot: u64,
+    /// The current slot's events, sorted largest key first (popped from the end).
+    current: Vec<Entry<E>>,
+    /// Events at or after slot `cur_slot + WHEEL_SLOTS`.
+    overflow: BinaryHeap<Entry<E>>,
     now: SimTime,
     next_seq: u64,
     popped: u64,
@@ -89,11 +152,17 @@ impl<E> EventQueue<E> {
         Self::with_capacity(1024)
     }
 
+    /// A queue with room for `n` pending events before its storage grows.
     pub fn with_capacity(n: usize) -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(n),
-            slab: Vec::with_capacity(n),
+            heads: vec![NIL; WHEEL_SLOTS],
+            nodes: Vec::with_capacity(n),
             free: Vec::new(),
+            nonempty: [0; MASK_WORDS],
+            in_lists: 0,
+            cur_slot: 0,
+            current: Vec::new(),
+            overflow: BinaryHeap::new(),
             now: SimTime::ZERO,
             next_seq: 0,
             popped: 0,
@@ -115,20 +184,39 @@ impl<E> EventQueue<E> {
         if self.next_seq > SEQ_MASK {
             return Err(ScheduleError::SequenceExhausted);
         }
-        let key = ((at.as_nanos() as u128) << 64) | ((class.0 as u128) << SEQ_BITS) | self.next_seq as u128;
+        let key = Key { time: at.as_nanos(), class_seq: ((class.0 as u64) << SEQ_BITS) | self.next_seq };
         self.next_seq += 1;
-        let slot = match self.free.pop() {
-            Some(i) => {
-                self.slab[i as usize] = Some(event);
-                i
-            }
-            None => {
-                self.slab.push(Some(event));
-                (self.slab.len() - 1) as u32
-            }
-        };
-        self.heap.push(Entry { key, slot });
+        self.insert(key, event);
         Ok(())
+    }
+
+    #[inline]
+    fn insert(&mut self, key: Key, event: E) {
+        let slot = key.slot();
+        debug_assert!(slot >= self.cur_slot);
+        if slot == self.cur_slot {
+            // The current slot's run is sorted, largest key first: insert in order.
+            let pos = self.current.partition_point(|x| x.key > key);
+            self.current.insert(pos, Entry { key, event });
+        } else if slot >= self.cur_slot + WHEEL_SLOTS as u64 {
+            self.overflow.push(Entry { key, event });
+        } else {
+            let i = (slot & SLOT_MASK) as usize;
+            let node = Node { key, next: self.heads[i], event: Some(event) };
+            let n = match self.free.pop() {
+                Some(n) => {
+                    self.nodes[n as usize] = node;
+                    n
+                }
+                None => {
+                    self.nodes.push(node);
+                    (self.nodes.len() - 1) as u32
+                }
+            };
+            self.heads[i] = n;
+            self.nonempty[i / 64] |= 1 << (i % 64);
+            self.in_lists += 1;
+        }
     }
 
     /// Schedules `event` after `delay` from now. Cannot be in the past, so it cannot fail
@@ -138,32 +226,106 @@ impl<E> EventQueue<E> {
         self.schedule(self.now + delay, class, event).expect("event sequence numbers exhausted")
     }
 
+    /// The first non-empty list after the current slot, as an absolute slot. Only called
+    /// with events in the lists.
+    #[inline]
+    fn next_slot(&self) -> u64 {
+        let start = ((self.cur_slot + 1) & SLOT_MASK) as usize;
+        let (w0, b0) = (start / 64, start % 64);
+        let first = self.nonempty[w0] & (!0u64 << b0);
+        let idx = if first != 0 {
+            w0 * 64 + first.trailing_zeros() as usize
+        } else {
+            let mut found = None;
+            for k in 1..=MASK_WORDS {
+                let w = (w0 + k) % MASK_WORDS;
+                let bits = self.nonempty[w];
+                if bits != 0 {
+                    found = Some(w * 64 + bits.trailing_zeros() as usize);
+                    break;
+                }
+            }
+            found.expect("events in the lists but no slot is marked")
+        };
+        let offset = (idx as u64).wrapping_sub(start as u64) & SLOT_MASK;
+        self.cur_slot + 1 + offset
+    }
+
+    /// Makes `slot` (no earlier than any pending event) the current slot: its list becomes
+    /// the sorted run, and overflow events the wheel now reaches move into it.
+    fn enter_slot(&mut self, slot: u64) {
+        debug_assert!(self.current.is_empty() && slot > self.cur_slot);
+        self.cur_slot = slot;
+        let i = (slot & SLOT_MASK) as usize;
+        let mut n = std::mem::replace(&mut self.heads[i], NIL);
+        self.nonempty[i / 64] &= !(1 << (i % 64));
+        while n != NIL {
+            let node = &mut self.nodes[n as usize];
+            let event = node.event.take().expect("a listed node holds its event");
+            self.current.push(Entry { key: node.key, event });
+            let next = node.next;
+            self.free.push(n);
+            self.in_lists -= 1;
+            n = next;
+        }
+        let horizon = slot + WHEEL_SLOTS as u64;
+        while self.overflow.peek().is_some_and(|e| e.key.slot() < horizon) {
+            let Entry { key, event } = self.overflow.pop().expect("peeked");
+            self.insert(key, event);
+        }
+        self.current.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+    }
+
+    /// Key of the next event, without changing anything.
+    fn peek_key(&self) -> Option<Key> {
+        if let Some(e) = self.current.last() {
+            return Some(e.key);
+        }
+        if self.in_lists == 0 {
+            return self.overflow.peek().map(|e| e.key);
+        }
+        let i = (self.next_slot() & SLOT_MASK) as usize;
+        let mut n = self.heads[i];
+        let mut min: Option<Key> = None;
+        while n != NIL {
+            let node = &self.nodes[n as usize];
+            min = Some(min.map_or(node.key, |m| m.min(node.key)));
+            n = node.next;
+        }
+        min
+    }
+
     /// Removes the next event in (time, class, sequence) order and advances the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<Scheduled<E>> {
-        let Entry { key, slot } = self.heap.pop()?;
-        let event = self.slab[slot as usize].take().expect("every heap entry has its payload");
-        self.free.push(slot);
-        let time = SimTime::from_nanos((key >> 64) as u64);
+        if self.current.is_empty() {
+            let slot = if self.in_lists > 0 { self.next_slot() } else { self.overflow.peek()?.key.slot() };
+            self.enter_slot(slot);
+        }
+        let Entry { key, event } = self.current.pop().expect("the entered slot has events");
+        let time = SimTime::from_nanos(key.time);
         debug_assert!(time >= self.now);
         self.now = time;
         self.popped += 1;
-        Some(Scheduled { time, class: EventClass(((key as u64) >> SEQ_BITS) as u8), event })
+        Some(Scheduled { time, class: EventClass((key.class_seq >> SEQ_BITS) as u8), event })
     }
 
     /// Pops the next event only if it is due at or before `limit`.
     #[inline]
     pub fn pop_until(&mut self, limit: SimTime) -> Option<Scheduled<E>> {
-        match self.peek_time() {
-            Some(t) if t <= limit => self.pop(),
-            _ => None,
+        match self.current.last() {
+            Some(e) if e.key.time <= limit.as_nanos() => self.pop(),
+            Some(_) => None,
+            None => match self.peek_key() {
+                Some(k) if k.time <= limit.as_nanos() => self.pop(),
+                _ => None,
+            },
         }
     }
 
     /// Time of the next event, if any.
-    #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| SimTime::from_nanos((e.key >> 64) as u64))
+        self.peek_key().map(|k| SimTime::from_nanos(k.time))
     }
 
     /// Moves the clock forward to `t` without an event (e.g. to the end of a run).
@@ -177,10 +339,10 @@ impl<E> EventQueue<E> {
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.current.len() + self.in_lists + self.overflow.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
     /// Number of events popped so far (the engine's own event counter).
     pub fn events_processed(&self) -> u64 {
@@ -235,6 +397,50 @@ mod tests {
                 prop_assert!(s.time >= last);
                 last = s.time;
                 prop_assert_eq!((s.time.as_nanos(), s.class.0, s.event), (t, c, i));
+            }
+            prop_assert!(q.pop().is_none());
+        }
+
+        /// Interleaved scheduling and popping, with events at the current instant in lower
+        /// classes than the one being handled (the radix heap's `early` path), far-future
+        /// events and `pop_until` limits, pops exactly what a sorted reference set would.
+        #[test]
+        fn matches_a_sorted_reference(ops in prop::collection::vec((0u8..4, 0u64..3, 0u8..4, 0u64..2_000), 1..600)) {
+            use std::collections::BTreeSet;
+            let mut q = EventQueue::new();
+            let mut reference = BTreeSet::new();
+            let mut seq = 0u64;
+            for (op, scale, class, x) in ops {
+                match op {
+                    0 | 1 => {
+                        // Delays of 0, up to 2 us, or up to 2 s: ties, near and far events.
+                        let delay = [0, x, x * 1_000_000][scale as usize];
+                        let at = q.now() + SimDuration::from_nanos(delay);
+                        q.schedule(at, EventClass(class), seq).unwrap();
+                        reference.insert((at.as_nanos(), class, seq));
+                        seq += 1;
+                    }
+                    2 => {
+                        let got = q.pop().map(|s| (s.time.as_nanos(), s.class.0, s.event));
+                        let want = reference.pop_first();
+                        prop_assert_eq!(got, want);
+                    }
+                    _ => {
+                        let limit = q.now() + SimDuration::from_nanos(x * 1000);
+                        prop_assert_eq!(q.peek_time().map(|t| t.as_nanos()), reference.first().map(|e| e.0));
+                        let got = q.pop_until(limit).map(|s| (s.time.as_nanos(), s.class.0, s.event));
+                        let want = match reference.first() {
+                            Some(&e) if e.0 <= limit.as_nanos() => reference.pop_first(),
+                            _ => None,
+                        };
+                        prop_assert_eq!(got, want);
+                    }
+                }
+                prop_assert_eq!(q.len(), reference.len());
+            }
+            while let Some(want) = reference.pop_first() {
+                let s = q.pop().unwrap();
+                prop_assert_eq!((s.time.as_nanos(), s.class.0, s.event), want);
             }
             prop_assert!(q.pop().is_none());
         }
