@@ -273,7 +273,7 @@ impl<E> EventQueue<E> {
             let Entry { key, event } = self.overflow.pop().expect("peeked");
             self.insert(key, event);
         }
-        self.current.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+        self.current.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
     }
 
     /// Key of the next event, without changing anything.

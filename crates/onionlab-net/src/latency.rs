@@ -170,7 +170,7 @@ impl LatencyModel {
             let w = (e.latency.as_nanos(), e.packet_loss);
             if s == t {
                 let slot = &mut self_loop[s as usize];
-                if slot.map_or(true, |cur| better(w, cur)) {
+                if slot.is_none_or(|cur| better(w, cur)) {
                     *slot = Some(w);
                 }
                 continue;

@@ -180,7 +180,7 @@ fn flow_id(conn: ConnId, sender: Side) -> u32 {
 
 #[inline]
 fn conn_of(flow: u32) -> (ConnId, Side) {
-    (ConnId(flow / 2), if flow % 2 == 0 { Side::Initiator } else { Side::Acceptor })
+    (ConnId(flow / 2), if flow.is_multiple_of(2) { Side::Initiator } else { Side::Acceptor })
 }
 
 impl Network {

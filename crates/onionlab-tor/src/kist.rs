@@ -89,6 +89,10 @@ pub fn lite_limit(outbuf_bytes: u64, outbuf_high_water: u64) -> u64 {
 pub trait KistChannels {
     /// Number of channel ends of the relay.
     fn len(&self) -> usize;
+    /// Whether the relay has no channel ends.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Whether the channel may carry cells and has a circuit with cells for it.
     fn has_cells(&self, i: usize) -> bool;
     /// The channel's write limit for this run, bytes.

@@ -1179,7 +1179,7 @@ impl TorNetwork {
         s.exit_inbuf += got;
         let complete = s.exit_read == s.bytes;
         let whole = s.exit_inbuf / RELAY_PAYLOAD_SIZE;
-        let partial = (complete && s.exit_inbuf % RELAY_PAYLOAD_SIZE > 0) as u64;
+        let partial = (complete && !s.exit_inbuf.is_multiple_of(RELAY_PAYLOAD_SIZE)) as u64;
         let cells = allowance.min(whole + partial);
         if cells > 0 {
             s.exit_inbuf -= s.exit_inbuf.min(cells * RELAY_PAYLOAD_SIZE);

@@ -11,10 +11,13 @@ use onionlab_tor::cell::{CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
 use onionlab_tor::*;
 
 /// Throttles every client connection to a fixed rate after `after`, and logs what it saw.
+/// What a hook saw at each tick: the time and the client connections.
+type SeenLog = Rc<RefCell<Vec<(SimTime, Vec<ClientConnection>)>>>;
+
 struct ThrottleAfter {
     after: SimTime,
     rate: u64,
-    seen: Rc<RefCell<Vec<(SimTime, Vec<ClientConnection>)>>>,
+    seen: SeenLog,
 }
 
 impl RelayHook for ThrottleAfter {
