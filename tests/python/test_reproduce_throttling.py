@@ -45,6 +45,18 @@ def test_probe_recovers_the_static_rate_and_static_leaks_nothing(quick):
     assert a.mean_loss_bits.max() <= math.log2(50) + 1e-9
 
 
+def test_the_sweep_runs_like_the_main_runs(quick):
+    from onionlab.config import tomllib
+
+    def timing(name):
+        e = tomllib.loads((quick / "configs" / f"{name}.toml").read_text())["experiment"]
+        return e["duration"], e["warmup"]
+
+    assert timing("sweep-vanilla-00") == timing("medium-vanilla") == timing("sweep-flag-00")
+    s = json.loads((quick / "summary.json").read_text())
+    assert (s["sweep"]["duration"], s["sweep"]["warmup"]) == (s["duration"], s["warmup"])
+
+
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--no-sweep", "-o", str(tmp_path / "x")]) != 0
     assert "--params" in capsys.readouterr().err
@@ -69,6 +81,16 @@ def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
     t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median"])
     t["web_ttfb_median"] = 1.0
     assert T.choose(t) == {"vanilla": {}, "static": {"rate": "b"}, "split": {}}
+
+
+def test_sweep_settings_default_to_the_main_runs_and_can_be_overridden():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    assert T.sweep_settings(p.parse_args([])) == ("20 min", "4 min")
+    assert T.sweep_settings(p.parse_args(["--duration", "30 min", "--warmup", "5 min"])) == ("30 min", "5 min")
+    assert T.sweep_settings(p.parse_args(["--sweep-duration", "10 min", "--sweep-warmup", "2 min"])) == ("10 min", "2 min")
 
 
 def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
