@@ -406,8 +406,9 @@ mod tests {
         }
 
         /// Interleaved scheduling and popping, with events at the current instant in lower
-        /// classes than the one being handled (the radix heap's `early` path), far-future
-        /// events and `pop_until` limits, pops exactly what a sorted reference set would.
+        /// classes than the one being handled (inserted into the sorted current slot),
+        /// far-future events (the overflow heap) and `pop_until` limits, pops exactly what a
+        /// sorted reference set would.
         #[test]
         fn matches_a_sorted_reference(ops in prop::collection::vec((0u8..4, 0u64..3, 0u8..4, 0u64..2_000), 1..600)) {
             use std::collections::BTreeSet;
