@@ -54,6 +54,9 @@ pub struct TorParams {
     pub link_handshake_rtts: u32,
     #[serde(serialize_with = "ser_duration")]
     pub max_circuit_dirtiness: SimDuration,
+    /// A channel without circuits closes after this long; `None`: never.
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub idle_channel_timeout: Option<SimDuration>,
     pub circ_max_cell_queue: u64,
     pub num_entry_guards: u32,
     /// `UseEntryGuards`: false picks the first hop afresh, bandwidth-weighted, per circuit.

@@ -130,6 +130,7 @@ const TOR_KEYS: &[&str] = &[
     "refill_interval",
     "link_handshake_rtts",
     "max_circuit_dirtiness",
+    "idle_channel_timeout",
     "circ_max_cell_queue",
     "num_entry_guards",
     "use_entry_guards",
@@ -169,6 +170,7 @@ pub fn default_tor_params() -> TorParams {
         refill_interval: SimDuration::from_millis(100),
         link_handshake_rtts: 2,
         max_circuit_dirtiness: SimDuration::from_secs(600),
+        idle_channel_timeout: Some(SimDuration::from_secs(180)),
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
         use_entry_guards: true,
@@ -750,6 +752,22 @@ impl Ctx<'_> {
             max_circuit_dirtiness: self
                 .opt(t, p, "max_circuit_dirtiness", Ctx::pos_duration)
                 .unwrap_or(d.max_circuit_dirtiness),
+            idle_channel_timeout: match t.get("idle_channel_timeout") {
+                None => d.idle_channel_timeout,
+                Some(Value::String(s)) if s.trim() == "never" => None,
+                Some(v) => {
+                    let path = join(p, "idle_channel_timeout");
+                    let hint = "\"180 s\" (tor 0.2.2's IDLE_OR_CONN_TIMEOUT), or \"never\" to keep channels open";
+                    match self.duration(v, &path) {
+                        Some(d) if d > SimDuration::ZERO => Some(d),
+                        Some(_) => {
+                            self.err_hint(path, "must be longer than 0", hint);
+                            d.idle_channel_timeout
+                        }
+                        None => d.idle_channel_timeout,
+                    }
+                }
+            },
             circ_max_cell_queue,
             num_entry_guards,
             use_entry_guards: self.opt(t, p, "use_entry_guards", Ctx::boolean).unwrap_or(d.use_entry_guards),

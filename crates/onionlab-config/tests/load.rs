@@ -122,6 +122,7 @@ fn full_config_loads_with_every_feature() {
     assert_eq!(c.experiment.metrics_interval, SimDuration::from_millis(500));
     assert_eq!(c.tor.request_bytes, 1024);
     assert_eq!(c.tor.num_entry_guards, 3);
+    assert_eq!(c.tor.idle_channel_timeout, None);
     let LatencyConfig::Matrix { path, one_way } = &c.network.latency else { panic!("{:?}", c.network.latency) };
     assert_eq!(path, "latency.csv");
     assert_eq!(one_way.len(), 3);
@@ -342,6 +343,13 @@ fn tor_parameters() {
     let c = load(&tor("refill_interval = \"1 s\"\nrcvbuf = \"1 MiB\"")).unwrap();
     assert_eq!(c.tor.refill_interval, SimDuration::from_secs(1));
     assert_eq!(c.tor.rcvbuf_bytes, 1 << 20);
+    assert_eq!(c.tor.idle_channel_timeout, Some(SimDuration::from_secs(180)), "tor 0.2.2's IDLE_OR_CONN_TIMEOUT");
+    err_at(&tor("idle_channel_timeout = \"0 s\""), "tor.idle_channel_timeout", &["longer than 0"]);
+    err_at(&tor("idle_channel_timeout = \"soon\""), "tor.idle_channel_timeout", &["duration"]);
+    let c = load(&tor("idle_channel_timeout = \"never\"")).unwrap();
+    assert_eq!(c.tor.idle_channel_timeout, None);
+    let c = load(&tor("idle_channel_timeout = \"4.5 min\"")).unwrap();
+    assert_eq!(c.tor.idle_channel_timeout, Some(SimDuration::from_secs(270)));
 }
 
 // ---- [network] ----

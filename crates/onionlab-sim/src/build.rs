@@ -111,6 +111,7 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         refill_interval: t.refill_interval,
         link_handshake_rtts: t.link_handshake_rtts,
         max_circuit_dirtiness: t.max_circuit_dirtiness,
+        idle_channel_timeout: t.idle_channel_timeout,
         circ_max_cell_queue: t.circ_max_cell_queue,
         num_entry_guards: t.num_entry_guards as usize,
         use_entry_guards: t.use_entry_guards,

@@ -213,6 +213,8 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
         ("stream_sendmes_sent", k.stream_sendmes_sent),
         ("circuits_built", k.circuits_built),
         ("circuits_closed_queue_limit", k.circuits_closed_queue_limit),
+        ("circuits_expired", k.circuits_expired),
+        ("channels_closed_idle", k.channels_closed_idle),
         ("streams_completed", k.streams_completed),
         ("streams_failed", k.streams_failed),
     ]

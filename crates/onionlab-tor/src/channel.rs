@@ -87,5 +87,11 @@ pub(crate) struct Channel {
     pub nodes: [NodeId; 2],
     /// TLS and link handshakes done: cells may flow.
     pub open: bool,
+    /// Closed for idleness: gone from both nodes' channel lists, never used again.
+    pub closed: bool,
+    /// Circuits (not closed) with a hop over this channel (tor's `n_circuits`).
+    pub circuits: u32,
+    /// When `circuits` last fell to zero: the start of the idle timeout.
+    pub idle_since: onionlab_core::SimTime,
     pub ends: [ChanEnd; 2],
 }

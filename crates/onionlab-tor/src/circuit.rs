@@ -27,6 +27,9 @@ pub enum CircuitState {
 pub enum CloseReason {
     /// A circuit queue exceeded `circ_max_cell_queue_size` (relay.c).
     QueueLimit,
+    /// The client closed it: dirty for longer than MaxCircuitDirtiness with no stream
+    /// left on it (`circuit_expire_old_circuits_clientside`, END_CIRC_REASON_FINISHED).
+    Expired,
 }
 
 pub(crate) struct Circuit {
@@ -46,6 +49,10 @@ pub(crate) struct Circuit {
     pub dirty_since: Option<SimTime>,
     /// Stream ids, by stream index within the circuit.
     pub streams: Vec<u32>,
+    /// Streams attached and not yet finished.
+    pub live_streams: u32,
+    /// Dirty for longer than MaxCircuitDirtiness: closes when its last stream finishes.
+    pub expired: bool,
     /// Streams waiting for the circuit to open before sending BEGIN.
     pub pending_begins: Vec<u16>,
     /// Flow/congestion control at the client edge (packages Out, delivers In) ...

@@ -55,6 +55,11 @@ pub enum TorEvent {
     Hook { node: NodeId },
     /// A KIST scheduling run at a relay ([`crate::kist`]).
     Kist { node: NodeId },
+    /// A circuit has been dirty for MaxCircuitDirtiness: the client closes it once no
+    /// stream is left on it.
+    CircuitExpire { circ: u32 },
+    /// A channel may have been idle, without circuits, for the idle timeout.
+    ChannelIdle { chan: u32 },
     /// A timer of the application driving the network (workloads, metrics). The Tor
     /// model never schedules or handles these; its driver does.
     App { token: u64 },
@@ -74,8 +79,17 @@ pub struct TorConfig {
     /// Round trips for TLS and tor's link handshake (VERSIONS, CERTS, AUTH_CHALLENGE,
     /// NETINFO) after the TCP handshake before a channel carries cells.
     pub link_handshake_rtts: u32,
-    /// `MaxCircuitDirtiness`: a circuit takes new streams for this long after its first.
+    /// `MaxCircuitDirtiness`: a circuit takes new streams for this long after its first,
+    /// and the client closes it once it is this old and has no stream left
+    /// (`circuit_expire_old_circuits_clientside`).
     pub max_circuit_dirtiness: SimDuration,
+    /// How long a channel without circuits stays open before it is closed: tor 0.2.2's
+    /// `IDLE_OR_CONN_TIMEOUT`, 180 s, the era of the throttling paper (`run_connection_housekeeping`
+    /// closes an OR connection with no circuits once nothing was added to it for this long).
+    /// Tor >= 0.2.4 draws 180-270 s for client connections and 900-1350 s between
+    /// relays (`IDLE_OR_CONN_TIMEOUT_NONCANONICAL`/`_CANONICAL`); this model uses one
+    /// value for both. `None` keeps every channel open for the whole run.
+    pub idle_channel_timeout: Option<SimDuration>,
     /// `circ_max_cell_queue_size` (relay.c, consensus `circ_max_cell_queue_size`): a relay
     /// closes a circuit whose queue grows beyond this many cells.
     pub circ_max_cell_queue: u64,
@@ -101,6 +115,7 @@ impl Default for TorConfig {
             refill_interval: SimDuration::from_millis(100),
             link_handshake_rtts: 2,
             max_circuit_dirtiness: SimDuration::from_secs(600),
+            idle_channel_timeout: Some(SimDuration::from_secs(180)),
             circ_max_cell_queue: 2500,
             outbuf_low_water: 16 * 1024,
             outbuf_high_water: 32 * 1024,
@@ -149,10 +164,17 @@ pub struct TorCounters {
     pub cell_hops: u64,
     pub circuit_sendmes_sent: u64,
     pub circuit_sendmes_received: u64,
+    /// SENDMEs dropped because their circuit closed before they arrived.
+    pub circuit_sendmes_dropped: u64,
     pub stream_sendmes_sent: u64,
     pub stream_sendmes_received: u64,
+    pub stream_sendmes_dropped: u64,
     pub circuits_built: u64,
     pub circuits_closed_queue_limit: u64,
+    /// Circuits the client closed after MaxCircuitDirtiness with no stream left.
+    pub circuits_expired: u64,
+    /// Channels closed after the idle timeout without circuits.
+    pub channels_closed_idle: u64,
     pub streams_completed: u64,
     pub streams_failed: u64,
 }
@@ -178,8 +200,22 @@ pub struct TorNetwork {
     rng_streams: RngStreams,
     notices: Vec<NetNotice>,
     dirty: Vec<NodeId>,
+    /// Channels whose last circuit closed during this event: their idle timers are
+    /// scheduled when the event's processing ends.
+    idle_timers: Vec<u32>,
     last_kist_run: Option<(NodeId, crate::kist::KistRun)>,
     pub counters: TorCounters,
+}
+
+/// Counts a run dropped because its circuit closed.
+fn count_dropped(k: &mut TorCounters, run: CellRun) {
+    let n = run.count as u64;
+    k.cells_dropped += n;
+    match run.kind {
+        CellKind::CircuitSendme => k.circuit_sendmes_dropped += n,
+        CellKind::StreamSendme => k.stream_sendmes_dropped += n,
+        _ => {}
+    }
 }
 
 fn side_index(s: Side) -> usize {
@@ -211,6 +247,7 @@ impl TorNetwork {
             rng_streams: RngStreams::new(seed),
             notices: Vec::new(),
             dirty: Vec::new(),
+            idle_timers: Vec::new(),
             last_kist_run: None,
             counters: TorCounters::default(),
         }
@@ -432,9 +469,13 @@ impl TorNetwork {
         };
         let id = self.streams.len() as u32;
         let c = &mut self.circuits[circ as usize];
-        c.dirty_since.get_or_insert(now);
+        if c.dirty_since.is_none() {
+            c.dirty_since = Some(now);
+            q.schedule_in(self.cfg.max_circuit_dirtiness, TOR_EVENT_CLASS, TorEvent::CircuitExpire { circ });
+        }
         let idx = c.streams.len() as u16;
         c.streams.push(id);
+        c.live_streams += 1;
         self.streams.push(Stream {
             client,
             server,
@@ -506,6 +547,8 @@ impl TorNetwork {
             opened_at: None,
             dirty_since: None,
             streams: Vec::new(),
+            live_streams: 0,
+            expired: false,
             pending_begins: Vec::new(),
             cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             cc_exit: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
@@ -524,6 +567,7 @@ impl TorNetwork {
         };
         let chan = self.channel_between(q, a, b);
         self.circuits[circ as usize].chans[pos] = Some(chan);
+        self.chans[chan as usize].circuits += 1;
         let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Create, target: (pos + 1) as u8, stream: 0 };
         self.emit(q.now(), circ, pos, run);
     }
@@ -545,7 +589,7 @@ impl TorNetwork {
                 ends[1].conn_write = Some(TokenBucket::new(rate, burst));
             }
         }
-        self.chans.push(Channel { conn, nodes: [a, b], open: false, ends });
+        self.chans.push(Channel { conn, nodes: [a, b], open: false, closed: false, circuits: 0, idle_since: q.now(), ends });
         self.chan_by_pair.insert(key, id);
         self.set_role(conn, ConnRole::Channel(id));
         self.nodes[a as usize].chans.push((id, Side::Initiator));
@@ -627,7 +671,7 @@ impl TorNetwork {
     fn on_run(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, run: CellRun) {
         let c = &self.circuits[run.circ as usize];
         if c.state == CircuitState::Closed {
-            self.counters.cells_dropped += run.count as u64;
+            count_dropped(&mut self.counters, run);
             return;
         }
         let pos = c.position(node);
@@ -762,8 +806,18 @@ impl TorNetwork {
             circuit_build_time: c.opened_at.map(|t| t.saturating_since(c.created_at)),
             error,
         });
+        let circ = s.circ;
+        let c = &mut self.circuits[circ as usize];
+        c.live_streams -= 1;
+        if c.expired && c.live_streams == 0 {
+            self.close_circuit(now, circ, CloseReason::Expired);
+        }
     }
 
+    /// Closes `circ` at every hop at once (the DESTROY's propagation delay is not
+    /// modelled): its queued cells are dropped now, and cells of it still in outbufs or on
+    /// the wire are dropped where they arrive. Channels left without circuits start their
+    /// idle timeout.
     fn close_circuit(&mut self, now: SimTime, circ: u32, reason: CloseReason) {
         let c = &mut self.circuits[circ as usize];
         if c.state == CircuitState::Closed {
@@ -773,15 +827,17 @@ impl TorNetwork {
         c.close_reason = Some(reason);
         match reason {
             CloseReason::QueueLimit => self.counters.circuits_closed_queue_limit += 1,
+            CloseReason::Expired => self.counters.circuits_expired += 1,
         }
-        let mut dropped = 0;
         for pos in 0..c.nodes.len() {
             for dir in [Direction::Out, Direction::In] {
                 let qd = &mut c.queues[pos][dir.index()];
                 if qd.is_empty() {
                     continue;
                 }
-                dropped += qd.len();
+                while let Some(run) = qd.pop_front_run(u32::MAX) {
+                    count_dropped(&mut self.counters, run);
+                }
                 *qd = Default::default();
                 let chan_pos = if dir == Direction::Out { pos } else { pos - 1 };
                 if let Some(ch) = c.chans.get(chan_pos).copied().flatten() {
@@ -791,7 +847,15 @@ impl TorNetwork {
                 }
             }
         }
-        self.counters.cells_dropped += dropped;
+        let c = &self.circuits[circ as usize];
+        for &ch in c.chans.iter().flatten() {
+            let ch_ref = &mut self.chans[ch as usize];
+            ch_ref.circuits -= 1;
+            if ch_ref.circuits == 0 && self.cfg.idle_channel_timeout.is_some() {
+                ch_ref.idle_since = now;
+                self.idle_timers.push(ch);
+            }
+        }
         let client = c.nodes[0];
         if self.nodes[client as usize].current_circ == Some(circ) {
             self.nodes[client as usize].current_circ = None;
@@ -812,6 +876,7 @@ impl TorNetwork {
             // Its notices are handled by `flush_dirty` below, before any node is pumped.
             TorEvent::Net(e) => self.net.handle(q, e),
             TorEvent::Refill { node } => self.on_refill(q, node),
+            TorEvent::ChannelOpen { chan } if self.chans[chan as usize].closed => {}
             TorEvent::ChannelOpen { chan } => {
                 let ch = &mut self.chans[chan as usize];
                 ch.open = true;
@@ -829,6 +894,17 @@ impl TorNetwork {
             }
             TorEvent::App { .. } => {}
             TorEvent::Kist { node } => self.run_kist(q, node),
+            TorEvent::CircuitExpire { circ } => {
+                let c = &mut self.circuits[circ as usize];
+                if c.state != CircuitState::Closed {
+                    if c.live_streams == 0 {
+                        self.close_circuit(q.now(), circ, CloseReason::Expired);
+                    } else {
+                        c.expired = true;
+                    }
+                }
+            }
+            TorEvent::ChannelIdle { chan } => self.on_channel_idle(q, chan),
             TorEvent::Hook { node } => {
                 let mut hook = self.hooks[node as usize].take().expect("hook events only for relays with hooks");
                 let interval = hook.interval();
@@ -856,6 +932,9 @@ impl TorNetwork {
             self.net.drain_notices(&mut notices);
             if notices.is_empty() {
                 self.notices = notices;
+                if !self.idle_timers.is_empty() {
+                    self.schedule_idle_timers(q);
+                }
                 return;
             }
             for n in notices.drain(..) {
@@ -865,11 +944,58 @@ impl TorNetwork {
         }
     }
 
+    fn schedule_idle_timers(&mut self, q: &mut EventQueue<TorEvent>) {
+        let Some(timeout) = self.cfg.idle_channel_timeout else {
+            self.idle_timers.clear();
+            return;
+        };
+        for chan in std::mem::take(&mut self.idle_timers) {
+            let due = self.chans[chan as usize].idle_since + timeout;
+            q.schedule_in(due.saturating_since(q.now()), TOR_EVENT_CLASS, TorEvent::ChannelIdle { chan });
+        }
+    }
+
+    /// Closes `chan` if it has had no circuit for the idle timeout (tor's
+    /// `run_connection_housekeeping`). A channel still flushing, which cannot happen
+    /// after minutes without circuits unless its peer is starved of tokens, is checked
+    /// again a second later (tor's housekeeping runs once per second).
+    fn on_channel_idle(&mut self, q: &mut EventQueue<TorEvent>, chan: u32) {
+        let Some(timeout) = self.cfg.idle_channel_timeout else { return };
+        let now = q.now();
+        let ch = &self.chans[chan as usize];
+        if ch.closed || ch.circuits > 0 || now < ch.idle_since + timeout {
+            return; // A circuit came and went since: its own timer is pending.
+        }
+        let flushing = ch.ends.iter().enumerate().any(|(i, e)| {
+            let side = if i == 0 { Side::Initiator } else { Side::Acceptor };
+            e.outbuf_bytes() > 0 || !e.wire.is_empty() || e.in_read_ring || e.in_write_ring || self.net.readable_bytes(ch.conn, side) > 0
+        });
+        if flushing {
+            q.schedule_in(SimDuration::from_secs(1), TOR_EVENT_CLASS, TorEvent::ChannelIdle { chan });
+            return;
+        }
+        let ch = &mut self.chans[chan as usize];
+        ch.closed = true;
+        ch.open = false;
+        let nodes = ch.nodes;
+        let key = (nodes[0].min(nodes[1]), nodes[0].max(nodes[1]));
+        if self.chan_by_pair.get(&key) == Some(&chan) {
+            self.chan_by_pair.remove(&key);
+        }
+        for n in nodes {
+            self.nodes[n as usize].chans.retain(|&(c, _)| c != chan);
+        }
+        self.counters.channels_closed_idle += 1;
+    }
+
     fn on_notice(&mut self, q: &mut EventQueue<TorEvent>, n: NetNotice) {
         let (conn, side) = match n {
             NetNotice::Connected { conn, side } | NetNotice::Readable { conn, side } | NetNotice::Writable { conn, side } => (conn, side),
         };
         match self.conn_role[conn.0 as usize] {
+            // A closed channel's connection is idle; a late acknowledgement may still
+            // raise a notice, which nothing is waiting for.
+            ConnRole::Channel(chan) if self.chans[chan as usize].closed => {}
             ConnRole::Channel(chan) => {
                 let node = self.chans[chan as usize].nodes[side_index(side)];
                 match n {
@@ -1295,7 +1421,8 @@ impl TorNetwork {
         queued + chans
     }
 
-    /// Checks cell conservation and window bounds; returns the first violation.
+    /// Checks cell conservation, window bounds and channels' circuit counts (no open
+    /// circuit on a closed channel); returns the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         let c = &self.counters;
         let accounted = c.cells_consumed + c.cells_dropped + self.cells_in_flight();
@@ -1308,11 +1435,25 @@ impl TorNetwork {
                 self.cells_in_flight()
             ));
         }
+        let mut uses = vec![0u32; self.chans.len()];
         for (i, circ) in self.circuits.iter().enumerate() {
+            if circ.state != CircuitState::Closed {
+                for &ch in circ.chans.iter().flatten() {
+                    if self.chans[ch as usize].closed {
+                        return Err(format!("circuit {i} uses closed channel {ch}"));
+                    }
+                    uses[ch as usize] += 1;
+                }
+            }
             for cc in [&circ.cc_client, &circ.cc_exit] {
                 if cc.package_window() > self.cfg.circ_window {
                     return Err(format!("circuit {i}: package window {} above its start", cc.package_window()));
                 }
+            }
+        }
+        for (i, ch) in self.chans.iter().enumerate() {
+            if ch.circuits != uses[i] {
+                return Err(format!("channel {i}: counts {} circuits, {} use it", ch.circuits, uses[i]));
             }
         }
         for (i, s) in self.streams.iter().enumerate() {

@@ -152,6 +152,85 @@ fn circuits_are_reused_until_dirty_for_ten_minutes() {
     assert!(recs.iter().all(|r| r.error.is_none()));
 }
 
+/// Channel ids of `relay`'s open connections.
+fn open_chans(sim: &TorSim, relay: NodeId) -> Vec<u32> {
+    sim.tor.connections(relay).iter().map(|c| c.chan).collect()
+}
+
+#[test]
+fn expired_circuits_close_and_idle_channels_close_three_minutes_later() {
+    // One small download at t = 0 on a line of three relays. Its circuit is dirty from
+    // t = 0, so the client closes it at t = 600 s (MaxCircuitDirtiness, no stream left);
+    // its three channels then have no circuit, and close at 600 + 180 = 780 s
+    // (IDLE_OR_CONN_TIMEOUT).
+    let (mut sim, [g, m, e], c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    let a = sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    let circ = sim.tor.stream_circuit(a);
+    sim.run_until(secs(599.9), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.circuit_state(circ), CircuitState::Open);
+    sim.run_until(secs(600.1), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.circuit_state(circ), CircuitState::Closed);
+    assert_eq!(sim.tor.counters.circuits_expired, 1);
+    let before = [open_chans(&sim, g), open_chans(&sim, m), open_chans(&sim, e)];
+    assert_eq!(before.each_ref().map(|c| c.len()), [2, 2, 1], "client-guard, guard-middle, middle-exit");
+    sim.run_until(secs(779.9), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.channels_closed_idle, 0);
+    sim.run_until(secs(780.1), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.channels_closed_idle, 3);
+    assert!([g, m, e].iter().all(|&r| sim.tor.connections(r).is_empty()));
+    // A new stream builds a new circuit over new channels.
+    let b = sim.start_stream(c[0], s, 10_000, 1).unwrap();
+    sim.run_until(secs(790.0), |t| t.check_invariants().unwrap());
+    assert_ne!(sim.tor.stream_circuit(b), circ);
+    let after = open_chans(&sim, g);
+    assert_eq!(after.len(), 2);
+    assert!(after.iter().all(|ch| !before[0].contains(ch)), "fresh connections, fresh ids: {after:?}");
+    let recs = sim.tor.take_records();
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r.error.is_none()));
+}
+
+#[test]
+fn an_expired_circuit_closes_when_its_last_stream_finishes() {
+    // A 50 KiB/s middle: a 5 MiB download started at 590 s on the circuit dirty since
+    // t = 0 is still running at 600 s, so the circuit stays open until it finishes.
+    let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB, 50 * KIB, 100 * MIB], 1, 1);
+    let a = sim.start_stream(c[0], s, 1000, 0).unwrap();
+    sim.run_until(secs(590.0), |_| {});
+    let b = sim.start_stream(c[0], s, 5 * MIB, 1).unwrap();
+    let circ = sim.tor.stream_circuit(a);
+    assert_eq!(sim.tor.stream_circuit(b), circ);
+    sim.run_until(secs(601.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.circuit_state(circ), CircuitState::Open, "a stream is still on it");
+    let mut closed_at = None;
+    for step in 1..=400 {
+        let t = 600.0 + step as f64 * 0.5;
+        sim.run_until(secs(t), |t| t.check_invariants().unwrap());
+        if sim.tor.circuit_state(circ) == CircuitState::Closed {
+            closed_at = Some(t);
+            break;
+        }
+    }
+    let recs = sim.tor.take_records();
+    assert_eq!(recs.len(), 2);
+    assert!(recs.iter().all(|r| r.error.is_none()), "{recs:?}");
+    let done = recs[1].start.as_secs_f64() + recs[1].ttlb.unwrap().as_secs_f64();
+    let closed_at = closed_at.expect("closed within 200 s of expiring");
+    assert!(done > 601.0 && (closed_at - 0.5..closed_at).contains(&done), "stream done {done} s, circuit closed by {closed_at} s");
+    assert_eq!(sim.tor.counters.circuits_expired, 1);
+}
+
+#[test]
+fn channels_stay_open_without_an_idle_timeout() {
+    let cfg = TorConfig { idle_channel_timeout: None, ..TorConfig::default() };
+    let (mut sim, [g, _, _], c, s) = line(cfg, SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    sim.run_until(secs(2000.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_expired, 1);
+    assert_eq!(sim.tor.counters.channels_closed_idle, 0);
+    assert_eq!(sim.tor.connections(g).len(), 2);
+}
+
 #[test]
 fn an_overfull_circuit_queue_closes_the_circuit() {
     // The client's downlink is slow and socket buffers are small, so cells back up at
@@ -240,9 +319,13 @@ proptest! {
         prop_assert_eq!(recs.len(), sizes.len());
         prop_assert!(recs.iter().all(|r| r.error.is_none()));
         let k = &sim.tor.counters;
-        prop_assert_eq!(k.circuit_sendmes_sent, k.circuit_sendmes_received);
-        prop_assert_eq!(k.stream_sendmes_sent, k.stream_sendmes_received);
-        prop_assert_eq!(k.cells_emitted, k.cells_consumed);
+        // Circuits close once dirty for 10 minutes and streamless, and a SENDME the
+        // client sent with a stream's last cells may die with its circuit.
+        prop_assert_eq!(k.circuit_sendmes_sent, k.circuit_sendmes_received + k.circuit_sendmes_dropped);
+        prop_assert_eq!(k.stream_sendmes_sent, k.stream_sendmes_received + k.stream_sendmes_dropped);
+        prop_assert_eq!(k.cells_emitted, k.cells_consumed + k.cells_dropped);
+        prop_assert_eq!(k.cells_dropped, k.circuit_sendmes_dropped + k.stream_sendmes_dropped, "only SENDMEs outlive their streams");
+        prop_assert_eq!(k.circuits_expired, sizes.len() as u64);
         prop_assert_eq!(sim.tor.cells_in_flight(), 0);
     }
 }
