@@ -10,6 +10,9 @@
 //! outbuf (i), kernel send buffer and link (m, the transport), kernel receive buffer at
 //! the peer until the peer's read bucket lets it read (a-d). Only the first is reordered by
 //! a scheduler; the rest are FIFO across all circuits of the channel.
+//!
+//! A channel counts the circuits over it and closes (for good: a later circuit between the
+//! same pair gets a new channel) once it has had none for the idle timeout.
 
 use onionlab_net::ConnId;
 

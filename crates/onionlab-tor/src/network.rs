@@ -19,6 +19,11 @@
 //!
 //! A node that runs out of global tokens stops and resumes at its next bucket refill.
 //!
+//! Lifetimes: a client closes a circuit dirty for `MaxCircuitDirtiness` once no stream is
+//! left on it, and a channel without circuits closes after `idle_channel_timeout` (tor
+//! 0.2.2's `IDLE_OR_CONN_TIMEOUT`, 180 s); the next circuit between that pair opens a new
+//! channel.
+//!
 //! **Must not touch:** transport internals (it uses [`Network`]'s public API) or mechanism
 //! policy (schedulers, flow control and relay hooks are traits).
 //!
