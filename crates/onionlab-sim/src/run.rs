@@ -98,7 +98,9 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
     // Client node -> (name, class); (relay, client node) -> counters at the last sample.
     let client_info: BTreeMap<u32, (String, String)> =
         clients.iter().zip(&names).map(|(&(n, g), name)| (n, (name.clone(), cfg.clients[g].name.clone()))).collect();
-    let mut conn_last: BTreeMap<(u32, u32), (u64, u64)> = BTreeMap::new();
+    // Byte counters at the last sample, per channel: a client that reconnects to a guard
+    // (its old connection closed when idle) gets a new channel whose counters start at 0.
+    let mut conn_last: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
     let name_of = |sim: &TorSim, n| sim.tor.node_name(n).to_string();
 
@@ -136,7 +138,7 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
                 let ci = cfg.experiment.connection_metrics_interval.expect("scheduled only when set");
                 for &r in &relays {
                     for c in sim.tor.client_connections(r) {
-                        let last = conn_last.insert((r, c.client), (c.bytes_written, c.bytes_read)).unwrap_or((0, 0));
+                        let last = conn_last.insert(c.chan, (c.bytes_written, c.bytes_read)).unwrap_or((0, 0));
                         let (name, class) = client_info.get(&c.client).cloned().unwrap_or_default();
                         conn_rows.push(ConnectionRow {
                             seed,

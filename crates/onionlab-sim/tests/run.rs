@@ -94,6 +94,27 @@ fn throttling_is_deterministic_and_lowers_the_bulk_share() {
 }
 
 #[test]
+fn the_connection_table_counts_every_byte_across_reconnections() {
+    // Circuits dirty for 20 s and idle channels closed after 5 s: clients drop their guard
+    // connections between downloads and open new ones to the same guards. Every payload
+    // byte a client received crossed a guard's connection to it as cells, so its rows in
+    // the per-connection table sum to at least its downloads.
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let text = std::fs::read_to_string(&p).unwrap().replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"");
+    let text = format!("{text}\n[tor]\nmax_circuit_dirtiness = \"20 s\"\nidle_channel_timeout = \"5 s\"\nnum_entry_guards = 1\n");
+    let cfg = onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&cfg, 2, None).unwrap();
+    assert!(out.summary.counters["channels_closed_idle"] > 20, "{:?}", out.summary.counters);
+    assert!(out.summary.counters["circuits_expired"] > 20, "{:?}", out.summary.counters);
+    let clients: std::collections::BTreeSet<&str> = out.downloads.iter().map(|d| d.client.as_str()).collect();
+    for client in clients {
+        let received: u64 = out.downloads.iter().filter(|d| d.client == client && d.error.is_none()).map(|d| d.size).sum();
+        let written: u64 = out.connections.iter().filter(|c| c.client == client).map(|c| c.bytes_written).sum();
+        assert!(written >= received, "{client}: the table has {written} bytes written to it, it received {received}");
+    }
+}
+
+#[test]
 fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
     let base = std::fs::read_to_string(&p).unwrap().replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"");
