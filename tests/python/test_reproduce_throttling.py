@@ -127,6 +127,39 @@ def test_flag_timing_attack_keeps_only_guards_that_would_have_flagged_when_the_t
     assert a["true_guard_excluded"].all()
 
 
+def _thresh_fixture(observed: list[tuple[float, float]], duration: int = 120):
+    """Three guards whose threshold rates are a: 20 KB/s, then 30 KB/s from t = 60 s;
+    b: always 20 KB/s; c: 50 KB/s. One client on guard "a", sampled every 10 s, throttled
+    at the rates in `observed` ((interval start, rate)) and unthrottled otherwise."""
+    rates = {"a": lambda t: 20000.0 if t + 1 < 60 else 30000.0, "b": lambda t: 20000.0, "c": lambda t: 50000.0}
+    relays = pd.DataFrame(
+        [{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": f(t)} for g, f in rates.items() for t in range(duration)]
+    )
+    seen = dict(observed)
+    conns = pd.DataFrame(
+        [{"seed": 1, "relay": "a", "client": "c1", "class": "bulk", "interval_start": float(t), "bytes_written": 100000,
+          "bytes_read": 0, "throttle_rate": seen.get(float(t), np.nan)} for t in range(0, duration, 10)]
+    )
+    return SimpleNamespace(relays=relays, connections=conns), {g: 1e6 for g in rates}
+
+
+def test_thresh_timing_attack_keeps_only_guards_whose_rate_matched_at_every_throttled_sample():
+    # Throttled at 20 KB/s in the first minute: a and b both had that rate.
+    res, bw = _thresh_fixture([(0.0, 20000.0), (30.0, 20000.0)])
+    a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    assert a["set_size"].tolist() == [2] and not a["true_guard_excluded"].any()
+    assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1)
+    # Then at 30 KB/s after a's rate changed: only a fits both.
+    res, bw = _thresh_fixture([(0.0, 20000.0), (70.0, 30000.0)])
+    a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    assert a["set_size"].tolist() == [1] and not a["true_guard_excluded"].any()
+    assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3))
+    # Never throttled: the attack learns nothing.
+    res, bw = _thresh_fixture([])
+    a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    assert a["set_size"].tolist() == [3] and a["entropy_loss_bits"].iloc[0] == 0.0
+
+
 def test_per_minute_sums_bytes_and_averages_throttled_samples():
     c = pd.DataFrame({"seed": 1, "relay": "g", "client": "x", "class": "web", "interval_start": [0.0, 10.0, 50.0, 60.0],
                       "bytes_written": [1, 2, 3, 4], "bytes_read": 0, "throttle_rate": [np.nan, 100.0, 300.0, np.nan]})

@@ -486,6 +486,72 @@ def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: 
     return pd.DataFrame(rows)
 
 
+def _sample_step(starts: np.ndarray, default: float) -> float:
+    """The sampling interval of a table: the smallest gap between its interval starts."""
+    u = np.unique(starts)
+    gaps = np.diff(u)
+    return float(gaps[gaps > 0].min()) if (gaps > 0).any() else default
+
+
+def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01) -> pd.DataFrame:
+    """Attack 2 against threshold throttling by the *signature of its rate over time*
+    (paper section 5.2: "once the circuit has been throttled, then any fluctuation in the
+    throttling rate that separates out the guard nodes can be used to further narrow the
+    set"), beside spec 7.4's band procedure.
+
+    The attacker knows every guard's threshold rate over time (what probing reveals: the
+    relay table's ``throttle_rate``, absent while a guard throttles nobody) and, by
+    flooding the target circuit, the rate the target is throttled at whenever it is
+    throttled (the connection table's ``throttle_rate`` at each sample). It keeps a guard
+    only if, at every throttled sample after the warm-up, the guard's own rate within
+    ``slack_s`` of the sample equals the observed one (within ``rel_tol``). Samples in
+    which the target is not throttled tell it nothing here: whether the target should have
+    been depends on the ranking of the guard's other connections, which it does not know.
+    Targets are those of :func:`attacks` (each client's main guard connection, at least two
+    active minutes); a target never throttled leaves every guard in the set (loss 0).
+
+    Output rows as :func:`attacks`, attack ``attack2-timing``, algorithm ``thresh``."""
+    guards = sorted(relay_bw)
+    gi = {g: i for i, g in enumerate(guards)}
+    hmax = math.log2(len(guards))
+    rows = []
+    for seed, cs in res.connections.groupby("seed", sort=True):
+        rs = res.relays[(res.relays["seed"] == seed) & res.relays["relay"].isin(gi)]
+        if rs.empty:
+            continue
+        relay_step = _sample_step(rs["interval_start"].to_numpy(), 1.0)
+        conn_step = _sample_step(cs["interval_start"].to_numpy(), 60.0)
+        # rate[g, t]: guard g's rate at second t (a row is the value at its interval's end).
+        t_rel = np.rint(rs["interval_start"].to_numpy() + relay_step).astype(int)
+        nsec = int(max(t_rel.max(), math.ceil(cs["interval_start"].max() + conn_step))) + 2
+        rate = np.full((len(guards), nsec), np.nan)
+        rate[rs["relay"].map(gi).to_numpy().astype(int), t_rel] = rs["throttle_rate"].to_numpy(dtype=float)
+        slack = int(math.ceil(slack_s))
+        for client, cc in cs.groupby("client", sort=True):
+            after = cc[cc["interval_start"] >= warmup_s]
+            by_guard = after.groupby("relay")["bytes_written"].sum()
+            if by_guard.empty or by_guard.max() <= 0:
+                continue
+            g = by_guard.idxmax()
+            mine = after[after["relay"] == g]
+            if g not in gi or (mine.groupby(mine["interval_start"] // 60)["bytes_written"].sum() > 0).sum() < 2:
+                continue
+            seen = mine[mine["throttle_rate"].notna()]
+            consistent = np.ones(len(guards), dtype=bool)
+            for t, r in zip(np.rint(seen["interval_start"].to_numpy() + conn_step).astype(int), seen["throttle_rate"].to_numpy(dtype=float)):
+                window = rate[:, max(0, t - slack): min(nsec, t + slack + 1)]
+                with np.errstate(invalid="ignore"):
+                    consistent &= (np.abs(window - r) <= rel_tol * r).any(axis=1)
+            n = int(consistent.sum())
+            if n:
+                loss, excluded = hmax - math.log2(n), not consistent[gi[g]]
+            else:
+                loss, excluded = 0.0, False
+            rows.append({"seed": seed, "client": client, "class": cc["class"].iloc[0], "attack": "attack2-timing", "algorithm": "thresh",
+                         "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
+    return pd.DataFrame(rows)
+
+
 def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int], think: str = THINK["heavy"]) -> pd.DataFrame:
     """Attack 3 (section 5.2), measured: linking two streams of one client through the
     shared burst bucket. The paper gives no simulation; this is ours. Two malicious servers
@@ -669,9 +735,9 @@ def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str) -> None:
         a = anon[(anon["attack"] == attack) & (anon["algorithm"] == alg)]
         _cdf(ax, a["entropy_loss_bits"], alg)
     timing = anon[anon["attack"] == f"{attack}-timing"]
-    if len(timing):
-        x, y = ecdf(timing["entropy_loss_bits"])
-        ax.step(x, y, where="post", label=f"flag, timing (n={len(x)})", lw=1.2, ls="--", color=COLORS["flag"])
+    for alg, t in timing.groupby("algorithm", sort=True):
+        x, y = ecdf(t["entropy_loss_bits"])
+        ax.step(x, y, where="post", label=f"{alg}, timing (n={len(x)})", lw=1.2, ls="--", color=COLORS[alg])
     ax.set_xlabel(f"entropy lost (bits; maximum log2(50) = {math.log2(50):.2f})")
     ax.set_ylabel("cumulative fraction of clients")
     ax.set_title(title)
@@ -744,7 +810,8 @@ def main(out: Path, args) -> int:
 
     anon = pd.concat(
         [attacks(results[("medium", alg)], relay_bw, alg, warmup_s) for alg in ALGORITHMS]
-        + [flag_timing_attack(results[("medium", "flag")], relay_bw, chosen["flag"], warmup_s, TIMING_STEP_S)],
+        + [flag_timing_attack(results[("medium", "flag")], relay_bw, chosen["flag"], warmup_s, TIMING_STEP_S),
+           thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s)],
         ignore_index=True,
     )
     anon.to_csv(out / "anonymity.csv", index=False)
