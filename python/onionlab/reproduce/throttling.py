@@ -376,6 +376,23 @@ def _ewma_factor(halflife_s: float, dt: float = 1.0) -> float:
     return math.exp(-math.log(2) * dt / halflife_s)
 
 
+def _timing_targets(cs: pd.DataFrame, warmup_s: float, gi: dict[str, int]):
+    """Targets of the timing attacks, as in :func:`attacks`: each client's main guard
+    connection (most bytes after the warm-up), if that guard is known and the connection
+    was active in at least two minutes after the warm-up. Yields (client, class, guard,
+    all of the connection's rows)."""
+    for client, cc in cs.groupby("client", sort=True):
+        after = cc[cc["interval_start"] >= warmup_s]
+        by_guard = after.groupby("relay")["bytes_written"].sum()
+        if by_guard.empty or by_guard.max() <= 0:
+            continue
+        g = by_guard.idxmax()
+        mine_after = after[after["relay"] == g]
+        if g not in gi or (mine_after.groupby(mine_after["interval_start"] // 60)["bytes_written"].sum() > 0).sum() < 2:
+            continue
+        yield client, cc["class"].iloc[0], g, cc[cc["relay"] == g]
+
+
 def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: float, step_s: float, slack_s: float | None = None) -> pd.DataFrame:
     """Attack 2 against flagging by *timing* (paper section 5.2; spec 7.3), beside spec
     7.4's band procedure. The paper's attacker raises the target's EWMA and learns when
@@ -426,19 +443,7 @@ def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: 
         for s in range(1, nsec):
             m = m * f + split[:, s]
             meta[:, s] = m
-        # Targets: as in attacks(), each client's main guard connection (most bytes after
-        # the warm-up) with at least two active minutes.
-        targets = []
-        for client, cc in cs.groupby("client", sort=True):
-            after = cc[cc["interval_start"] >= warmup_s]
-            by_guard = after.groupby("relay")["bytes_written"].sum()
-            if by_guard.empty or by_guard.max() <= 0:
-                continue
-            g = by_guard.idxmax()
-            mine = cc[cc["relay"] == g]
-            if ((after[after["relay"] == g].groupby(after["interval_start"] // 60)["bytes_written"].sum()) > 0).sum() < 2 or g not in gi:
-                continue
-            targets.append((client, cc["class"].iloc[0], g, mine))
+        targets = list(_timing_targets(cs, warmup_s, gi))
         if not targets:
             continue
         nb = int(math.ceil(nsec / per)) + 1
@@ -514,7 +519,7 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     guards = sorted(relay_bw)
     gi = {g: i for i, g in enumerate(guards)}
     hmax = math.log2(len(guards))
-    rows = []
+    out = []
     for seed, cs in res.connections.groupby("seed", sort=True):
         rs = res.relays[(res.relays["seed"] == seed) & res.relays["relay"].isin(gi)]
         if rs.empty:
@@ -527,15 +532,8 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
         rate = np.full((len(guards), nsec), np.nan)
         rate[rs["relay"].map(gi).to_numpy().astype(int), t_rel] = rs["throttle_rate"].to_numpy(dtype=float)
         slack = int(math.ceil(slack_s))
-        for client, cc in cs.groupby("client", sort=True):
-            after = cc[cc["interval_start"] >= warmup_s]
-            by_guard = after.groupby("relay")["bytes_written"].sum()
-            if by_guard.empty or by_guard.max() <= 0:
-                continue
-            g = by_guard.idxmax()
-            mine = after[after["relay"] == g]
-            if g not in gi or (mine.groupby(mine["interval_start"] // 60)["bytes_written"].sum() > 0).sum() < 2:
-                continue
+        for client, cls, g, rows in _timing_targets(cs, warmup_s, gi):
+            mine = rows[rows["interval_start"] >= warmup_s]
             seen = mine[mine["throttle_rate"].notna()]
             consistent = np.ones(len(guards), dtype=bool)
             for t, r in zip(np.rint(seen["interval_start"].to_numpy() + conn_step).astype(int), seen["throttle_rate"].to_numpy(dtype=float)):
@@ -547,9 +545,9 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
                 loss, excluded = hmax - math.log2(n), not consistent[gi[g]]
             else:
                 loss, excluded = 0.0, False
-            rows.append({"seed": seed, "client": client, "class": cc["class"].iloc[0], "attack": "attack2-timing", "algorithm": "thresh",
+            out.append({"seed": seed, "client": client, "class": cls, "attack": "attack2-timing", "algorithm": "thresh",
                          "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(out)
 
 
 def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int], think: str = THINK["heavy"]) -> pd.DataFrame:
