@@ -95,7 +95,7 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
     let mut downloads = Vec::new();
     let mut relay_rows = Vec::new();
     let mut conn_rows = Vec::new();
-    // Client node -> (name, class); (relay, client node) -> counters at the last sample.
+    // Client node -> (name, class).
     let client_info: BTreeMap<u32, (String, String)> =
         clients.iter().zip(&names).map(|(&(n, g), name)| (n, (name.clone(), cfg.clients[g].name.clone()))).collect();
     // Byte counters at the last sample, per channel: a client that reconnects to a guard
