@@ -1,6 +1,7 @@
 """`onionlab reproduce throttling --quick`: the whole pipeline on a short run (about 30 s)."""
 
 import json
+from pathlib import Path
 import math
 
 import pandas as pd
@@ -60,6 +61,8 @@ def test_the_sweep_runs_like_the_main_runs(quick):
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--no-sweep", "-o", str(tmp_path / "x")]) != 0
     assert "--params" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--entry-guards", "0", "-o", str(tmp_path / "y")]) != 0
+    assert "--entry-guards" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- pieces, on hand-made data
@@ -91,6 +94,27 @@ def test_sweep_settings_default_to_the_main_runs_and_can_be_overridden():
     assert T.sweep_settings(p.parse_args([])) == ("20 min", "4 min")
     assert T.sweep_settings(p.parse_args(["--duration", "30 min", "--warmup", "5 min"])) == ("30 min", "5 min")
     assert T.sweep_settings(p.parse_args(["--sweep-duration", "10 min", "--sweep-warmup", "2 min"])) == ("10 min", "2 min")
+
+
+def test_all_guards_flags_every_relay_and_changes_nothing_else():
+    from onionlab.config import tomllib
+
+    src = (Path(T.__file__).with_name("data") / "throttling-relays.toml").read_text()
+    before = tomllib.loads(src)["relays"]
+    after = tomllib.loads(T.all_guards(src))["relays"]
+    assert sum("Guard" in r["flags"] for r in before) == 14
+    assert len(after) == len(before) == 50
+    for b, a in zip(before, after):
+        assert "Guard" in a["flags"] and a["flags"].count("Guard") == 1
+        assert set(a["flags"]) - {"Guard"} == set(b["flags"]) - {"Guard"}
+        assert {k: v for k, v in a.items() if k != "flags"} == {k: v for k, v in b.items() if k != "flags"}
+
+
+def test_config_text_sets_the_entry_guards_per_client():
+    from onionlab.config import tomllib
+
+    text = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", entry_guards=1)
+    assert tomllib.loads(text)["tor"]["num_entry_guards"] == 1
 
 
 def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
