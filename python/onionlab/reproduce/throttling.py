@@ -193,7 +193,7 @@ def all_guards(relays_text: str) -> str:
 
     The paper's anonymity analysis says "Since there are 50 guards, the maximum entropy is
     log2(50)", so in its Shadow network every relay could be a client's first hop; a sample
-    that keeps the consensus's flag proportions (spec section 8) has 14 guards. Everything
+    that keeps the consensus's flag proportions (spec section 5) has 14 guards. Everything
     else (bandwidths, Exit flags, order) is unchanged."""
     def add_guard(m: re.Match) -> str:
         flags = [f.strip().strip('"') for f in m.group(1).split(",") if f.strip()]
