@@ -1,8 +1,8 @@
 """`onionlab reproduce throttling --quick`: the whole pipeline on a short run (about 30 s)."""
 
 import json
-from pathlib import Path
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
