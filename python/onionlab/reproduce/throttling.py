@@ -207,6 +207,12 @@ def all_guards(relays_text: str) -> str:
     return "# Every relay made a guard (`--guards all`).\n" + text
 
 
+def client_settings(args) -> dict:
+    """The `config_text` settings every run of one reproduction shares: the web think time
+    and the entry guards per client."""
+    return {"think": THINK[args.think], "entry_guards": args.entry_guards}
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=5, help="seeds per configuration (default 5, as in the paper)")
     p.add_argument("--duration", default="20 min", help='simulated time per main run (default "20 min")')
@@ -295,7 +301,7 @@ def sweep(out: Path, args, relays_file: str) -> dict[str, dict]:
     for alg, points in grid.items():
         for i, params in enumerate(points):
             name = f"sweep-{alg}-{i:02d}"
-            text = config_text(name, LOADS["medium"], mechanism_line(alg, params), duration, warmup, relays_file, conn_metrics=False, think=THINK[args.think], entry_guards=args.entry_guards)
+            text = config_text(name, LOADS["medium"], mechanism_line(alg, params), duration, warmup, relays_file, conn_metrics=False, **client_settings(args))
             exps.append((name, write_config(out, name, text), seeds))
             meta[name] = (alg, params)
     print(f"sweep: {len(exps)} configurations, medium load, seeds {seeds}, {duration} each, warm-up {warmup}", flush=True)
@@ -576,7 +582,7 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     return pd.DataFrame(out)
 
 
-def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int], think: str = THINK["heavy"]) -> pd.DataFrame:
+def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -> pd.DataFrame:
     """Attack 3 (section 5.2), measured: linking two streams of one client through the
     shared burst bucket. The paper gives no simulation; this is ours. Two malicious servers
     each send beta/2 = 1 MiB; on one client connection that is 2 MiB through one bucket
@@ -589,7 +595,7 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int], t
     exps = []
     for alg in ALGORITHMS:
         name = f"attack3-{alg}"
-        text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=LINKING_CLIENTS, conn_interval="5 s", think=think, entry_guards=args.entry_guards)
+        text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=LINKING_CLIENTS, conn_interval="5 s", **client_settings(args))
         exps.append((name, write_config(out, name, text), seeds))
     print(f"attack 3: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
     runs = run_many(exps, out, args.jobs)
@@ -814,7 +820,7 @@ def main(out: Path, args) -> int:
             name = f"{load}-{alg}"
             # Medium load feeds the anonymity analysis (finer samples; see TIMING_STEP_S).
             ci = "60 s" if load != "medium" else f"{TIMING_STEP_S:g} s" if alg == "flag" else f"{PEAK_STEP_S:g} s"
-            text = config_text(name, bulk, mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, conn_interval=ci, think=THINK[args.think], entry_guards=args.entry_guards)
+            text = config_text(name, bulk, mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, conn_interval=ci, **client_settings(args))
             exps.append((name, write_config(out, name, text), seeds))
     print(f"main runs: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
     runs = run_many(exps, out, args.jobs)
@@ -853,7 +859,7 @@ def main(out: Path, args) -> int:
     )
     anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
     probe_res = probe(out, args, relays_file)
-    a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)], THINK[args.think])
+    a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, "entry_guards": args.entry_guards,
