@@ -32,13 +32,19 @@ pub enum CloseReason {
     Expired,
 }
 
+/// Nodes on a circuit: the client and its three relays (tor's DEFAULT_ROUTE_LEN, 3).
+pub(crate) const CIRCUIT_NODES: usize = 4;
+
+/// A circuit. Its per-hop state lives inline in fixed arrays, not in vectors of its own:
+/// every cell run relayed touches the circuit, and a heap block per field would cost a
+/// cache miss each (the model is bound by memory accesses as much as by instructions).
 pub(crate) struct Circuit {
     /// `[client, guard, middle, exit]`: position 0 is the client.
-    pub nodes: Vec<NodeId>,
+    pub nodes: [NodeId; CIRCUIT_NODES],
     /// `chans[p]` links position p and p+1, once known.
-    pub chans: Vec<Option<u32>>,
+    pub chans: [Option<u32>; CIRCUIT_NODES - 1],
     /// `queues[p][dir]`: cells at position p waiting to leave in direction dir.
-    pub queues: Vec<[CellFifo; 2]>,
+    pub queues: [[CellFifo; 2]; CIRCUIT_NODES],
     /// Hops whose CREATED the client has seen.
     pub built: usize,
     pub state: CircuitState,
@@ -62,7 +68,7 @@ pub(crate) struct Circuit {
     /// Optional packaging rate limit at the exit edge (hook for congestion controllers).
     pub rate_limit: Option<TokenBucket>,
     /// `cells_relayed[p][dir]`: cells relay p queued in direction dir.
-    pub cells_relayed: Vec<[u64; 2]>,
+    pub cells_relayed: [[u64; 2]; CIRCUIT_NODES],
 }
 
 impl Circuit {

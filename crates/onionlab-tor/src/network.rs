@@ -36,7 +36,7 @@ use onionlab_net::{ConnId, HostId, HostSpec, LatencyModel, NetEvent, NetNotice, 
 
 use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel};
-use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord};
+use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES};
 use crate::flow_control::{FixedWindow, STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
@@ -537,14 +537,12 @@ impl TorNetwork {
         self.nodes[client as usize].rng = Some(rng);
         let path = result?;
         self.nodes[client as usize].guards = guards;
-        let mut nodes = vec![client];
-        nodes.extend(path.iter().map(|&r| self.relays[r]));
-        let hops = nodes.len();
+        let nodes = [client, self.relays[path[0]], self.relays[path[1]], self.relays[path[2]]];
         let id = self.circuits.len() as u32;
         self.circuits.push(Circuit {
             nodes,
-            chans: vec![None; hops - 1],
-            queues: (0..hops).map(|_| Default::default()).collect(),
+            chans: [None; CIRCUIT_NODES - 1],
+            queues: Default::default(),
             built: 0,
             state: CircuitState::Building,
             close_reason: None,
@@ -558,7 +556,7 @@ impl TorNetwork {
             cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             cc_exit: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             rate_limit: None,
-            cells_relayed: vec![[0, 0]; hops],
+            cells_relayed: [[0, 0]; CIRCUIT_NODES],
         });
         self.extend_to(q, id, 0);
         Ok(id)
@@ -1485,7 +1483,7 @@ impl TorNetwork {
 
     /// Hops and per-hop relayed cell counts of a circuit.
     pub fn circuit_cells_relayed(&self, circ: u32) -> Vec<[u64; 2]> {
-        self.circuits[circ as usize].cells_relayed.clone()
+        self.circuits[circ as usize].cells_relayed.to_vec()
     }
 
     pub fn circuit_path(&self, circ: u32) -> &[NodeId] {
