@@ -15,12 +15,14 @@
 
 pub mod counters;
 pub mod event;
+pub mod head_deque;
 pub mod rng;
 pub mod time;
 pub mod trace;
 
 pub use counters::Counters;
 pub use event::{EventClass, EventQueue, ScheduleError, Scheduled};
+pub use head_deque::HeadDeque;
 pub use rng::{RngStreams, SimRng};
 pub use time::{SimDuration, SimTime};
 pub use trace::{Trace, TraceRecord};

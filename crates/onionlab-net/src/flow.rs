@@ -10,7 +10,7 @@
 //! `written - acked <= sndbuf` (unacked and unsent bytes both occupy the send buffer, as in
 //! Linux), `delivered - read <= rcvbuf`.
 
-use onionlab_core::{SimDuration, SimTime};
+use onionlab_core::{HeadDeque, SimDuration, SimTime};
 
 use crate::host::{Batch, HostId};
 
@@ -115,13 +115,13 @@ pub(crate) struct Flow {
     /// Receive-buffer free space as last advertised to the sender.
     pub advertised_free: u64,
     /// Batches that arrived at the receiver's downlink and wait for it, in order.
-    pub down_queue: std::collections::VecDeque<Batch>,
+    pub down_queue: HeadDeque<Batch>,
     pub in_down_ring: bool,
     /// Deficit-round-robin credit at the receiver's downlink, in bytes.
     pub down_deficit: u64,
     /// Acknowledgements travelling back to the sender, in order of `due` (a flow's
     /// batches are delivered in order and its return latency is fixed).
-    pub pending_acks: std::collections::VecDeque<PendingAck>,
+    pub pending_acks: HeadDeque<PendingAck>,
     /// The earliest `AckDue` event scheduled for this flow and not yet handled.
     pub ack_event_at: Option<SimTime>,
     // Statistics.
@@ -151,10 +151,10 @@ impl Flow {
             delivered: 0,
             read: 0,
             advertised_free: cfg.rcvbuf_bytes,
-            down_queue: std::collections::VecDeque::new(),
+            down_queue: HeadDeque::new(),
             in_down_ring: false,
             down_deficit: 0,
-            pending_acks: std::collections::VecDeque::new(),
+            pending_acks: HeadDeque::new(),
             ack_event_at: None,
             window_cuts: 0,
         }

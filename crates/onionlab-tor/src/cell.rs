@@ -83,15 +83,12 @@ impl CellRun {
 /// A FIFO of cells stored as runs. Used for circuit queues, channel outbufs and the
 /// record of cells written to a connection and not yet read by the peer.
 ///
-/// The first run is kept inline and only the runs after it on the heap: most queues hold
-/// a single run (a stream's DATA cells merge into one), and the model's cost is as much in
-/// cache misses as in instructions, so the common case touches no heap block.
+/// The runs are a [`HeadDeque`](onionlab_core::HeadDeque): the first is kept inline, and
+/// most queues hold a single run (a stream's DATA cells merge into one), so the common case
+/// touches no heap block.
 #[derive(Clone, Debug, Default)]
 pub struct CellFifo {
-    /// The first run; `None` only when the FIFO is empty.
-    head: Option<CellRun>,
-    /// The runs after the first, in order.
-    rest: std::collections::VecDeque<CellRun>,
+    runs: onionlab_core::HeadDeque<CellRun>,
     cells: u64,
 }
 
@@ -118,34 +115,31 @@ impl CellFifo {
             return;
         }
         self.cells += run.count as u64;
-        let Some(head) = self.head.as_mut() else {
-            self.head = Some(run);
-            return;
-        };
-        let last = self.rest.back_mut().unwrap_or(head);
-        if last.same_kind(&run) {
-            last.count += run.count;
-        } else {
-            self.rest.push_back(run);
+        if let Some(last) = self.runs.back_mut() {
+            if last.same_kind(&run) {
+                last.count += run.count;
+                return;
+            }
         }
+        self.runs.push_back(run);
     }
 
     /// The first cell's run (with the run's full count), if any.
     #[inline]
     pub fn front(&self) -> Option<&CellRun> {
-        self.head.as_ref()
+        self.runs.front()
     }
 
     /// Removes up to `max` cells from the front, all from the first run.
     #[inline]
     pub fn pop_front_run(&mut self, max: u32) -> Option<CellRun> {
-        let front = self.head.as_mut()?;
+        let front = self.runs.front_mut()?;
         let n = front.count.min(max);
         let mut out = *front;
         out.count = n;
         front.count -= n;
         if front.count == 0 {
-            self.head = self.rest.pop_front();
+            self.runs.pop_front();
         }
         self.cells -= n as u64;
         Some(out)
@@ -168,16 +162,13 @@ impl CellFifo {
     /// keep their boundaries (runs that become adjacent are not merged).
     pub fn remove_circuit(&mut self, circ: u32) -> u64 {
         let before = self.cells;
-        self.rest.retain(|r| r.circ != circ);
-        if self.head.is_some_and(|h| h.circ == circ) {
-            self.head = self.rest.pop_front();
-        }
-        self.cells = self.iter().map(|r| r.count as u64).sum();
+        self.runs.retain(|r| r.circ != circ);
+        self.cells = self.runs.iter().map(|r| r.count as u64).sum();
         before - self.cells
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &CellRun> {
-        self.head.iter().chain(self.rest.iter())
+        self.runs.iter()
     }
 }
 
