@@ -35,40 +35,54 @@ pub enum CloseReason {
 /// Nodes on a circuit: the client and its three relays (tor's DEFAULT_ROUTE_LEN, 3).
 pub(crate) const CIRCUIT_NODES: usize = 4;
 
-/// A circuit. Its per-hop state lives inline in fixed arrays, not in vectors of its own:
-/// every cell run relayed touches the circuit, and a heap block per field would cost a
-/// cache miss each (the model is bound by memory accesses as much as by instructions).
+/// A circuit queue with the count of cells the relay there has queued in it: one cache
+/// line, so relaying a run touches one line for both.
+#[derive(Debug, Default)]
+#[repr(C, align(64))]
+pub(crate) struct HopQueue {
+    pub cells: CellFifo,
+    /// Cells the relay at this position queued in this direction (0 at the edges).
+    pub relayed: u64,
+}
+
+/// A circuit. Its per-hop state lives inline in fixed arrays, not in vectors of its own,
+/// and the fields every relayed run reads share the first cache line: every cell run
+/// relayed touches the circuit, and each further line or heap block costs a cache miss at
+/// full-network sizes (the model is bound by memory accesses as much as by instructions).
+/// `repr(C)` keeps that order.
+#[repr(C)]
 pub(crate) struct Circuit {
+    // First cache line: what relaying a run reads.
     /// `[client, guard, middle, exit]`: position 0 is the client.
     pub nodes: [NodeId; CIRCUIT_NODES],
     /// `chans[p]` links position p and p+1, once known.
     pub chans: [Option<u32>; CIRCUIT_NODES - 1],
-    /// `queues[p][dir]`: cells at position p waiting to leave in direction dir.
-    pub queues: [[CellFifo; 2]; CIRCUIT_NODES],
-    /// Hops whose CREATED the client has seen.
-    pub built: usize,
     pub state: CircuitState,
-    pub close_reason: Option<CloseReason>,
-    pub created_at: SimTime,
-    pub opened_at: Option<SimTime>,
-    /// First stream attached (tor's `timestamp_dirty`).
-    pub dirty_since: Option<SimTime>,
-    /// Stream ids, by stream index within the circuit.
-    pub streams: Vec<u32>,
-    /// Streams attached and not yet finished.
-    pub live_streams: u32,
     /// Dirty for longer than MaxCircuitDirtiness: closes when its last stream finishes.
     pub expired: bool,
-    /// Streams waiting for the circuit to open before sending BEGIN.
-    pub pending_begins: Vec<u16>,
+    pub close_reason: Option<CloseReason>,
+    /// Streams attached and not yet finished.
+    pub live_streams: u32,
+    /// Hops whose CREATED the client has seen.
+    pub built: usize,
+    /// `queues[p][dir]`: cells at position p waiting to leave in direction dir, and the
+    /// relay's count of cells it queued there.
+    pub queues: [[HopQueue; 2]; CIRCUIT_NODES],
+    // The edges' state.
+    /// Stream ids, by stream index within the circuit.
+    pub streams: Vec<u32>,
     /// Flow/congestion control at the client edge (packages Out, delivers In) ...
     pub cc_client: Box<dyn CongestionControl>,
     /// ... and at the exit edge (packages In, delivers Out).
     pub cc_exit: Box<dyn CongestionControl>,
     /// Optional packaging rate limit at the exit edge (hook for congestion controllers).
     pub rate_limit: Option<TokenBucket>,
-    /// `cells_relayed[p][dir]`: cells relay p queued in direction dir.
-    pub cells_relayed: [[u64; 2]; CIRCUIT_NODES],
+    /// Streams waiting for the circuit to open before sending BEGIN.
+    pub pending_begins: Vec<u16>,
+    pub created_at: SimTime,
+    pub opened_at: Option<SimTime>,
+    /// First stream attached (tor's `timestamp_dirty`).
+    pub dirty_since: Option<SimTime>,
 }
 
 impl Circuit {

@@ -556,7 +556,6 @@ impl TorNetwork {
             cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             cc_exit: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             rate_limit: None,
-            cells_relayed: [[0, 0]; CIRCUIT_NODES],
         });
         self.extend_to(q, id, 0);
         Ok(id)
@@ -627,11 +626,11 @@ impl TorNetwork {
         let c = &mut self.circuits[circ as usize];
         let exit_pos = c.exit_pos();
         let q = &mut c.queues[pos][run.dir.index()];
-        let was_empty = q.is_empty();
-        q.push(run);
-        let queued = q.len();
+        let was_empty = q.cells.is_empty();
+        q.cells.push(run);
+        let queued = q.cells.len();
         if pos != 0 && pos != exit_pos {
-            c.cells_relayed[pos][run.dir.index()] += run.count as u64;
+            q.relayed += run.count as u64;
         }
         if queued > self.cfg.circ_max_cell_queue {
             self.close_circuit(now, circ, CloseReason::QueueLimit);
@@ -834,7 +833,7 @@ impl TorNetwork {
         }
         for pos in 0..c.nodes.len() {
             for dir in [Direction::Out, Direction::In] {
-                let qd = &mut c.queues[pos][dir.index()];
+                let qd = &mut c.queues[pos][dir.index()].cells;
                 if qd.is_empty() {
                     continue;
                 }
@@ -1407,7 +1406,7 @@ impl TorNetwork {
         let mut out = vec![0; self.nodes.len()];
         for c in &self.circuits {
             for (pos, q) in c.queues.iter().enumerate() {
-                out[c.nodes[pos] as usize] += q[0].len() + q[1].len();
+                out[c.nodes[pos] as usize] += q[0].cells.len() + q[1].cells.len();
             }
         }
         for ch in &self.chans {
@@ -1420,7 +1419,7 @@ impl TorNetwork {
 
     /// Cells in circuit queues, outbufs and on the wire.
     pub fn cells_in_flight(&self) -> u64 {
-        let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q[0].len() + q[1].len()).sum();
+        let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q[0].cells.len() + q[1].cells.len()).sum();
         let chans: u64 = self.chans.iter().flat_map(|c| c.ends.iter()).map(|e| e.outbuf.len() + e.wire.len()).sum();
         queued + chans
     }
@@ -1483,7 +1482,7 @@ impl TorNetwork {
 
     /// Hops and per-hop relayed cell counts of a circuit.
     pub fn circuit_cells_relayed(&self, circ: u32) -> Vec<[u64; 2]> {
-        self.circuits[circ as usize].cells_relayed.to_vec()
+        self.circuits[circ as usize].queues.iter().map(|q| [q[0].relayed, q[1].relayed]).collect()
     }
 
     pub fn circuit_path(&self, circ: u32) -> &[NodeId] {
@@ -1535,12 +1534,12 @@ impl ChannelCells<'_> {
 impl crate::scheduler::CellSource for ChannelCells<'_> {
     fn queued(&self, circ: u32) -> u64 {
         let (pos, dir) = self.locate(circ);
-        self.circuits[circ as usize].queues[pos][dir].len()
+        self.circuits[circ as usize].queues[pos][dir].cells.len()
     }
 
     fn take(&mut self, circ: u32, n: u64) -> u64 {
         let (pos, dir) = self.locate(circ);
-        self.circuits[circ as usize].queues[pos][dir].move_to(self.outbuf, n)
+        self.circuits[circ as usize].queues[pos][dir].cells.move_to(self.outbuf, n)
     }
 }
 
