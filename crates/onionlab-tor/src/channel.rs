@@ -21,25 +21,34 @@ use crate::node::NodeId;
 use crate::scheduler::CircuitScheduler;
 use crate::token_bucket::TokenBucket;
 
+/// One node's end of a channel. Fields are grouped by who touches them together, one
+/// cache line a group (`repr(C)` keeps the order): a batch arriving at this end reads the
+/// first line (and the peer's `wire`), writing from this end touches the other three. At
+/// full-network sizes each further line a batch touches is a cache miss.
+#[repr(C, align(64))]
 pub(crate) struct ChanEnd {
-    pub outbuf: CellFifo,
-    /// Bytes of the last started cell not yet written to the kernel (0..CELL_WIRE_BYTES).
-    pub tail_unwritten: u64,
-    /// Cells at least partly written to the kernel, not yet wholly read by the peer.
-    pub wire: CellFifo,
+    // Reading (line 1).
+    pub in_read_ring: bool,
+    /// Out of per-connection read tokens; re-armed at the next refill.
+    pub read_waits_for_refill: bool,
     /// Bytes of the next cell from the peer read so far.
     pub inbuf_partial: u64,
-    pub sched: Box<dyn CircuitScheduler>,
+    pub bytes_read: u64,
     /// Per-connection buckets (PerConnBWRate/Burst), only on a relay's end of a channel
     /// from a client.
     pub conn_read: Option<TokenBucket>,
+    // Writing: the outbuf (line 2) ...
+    pub outbuf: CellFifo,
+    /// Bytes of the last started cell not yet written to the kernel (0..CELL_WIRE_BYTES).
+    pub tail_unwritten: u64,
+    // ... the scheduler and write limits (line 3) ...
+    pub sched: Box<dyn CircuitScheduler>,
     pub conn_write: Option<TokenBucket>,
-    pub in_read_ring: bool,
     pub in_write_ring: bool,
-    /// Out of per-connection read tokens; re-armed at the next refill.
-    pub read_waits_for_refill: bool,
     pub write_waits_for_refill: bool,
-    pub bytes_read: u64,
+    // ... and what went to the kernel (line 4).
+    /// Cells at least partly written to the kernel, not yet wholly read by the peer.
+    pub wire: CellFifo,
     pub bytes_written: u64,
 }
 
@@ -84,6 +93,8 @@ impl ChanEnd {
     }
 }
 
+/// A channel: its header fits one cache line and each end starts a line of its own.
+#[repr(C, align(64))]
 pub(crate) struct Channel {
     pub conn: ConnId,
     /// `[initiator, acceptor]`.

@@ -82,22 +82,40 @@ pub struct NodeStats {
     pub write_bucket_empty_intervals: u64,
 }
 
+/// A relay, client or server in the Tor model. The fields a batch touches come first,
+/// grouped one cache line a group (`repr(C)` keeps the order); names, guards and the
+/// path-selection RNG (~300 bytes) come after them.
+#[repr(C, align(64))]
 pub(crate) struct TorNode {
-    pub name: String,
-    pub host: HostId,
-    pub kind: NodeKind,
+    // Line 1: the global buckets.
     pub read_bucket: TokenBucket,
     pub write_bucket: TokenBucket,
-    pub perconn: Option<(u64, u64)>,
-    pub scheduler: SchedulerKind,
+    // Line 2: connections waiting to be read and written.
     pub read_ring: VecDeque<IoRef>,
     pub write_ring: VecDeque<IoRef>,
-    /// Channels this node is an end of (for per-connection bucket refills).
-    pub chans: Vec<(u32, Side)>,
-    /// A refill timer is pending.
-    pub refill_pending: bool,
+    // Line 3: pump state and the hot counters (`stats` starts at byte 160, so its first
+    // three fields, the ones a batch updates, end this line).
     /// Queued for a pump at the end of the current event.
     pub dirty: bool,
+    /// A refill timer is pending.
+    pub refill_pending: bool,
+    /// KIST: a circuit gained cells since the last run was scheduled.
+    pub kist_wanted: bool,
+    /// KIST: a run is scheduled.
+    pub kist_pending: bool,
+    pub kind: NodeKind,
+    pub host: HostId,
+    /// KIST relays: the relay-level scheduler's parameters ([`crate::kist`]).
+    pub kist: Option<crate::kist::KistParams>,
+    pub stats: NodeStats,
+    // Line 4: what refills and KIST runs read.
+    pub kist_last_run: Option<onionlab_core::SimTime>,
+    pub perconn: Option<(u64, u64)>,
+    // The rest.
+    pub name: String,
+    pub scheduler: SchedulerKind,
+    /// Channels this node is an end of (for per-connection bucket refills).
+    pub chans: Vec<(u32, Side)>,
     /// Clients: persistent entry guards (relay indices in the directory).
     pub guards: Vec<usize>,
     /// Clients: a relay (index in the directory) every circuit enters through, as a
@@ -105,16 +123,8 @@ pub(crate) struct TorNode {
     pub bridge: Option<usize>,
     /// Clients: the circuit new streams attach to.
     pub current_circ: Option<u32>,
-    /// KIST relays: the relay-level scheduler's parameters ([`crate::kist`]).
-    pub kist: Option<crate::kist::KistParams>,
-    /// KIST: a circuit gained cells since the last run was scheduled.
-    pub kist_wanted: bool,
-    /// KIST: a run is scheduled.
-    pub kist_pending: bool,
-    pub kist_last_run: Option<onionlab_core::SimTime>,
     /// Clients: path selection randomness.
     pub rng: Option<SimRng>,
-    pub stats: NodeStats,
 }
 
 impl TorNode {
