@@ -84,46 +84,54 @@ pub(crate) struct PendingAck {
     pub sent_at: SimTime,
 }
 
+/// One direction of a connection. Fields are grouped by cache line in the order the
+/// transport touches them (`repr(C)` keeps it): a batch's arrival and its start on the
+/// downlink read lines 1 and 2, its completion lines 1 to 3, sending lines 1, 3 and 4. At
+/// full-network sizes each further line a batch touches is a cache miss.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Flow {
+    // Line 1: endpoints, flags, and the sequence numbers both sides read.
     pub src: HostId,
     pub dst: HostId,
     pub established: bool,
-    // Sender side.
-    pub written: u64,
-    pub sent: u64,
-    pub acked: u64,
-    pub cwnd: u64,
-    pub ssthresh: u64,
-    /// Receiver's unread bytes as last reported by an ACK or window update.
-    pub peer_unread: u64,
-    /// No second window cut until this sequence number is acknowledged (one cut per RTT).
-    pub recover_until: u64,
-    /// Largest in-flight amount since the window last grew (Linux's cwnd-limited test).
-    pub max_inflight: u64,
     /// The window, not the application or the receiver, last limited sending.
     pub cwnd_limited: bool,
     /// The application wrote less than it asked to; tell it when space frees.
     pub want_writable: bool,
     pub in_up_ring: bool,
-    pub srtt: Option<SimDuration>,
-    pub min_rtt: Option<SimDuration>,
-    // Receiver side.
+    pub in_down_ring: bool,
+    pub written: u64,
     pub arrived: u64,
     pub delivered: u64,
     pub read: u64,
     /// Receive-buffer free space as last advertised to the sender.
     pub advertised_free: u64,
-    /// Batches that arrived at the receiver's downlink and wait for it, in order.
-    pub down_queue: HeadDeque<Batch>,
-    pub in_down_ring: bool,
     /// Deficit-round-robin credit at the receiver's downlink, in bytes.
     pub down_deficit: u64,
+    // Line 2: the receiver's downlink queue.
+    /// Batches that arrived at the receiver's downlink and wait for it, in order.
+    pub down_queue: HeadDeque<Batch>,
+    // Line 3: acknowledgements on their way back.
     /// Acknowledgements travelling back to the sender, in order of `due` (a flow's
     /// batches are delivered in order and its return latency is fixed).
     pub pending_acks: HeadDeque<PendingAck>,
+    // Line 4: the sender's windows.
+    pub sent: u64,
+    pub acked: u64,
+    pub cwnd: u64,
+    /// Receiver's unread bytes as last reported by an ACK or window update.
+    pub peer_unread: u64,
+    /// Largest in-flight amount since the window last grew (Linux's cwnd-limited test).
+    pub max_inflight: u64,
     /// The earliest `AckDue` event scheduled for this flow and not yet handled.
     pub ack_event_at: Option<SimTime>,
+    // Line 5: what acknowledgements update.
+    pub ssthresh: u64,
+    /// No second window cut until this sequence number is acknowledged (one cut per RTT).
+    pub recover_until: u64,
+    pub srtt: Option<SimDuration>,
+    pub min_rtt: Option<SimDuration>,
     // Statistics.
     pub window_cuts: u64,
 }
@@ -309,3 +317,4 @@ mod tests {
         assert_eq!(f.sendable(&cfg), 100);
     }
 }
+
