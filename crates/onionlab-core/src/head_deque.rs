@@ -92,12 +92,41 @@ impl<T> HeadDeque<T> {
         }
     }
 
-    /// Keeps the elements for which `keep` is true, in order.
+    /// Keeps the elements for which `keep` is true, in order. `keep` sees every element
+    /// once, front to back (as `VecDeque::retain`), so it may count positions.
     pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let Some(head) = &self.head else { return };
+        let keep_head = keep(head);
         self.rest.retain(&mut keep);
-        if self.head.as_ref().is_some_and(|h| !keep(h)) {
+        if !keep_head {
             self.head = self.rest.pop_front();
         }
+    }
+
+    /// Removes and returns the element at position `i` from the front.
+    pub fn remove(&mut self, i: usize) -> Option<T> {
+        if i == 0 { self.pop_front() } else { self.rest.remove(i - 1) }
+    }
+
+    /// Moves the first `n` elements to the back, in order (`n` at most the length).
+    pub fn rotate_left(&mut self, n: usize) {
+        assert!(n <= self.len(), "rotate_left({n}) on a queue of {}", self.len());
+        for _ in 0..n {
+            let x = self.pop_front().expect("n <= len");
+            self.push_back(x);
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.head = None;
+        self.rest.clear();
+    }
+
+    pub fn contains(&self, x: &T) -> bool
+    where
+        T: PartialEq,
+    {
+        self.iter().any(|y| y == x)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &T> {
@@ -115,11 +144,25 @@ mod tests {
         Push(u8),
         Pop,
         Retain(u8),
+        /// Keeps every k-th element by position: `retain` must visit in order.
+        RetainEvery(u8),
         AddToBack(u8),
+        Remove(u8),
+        Rotate(u8),
+        Clear,
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![any::<u8>().prop_map(Op::Push), Just(Op::Pop), (1..4u8).prop_map(Op::Retain), any::<u8>().prop_map(Op::AddToBack)]
+        prop_oneof![
+            4 => any::<u8>().prop_map(Op::Push),
+            2 => Just(Op::Pop),
+            1 => (1..4u8).prop_map(Op::Retain),
+            1 => (1..4u8).prop_map(Op::RetainEvery),
+            1 => any::<u8>().prop_map(Op::AddToBack),
+            1 => any::<u8>().prop_map(Op::Remove),
+            1 => any::<u8>().prop_map(Op::Rotate),
+            1 => Just(Op::Clear),
+        ]
     }
 
     proptest! {
@@ -134,6 +177,21 @@ mod tests {
                     Op::Push(x) => { q.push_back(x); m.push_back(x); }
                     Op::Pop => prop_assert_eq!(q.pop_front(), m.pop_front()),
                     Op::Retain(k) => { q.retain(|x| x % k != 0); m.retain(|x| x % k != 0); }
+                    Op::RetainEvery(k) => {
+                        let (mut i, mut j) = (0u8, 0u8);
+                        q.retain(|_| { i = i.wrapping_add(1); i % k == 0 });
+                        m.retain(|_| { j = j.wrapping_add(1); j % k == 0 });
+                    }
+                    Op::Remove(i) => {
+                        let i = i as usize % (m.len() + 1);
+                        prop_assert_eq!(q.remove(i), m.remove(i));
+                    }
+                    Op::Rotate(n) => {
+                        let n = n as usize % (m.len() + 1);
+                        q.rotate_left(n);
+                        m.rotate_left(n);
+                    }
+                    Op::Clear => { q.clear(); m.clear(); }
                     Op::AddToBack(x) => {
                         if let Some(b) = q.back_mut() { *b = b.wrapping_add(x); }
                         if let Some(b) = m.back_mut() { *b = b.wrapping_add(x); }
@@ -143,6 +201,7 @@ mod tests {
                 prop_assert_eq!(q.len(), m.len());
                 prop_assert_eq!(q.is_empty(), m.is_empty());
                 prop_assert_eq!(q.front(), m.front());
+                prop_assert_eq!(q.contains(&probe), m.contains(&probe));
                 for i in 0..=m.len() {
                     prop_assert_eq!(q.get(i), m.get(i));
                 }

@@ -123,7 +123,9 @@ impl SchedulerKind {
 /// the next hop reads part of it.
 #[derive(Debug, Clone)]
 pub struct RoundRobin {
-    ring: std::collections::VecDeque<u32>,
+    /// Active circuits in turn order. A [`HeadDeque`](onionlab_core::HeadDeque): a
+    /// client's channel has one circuit, which then needs no heap block of its own.
+    ring: onionlab_core::HeadDeque<u32>,
     quantum: u32,
     used: u32,
     /// Scratch for `fill`: queued cells per ring position, and the same sorted.
@@ -147,7 +149,10 @@ impl CircuitScheduler for RoundRobin {
         if self.ring.front() == Some(&circ) {
             self.ring.pop_front();
             self.used = 0;
-        } else if let Some(i) = self.ring.iter().position(|&c| c == circ) {
+            return;
+        }
+        let at = self.ring.iter().position(|&c| c == circ);
+        if let Some(i) = at {
             self.ring.remove(i);
         }
     }
@@ -179,7 +184,7 @@ impl CircuitScheduler for RoundRobin {
         }
         if self.ring.len() == 1 {
             // One active circuit (every client's channel): it gets all the room.
-            let c = self.ring[0];
+            let c = *self.ring.front().expect("one circuit");
             let moved = src.take(c, room);
             if src.queued(c) == 0 {
                 self.ring.clear();
@@ -228,7 +233,7 @@ impl CircuitScheduler for RoundRobin {
                 extra -= 1;
                 last_extra = Some(i);
             }
-            let n = src.take(self.ring[i], give);
+            let n = src.take(*self.ring.get(i).expect("i < ring length"), give);
             debug_assert_eq!(n, give);
             moved += n;
             self.queued[i] = q - give;
