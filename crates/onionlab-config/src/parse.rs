@@ -117,6 +117,10 @@ const KIST_RUN_INTERVAL: SimDuration = SimDuration::from_millis(10);
 const KIST_RUN_INTERVAL_MAX: SimDuration = SimDuration::from_millis(100);
 const SCHEDULER_EXAMPLE: &str =
     "scheduler = \"round-robin\", \"ewma\", \"kist\", { kind = \"ewma\", halflife = \"30 s\", tick = \"10 s\" } or { kind = \"kist\", run_interval = \"10 ms\", sock_buf_size_factor = 1.0 }";
+/// Bandwidth weights a consensus line must give (dir-spec section 3.8.3), and their scale
+/// (10000 = weight 1; each weight is at most that).
+const REQUIRED_BANDWIDTH_WEIGHTS: &[&str] = &["Wgg", "Wgm", "Wgd", "Wmg", "Wmm", "Wme", "Wmd", "Weg", "Wem", "Wee", "Wed"];
+const BANDWIDTH_WEIGHT_SCALE: u64 = 10_000;
 /// Consensus bandwidth-weight names (dir-spec section 3.8.3).
 pub const BANDWIDTH_WEIGHTS: &[&str] = &[
     "Wbd", "Wbe", "Wbg", "Wbm", "Wdb", "Web", "Wed", "Wee", "Weg", "Wem", "Wgb", "Wgd", "Wgg", "Wgm",
@@ -845,9 +849,18 @@ impl Ctx<'_> {
                             self.err_hint(&kp, format!("unknown bandwidth weight `{k}`"), suggest(k, BANDWIDTH_WEIGHTS, "Weights"));
                             continue;
                         }
-                        if let Some(n) = self.uint(v, &kp, i64::MAX as u64) {
+                        if let Some(n) = self.uint(v, &kp, BANDWIDTH_WEIGHT_SCALE) {
                             out.insert(k.clone(), n as i64);
                         }
+                    }
+                    // The run builds the weights as a consensus line, which needs these.
+                    let missing: Vec<&str> = REQUIRED_BANDWIDTH_WEIGHTS.iter().copied().filter(|k| !wt.contains_key(*k)).collect();
+                    if !missing.is_empty() {
+                        self.err_hint(
+                            wp,
+                            format!("missing {}", missing.join(", ")),
+                            format!("a consensus bandwidth-weights line gives {}; omit the whole table for uniform weights", REQUIRED_BANDWIDTH_WEIGHTS.join(", ")),
+                        );
                     }
                     out
                 })

@@ -395,7 +395,12 @@ fn bandwidth_weights() {
     assert!(hint(&e).contains("Wgg"));
     err_at(&bw("{ Wgg = \"half\" }"), "network.bandwidth_weights.Wgg", &["integer"]);
     err_at(&bw("{ Wgg = 1.5 }"), "network.bandwidth_weights.Wgg", &["integer"]);
-    assert_eq!(load(&bw("{ Wgg = 7000 }")).unwrap().network.bandwidth_weights.unwrap()["Wgg"], 7000);
+    // A run builds them as a consensus line: every required weight, each at most 10000.
+    let e = err_at(&bw("{ Wgg = 7000 }"), "network.bandwidth_weights", &["missing Wgm, Wgd,", "Wed"]);
+    assert!(!e.message.contains("Wgg"), "{e}");
+    let full = "Wgg = 7000, Wgm = 7000, Wgd = 0, Wmg = 3000, Wmm = 10000, Wme = 0, Wmd = 0, Weg = 10000, Wem = 10000, Wee = 10000, Wed = 10000";
+    assert_eq!(load(&bw(&format!("{{ {full} }}"))).unwrap().network.bandwidth_weights.unwrap()["Wgg"], 7000);
+    err_at(&bw(&format!("{{ {} }}", full.replace("Wee = 10000", "Wee = 10001"))), "network.bandwidth_weights.Wee", &["at most 10000"]);
 }
 
 // ---- relays ----

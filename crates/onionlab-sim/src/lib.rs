@@ -14,4 +14,4 @@ pub mod results;
 pub mod run;
 
 pub use results::{ConnectionRow, DownloadRow, RelayRow, RunOutput, RunSummary};
-pub use run::{run, SimError};
+pub use run::{run, run_inspected, SimError};

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use onionlab_config::model::{ExperimentConfig, Workload};
 use onionlab_core::{EventClass, RngStreams, SimDuration, SimTime};
-use onionlab_tor::{NodeId, TorEvent, TorSim};
+use onionlab_tor::{NodeId, TorEvent, TorNetwork, TorSim};
 use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
@@ -49,7 +49,20 @@ pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], names: &[
 }
 
 /// Runs the experiment `cfg` with `seed`.
-pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>) -> Result<RunOutput, SimError> {
+pub fn run(cfg: &ExperimentConfig, seed: u64, progress: Option<Progress<'_>>) -> Result<RunOutput, SimError> {
+    run_inspected(cfg, seed, progress, None)
+}
+
+/// Inspection callback: sees the network after every event (for invariant checks in tests).
+pub type Inspect<'a> = &'a mut dyn FnMut(&TorNetwork);
+
+/// [`run`], calling `inspect` with the network after each event the run handles.
+pub fn run_inspected(
+    cfg: &ExperimentConfig,
+    seed: u64,
+    mut progress: Option<Progress<'_>>,
+    mut inspect: Option<Inspect<'_>>,
+) -> Result<RunOutput, SimError> {
     let wall = Instant::now();
     let Built { tor, clients, servers, hooks } = build(cfg, seed)?;
     let mut sim = TorSim::new(tor);
@@ -199,6 +212,9 @@ pub fn run(cfg: &ExperimentConfig, seed: u64, mut progress: Option<Progress<'_>>
             }
             let next = behaviours[i].next_after_done(sim.q.now());
             schedule(&mut sim, &mut pending, i, next);
+        }
+        if let Some(f) = inspect.as_mut() {
+            f(&sim.tor);
         }
     }
     if let Some(p) = progress.as_mut() {

@@ -116,6 +116,9 @@ pub(crate) struct Stream {
     pub exit_inbuf: u64,
     pub package_window: u64,
     pub in_read_ring: bool,
+    /// Request bytes the exit has written to the server (a send buffer smaller than the
+    /// request takes them in parts).
+    pub request_written: u64,
     // Server side.
     pub request_read: u64,
     pub server_written: u64,

@@ -495,6 +495,7 @@ impl TorNetwork {
             exit_inbuf: 0,
             package_window: STREAMWINDOW_START,
             in_read_ring: false,
+            request_written: 0,
             request_read: 0,
             server_written: 0,
             delivered_cells: 0,
@@ -1037,13 +1038,13 @@ impl TorNetwork {
     fn on_edge_notice(&mut self, q: &mut EventQueue<TorEvent>, sid: u32, n: NetNotice) {
         let now = q.now();
         let s = &self.streams[sid as usize];
-        let conn = s.exit_conn.expect("edge notices only for connected streams");
+        debug_assert!(s.exit_conn.is_some(), "edge notices only for connected streams");
         let circ = s.circ;
         match n {
             NetNotice::Connected { side: Side::Initiator, .. } => {
-                // Optimistic data: the request rode with BEGIN; hand it to the server now.
-                let w = self.net.write(q, conn, Side::Initiator, self.cfg.request_bytes);
-                debug_assert_eq!(w, self.cfg.request_bytes);
+                // Optimistic data: the request rode with BEGIN; hand it to the server now
+                // (the rest on Writable if the send buffer is smaller than the request).
+                self.write_request(q, sid);
                 let exit = self.circuits[circ as usize].exit_pos();
                 let idx = self.circuits[circ as usize].streams.iter().position(|&x| x == sid).expect("stream on its circuit") as u16;
                 let run = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Connected, target: 0, stream: idx };
@@ -1059,7 +1060,18 @@ impl TorNetwork {
                 let exit = self.circuits[circ as usize].nodes[self.circuits[circ as usize].exit_pos()];
                 self.wake_edge(exit, sid);
             }
-            NetNotice::Writable { side: Side::Initiator, .. } => {}
+            NetNotice::Writable { side: Side::Initiator, .. } => self.write_request(q, sid),
+        }
+    }
+
+    /// The exit writes what is left of the stream's request to the server.
+    fn write_request(&mut self, q: &mut EventQueue<TorEvent>, sid: u32) {
+        let s = &self.streams[sid as usize];
+        let left = self.cfg.request_bytes - s.request_written;
+        if left > 0 {
+            let conn = s.exit_conn.expect("requests are written on connected streams");
+            let w = self.net.write(q, conn, Side::Initiator, left);
+            self.streams[sid as usize].request_written += w;
         }
     }
 
