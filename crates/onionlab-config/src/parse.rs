@@ -115,6 +115,8 @@ const THROTTLING_EXAMPLE: &str = "throttling = { kind = \"flag\", flag_rate = \"
 /// Tor's KISTSchedRunInterval default and its allowed maximum (1..100 ms; 0 disables KIST).
 const KIST_RUN_INTERVAL: SimDuration = SimDuration::from_millis(10);
 const KIST_RUN_INTERVAL_MAX: SimDuration = SimDuration::from_millis(100);
+/// Most EWMA half-lives one tick may span (see `Ctx::ewma_ticks_fit`).
+const EWMA_MAX_HALFLIVES_PER_TICK: u64 = 512;
 const SCHEDULER_EXAMPLE: &str =
     "scheduler = \"round-robin\", \"ewma\", \"kist\", { kind = \"ewma\", halflife = \"30 s\", tick = \"10 s\" } or { kind = \"kist\", run_interval = \"10 ms\", sock_buf_size_factor = 1.0 }";
 /// Bandwidth weights a consensus line must give (dir-spec section 3.8.3), and their scale
@@ -330,6 +332,28 @@ impl Ctx<'_> {
     }
     fn err_hint(&mut self, path: impl Into<String>, message: impl Into<String>, hint: impl Into<String>) {
         self.errors.push(ConfigError::new(path, message).with_hint(hint));
+    }
+
+    /// Tor's tick-based EWMA adds F^(-phi) for a cell sent a fraction phi into a tick, with
+    /// F = 2^(-tick/halflife). Past about 1000 half-lives per tick that overflows a double
+    /// (counts become infinite, then NaN, and the ordering breaks without an error), so the
+    /// tick may be at most `EWMA_MAX_HALFLIVES_PER_TICK` half-lives.
+    fn ewma_ticks_fit(&mut self, p: &str, halflife: SimDuration, tick: SimDuration) -> bool {
+        if tick.as_nanos() / EWMA_MAX_HALFLIVES_PER_TICK <= halflife.as_nanos() {
+            return true;
+        }
+        self.err_hint(
+            join(p, "halflife"),
+            format!(
+                "must be at least tick / {EWMA_MAX_HALFLIVES_PER_TICK} ({} with tick {}), found {}",
+                // Rounded up to the microsecond, for reading.
+                crate::format_duration(SimDuration::from_nanos(tick.as_nanos().div_ceil(EWMA_MAX_HALFLIVES_PER_TICK).div_ceil(1000) * 1000)),
+                crate::format_duration(tick),
+                crate::format_duration(halflife)
+            ),
+            "the scale factor 2^(-tick/halflife) would overflow the counts; shorten the tick or lengthen the half-life",
+        );
+        false
     }
 
     /// Reports every key of `t` not in `known`, suggesting the closest known one.
@@ -1707,7 +1731,9 @@ impl Ctx<'_> {
                 let halflife = self.opt(t, p, "halflife", Ctx::pos_duration);
                 let tick = self.opt(t, p, "tick", Ctx::pos_duration);
                 let bad = (t.contains_key("halflife") && halflife.is_none()) || (t.contains_key("tick") && tick.is_none());
-                (!bad).then(|| SchedulerConfig::Ewma { halflife: halflife.unwrap_or(EWMA_HALFLIFE), tick: tick.unwrap_or(EWMA_TICK) })
+                let (halflife, tick) = (halflife.unwrap_or(EWMA_HALFLIFE), tick.unwrap_or(EWMA_TICK));
+                let ok = self.ewma_ticks_fit(p, halflife, tick);
+                (!bad && ok).then_some(SchedulerConfig::Ewma { halflife, tick })
             }
             "ewma-exact" => {
                 self.keys(t, p, &["kind", "halflife"]);
@@ -1741,7 +1767,8 @@ impl Ctx<'_> {
                 let run_interval = run_interval.unwrap_or(KIST_RUN_INTERVAL);
                 let halflife = halflife.unwrap_or(EWMA_HALFLIFE);
                 let tick = tick.unwrap_or(EWMA_TICK);
-                (!bad).then(|| {
+                let ok = self.ewma_ticks_fit(p, halflife, tick);
+                (!bad && ok).then(|| {
                     if lite {
                         SchedulerConfig::KistLite { run_interval, halflife, tick }
                     } else {

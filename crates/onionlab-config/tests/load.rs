@@ -628,6 +628,12 @@ fn kist_schedulers() {
     assert!(hint(&e).contains("KISTSockBufSizeFactor"));
     err_at(&with("scheduler = { kind = \"kist\", sock_buf_size_factor = \"big\" }"), "mechanisms.scheduler.sock_buf_size_factor", &["expected a number"]);
     err_at(&with("scheduler = { kind = \"kist-lite\", sock_buf_size_factor = 1.0 }"), "mechanisms.scheduler.sock_buf_size_factor", &["unknown key"]);
+    // Tick-based EWMA overflows past 512 half-lives per tick; the exact form has no tick.
+    let e = err_at(&with("scheduler = { kind = \"ewma\", halflife = \"5 ms\" }"), "mechanisms.scheduler.halflife", &["at least tick / 512", "19532 us"]);
+    assert!(hint(&e).contains("overflow"));
+    err_at(&with("scheduler = { kind = \"kist-lite\", halflife = \"1 ms\", tick = \"1 s\" }"), "mechanisms.scheduler.halflife", &["at least tick / 512"]);
+    load(&with("scheduler = { kind = \"ewma\", halflife = \"20 ms\" }")).expect("10 s is 500 half-lives of 20 ms");
+    load(&with("scheduler = { kind = \"ewma-exact\", halflife = \"1 ms\" }")).expect("no tick to overflow");
     let e = err_at(&with("scheduler = \"kits\""), "mechanisms.scheduler", &["unknown scheduler"]);
     assert!(hint(&e).contains("kist"));
 }
