@@ -93,6 +93,12 @@ fn time_dist(w: bool) -> impl Strategy<Value = String> {
     ]
 }
 
+/// An EWMA half-life and tick as TOML values, the tick at most 512 half-lives (validation's
+/// bound: beyond it tor's per-tick scale factor overflows the counts).
+fn ewma_halflife_tick(w: bool) -> impl Strategy<Value = (String, String)> {
+    (logu(pick(w, 1_000, 10), 60_000_000), logu(pick(w, 1_000, 10), 20_000_000)).prop_map(|(h, t)| (dur_us(h), dur_us(t.min(h * 512))))
+}
+
 fn scheduler(w: bool) -> impl Strategy<Value = String> {
     prop_oneof![
         Just("\"round-robin\"".to_string()),
@@ -100,12 +106,12 @@ fn scheduler(w: bool) -> impl Strategy<Value = String> {
         Just("\"ewma-exact\"".to_string()),
         Just("\"kist\"".to_string()),
         Just("\"kist-lite\"".to_string()),
-        (dur(w, 1_000, 60_000_000), dur(w, 1_000, 20_000_000)).prop_map(|(h, t)| format!("{{ kind = \"ewma\", halflife = {h}, tick = {t} }}")),
+        ewma_halflife_tick(w).prop_map(|(h, t)| format!("{{ kind = \"ewma\", halflife = {h}, tick = {t} }}")),
         dur(w, 1_000, 60_000_000).prop_map(|h| format!("{{ kind = \"ewma-exact\", halflife = {h} }}")),
-        (dur(w, 1_000, 100_000), 0.0..3.0f64, dur(w, 1_000, 60_000_000), dur(w, 1_000, 20_000_000)).prop_map(|(r, f, h, t)| format!(
+        (dur(w, 1_000, 100_000), 0.0..3.0f64, ewma_halflife_tick(w)).prop_map(|(r, f, (h, t))| format!(
             "{{ kind = \"kist\", run_interval = {r}, sock_buf_size_factor = {f:?}, halflife = {h}, tick = {t} }}"
         )),
-        (dur(w, 1_000, 100_000), dur(w, 1_000, 60_000_000)).prop_map(|(r, h)| format!("{{ kind = \"kist-lite\", run_interval = {r}, halflife = {h} }}")),
+        (dur(w, 1_000, 100_000), ewma_halflife_tick(w)).prop_map(|(r, (h, t))| format!("{{ kind = \"kist-lite\", run_interval = {r}, halflife = {h}, tick = {t} }}")),
     ]
 }
 
