@@ -57,7 +57,7 @@ use onionlab_core::{rng::SimRng, Counters, EventClass, EventQueue, RngStreams, S
 use rand::Rng;
 
 use crate::flow::{Flow, PendingAck, SocketInfo, TransportConfig};
-use crate::host::{Batch, Host, HostId, HostSpec, InFlight, Link};
+use crate::host::{Batch, Host, HostId, HostSpec, InFlight};
 use crate::latency::LatencyModel;
 
 /// Index of a connection in its [`Network`].
@@ -241,19 +241,7 @@ impl Network {
         }
         let id = HostId(self.hosts.len() as u32);
         self.host_rng.push(None);
-        self.hosts.push(Host {
-            spec,
-            up: Link::default(),
-            down: Link::default(),
-            down_queued: 0,
-            queue_limit: self.cfg.queue_limit_bytes,
-            down_active_flows: 0,
-            up_busy_until: SimTime::ZERO,
-            up_wake_pending: false,
-            arrivals: Default::default(),
-            down_done_at: SimTime::ZERO,
-            down_wake_at: None,
-        });
+        self.hosts.push(Host::new(spec, self.cfg.queue_limit_bytes));
         Ok(id)
     }
 
@@ -271,7 +259,7 @@ impl Network {
 
     /// One-way latency from host `a` to host `b`.
     pub fn one_way(&self, a: HostId, b: HostId) -> onionlab_core::SimDuration {
-        self.latency.one_way(self.hosts[a.0 as usize].spec.location, self.hosts[b.0 as usize].spec.location)
+        self.latency.one_way(self.hosts[a.0 as usize].location, self.hosts[b.0 as usize].location)
     }
 
     /// Opens a connection from `from` to `to`. Both ends get [`NetNotice::Connected`] once
@@ -378,7 +366,7 @@ impl Network {
     /// Bytes a host's uplink (`up = true`) or downlink has carried so far.
     pub fn link_bytes(&self, h: HostId, up: bool) -> u64 {
         let host = &self.hosts[h.0 as usize];
-        if up { host.up.bytes_total } else { host.down.bytes_total }
+        if up { host.up_bytes_total } else { host.down_bytes_total }
     }
 
     /// Per-direction sequence counters `(written, sent, arrived, delivered, read)` of the
@@ -413,7 +401,7 @@ impl Network {
 
     fn on_downlink(&self, flow: u32) -> u64 {
         let dst = self.flows[flow as usize].dst;
-        match self.hosts[dst.0 as usize].down.current {
+        match self.hosts[dst.0 as usize].down_current {
             Some(b) if b.flow == flow => b.bytes as u64,
             _ => 0,
         }
@@ -563,7 +551,7 @@ impl Network {
         }
         f.in_up_ring = true;
         let src = f.src;
-        self.hosts[src.0 as usize].up.ring.push_back(fid);
+        self.hosts[src.0 as usize].up_ring.push_back(fid);
         self.start_uplink(q, src);
     }
 
@@ -574,13 +562,13 @@ impl Network {
         let now = q.now();
         let h = &mut self.hosts[host.0 as usize];
         if h.up_busy_until > now {
-            if !h.up_wake_pending && !h.up.ring.is_empty() {
+            if !h.up_wake_pending && !h.up_ring.is_empty() {
                 h.up_wake_pending = true;
                 q.schedule(h.up_busy_until, NET_EVENT_CLASS, NetEvent::UplinkFree { host }.into()).expect("busy_until is in the future");
             }
             return;
         }
-        while let Some(fid) = self.hosts[host.0 as usize].up.ring.pop_front() {
+        while let Some(fid) = self.hosts[host.0 as usize].up_ring.pop_front() {
             self.apply_due_acks(now, fid);
             let f = &mut self.flows[fid as usize];
             let n = f.sendable(&self.cfg);
@@ -597,19 +585,19 @@ impl Network {
             }
             let h = &mut self.hosts[host.0 as usize];
             if more {
-                h.up.ring.push_back(fid);
+                h.up_ring.push_back(fid);
             }
-            let dur = onionlab_core::SimDuration::transmission(n, h.spec.up_bits_per_sec);
+            let dur = onionlab_core::SimDuration::transmission(n, h.up_bits_per_sec);
             h.up_busy_until = now + dur;
-            h.up.bytes_total += n;
-            let src_loc = h.spec.location;
+            h.up_bytes_total += n;
+            let src_loc = h.location;
             if self.cfg.record_link_log {
                 self.link_log.push(LinkRecord { host, up: true, start: now, end: now + dur, bytes: n as u32 });
             }
             self.counters.incr(self.ids.batches);
             let d = &mut self.hosts[dst.0 as usize];
-            let at = now + dur + self.latency.one_way(src_loc, d.spec.location);
-            let earliest_done = at + onionlab_core::SimDuration::transmission(n, d.spec.down_bits_per_sec);
+            let at = now + dur + self.latency.one_way(src_loc, d.location);
+            let earliest_done = at + onionlab_core::SimDuration::transmission(n, d.down_bits_per_sec);
             self.batch_seq += 1;
             d.arrivals.push(InFlight { at, seq: self.batch_seq, batch: Batch { flow: fid, end_seq, bytes: n as u32, sent_at: now, ce: false } });
             self.wake_downlink(q, dst, earliest_done);
@@ -617,7 +605,7 @@ impl Network {
                 self.want_acks(q, fid);
             }
             let h = &mut self.hosts[host.0 as usize];
-            if !h.up.ring.is_empty() {
+            if !h.up_ring.is_empty() {
                 h.up_wake_pending = true;
                 q.schedule(h.up_busy_until, NET_EVENT_CLASS, NetEvent::UplinkFree { host }.into()).expect("busy_until is in the future");
             }
@@ -636,7 +624,7 @@ impl Network {
         }
         loop {
             let h = &self.hosts[host.0 as usize];
-            let next_done = if h.down.busy() { h.down_done_at } else { SimTime::MAX };
+            let next_done = if h.down_busy() { h.down_done_at } else { SimTime::MAX };
             let next_arrival = h.arrivals.peek().map_or(SimTime::MAX, |a| a.at);
             if next_arrival <= next_done && next_arrival <= now {
                 let a = self.hosts[host.0 as usize].arrivals.pop().expect("peeked");
@@ -651,10 +639,10 @@ impl Network {
         // The next instant something must happen here: the end of the batch on the link,
         // or else the earliest completion of the next arrival (which starts on arrival).
         let h = &self.hosts[host.0 as usize];
-        let next = if h.down.busy() {
+        let next = if h.down_busy() {
             Some(h.down_done_at)
         } else {
-            h.arrivals.peek().map(|a| a.at + onionlab_core::SimDuration::transmission(a.batch.bytes as u64, h.spec.down_bits_per_sec))
+            h.arrivals.peek().map(|a| a.at + onionlab_core::SimDuration::transmission(a.batch.bytes as u64, h.down_bits_per_sec))
         };
         if let Some(t) = next {
             self.wake_downlink(q, host, t);
@@ -676,7 +664,7 @@ impl Network {
         let Batch { flow: fid, end_seq, bytes, sent_at, ce } = b;
         let f = &mut self.flows[fid as usize];
         let (src, dst) = (f.src, f.dst);
-        let src_loc = self.hosts[src.0 as usize].spec.location;
+        let src_loc = self.hosts[src.0 as usize].location;
         let h = &mut self.hosts[dst.0 as usize];
         let mut ce = ce;
         // Fair-share marking: above the queue limit, mark the flows that hold at least an
@@ -689,7 +677,7 @@ impl Network {
                 self.counters.incr(self.ids.marks_queue);
             }
         }
-        let loss = self.latency.loss(src_loc, h.spec.location);
+        let loss = self.latency.loss(src_loc, h.location);
         if loss > 0.0 && !ce {
             let packets = (bytes as f64 / self.cfg.mss as f64).ceil();
             let p_batch = 1.0 - (1.0 - loss).powf(packets);
@@ -701,16 +689,16 @@ impl Network {
             }
         }
         f.arrived += bytes as u64;
-        if f.down_queue.is_empty() && !matches!(h.down.current, Some(b) if b.flow == fid) {
+        if f.down_queue.is_empty() && !matches!(h.down_current, Some(b) if b.flow == fid) {
             h.down_active_flows += 1;
         }
         f.down_queue.push_back(Batch { flow: fid, end_seq, bytes, sent_at, ce });
         h.down_queued += bytes as u64;
         if !f.in_down_ring {
             f.in_down_ring = true;
-            h.down.ring.push_back(fid);
+            h.down_ring.push_back(fid);
         }
-        if !h.down.busy() {
+        if !h.down_busy() {
             self.start_downlink(at, dst);
         }
     }
@@ -722,10 +710,10 @@ impl Network {
     fn start_downlink(&mut self, now: SimTime, host: HostId) {
         let quantum = self.cfg.max_batch_bytes as u64;
         let h = &mut self.hosts[host.0 as usize];
-        if h.down.busy() {
+        if h.down_busy() {
             return;
         }
-        let Some(&fid) = h.down.ring.front() else { return };
+        let Some(&fid) = h.down_ring.front() else { return };
         let f = &mut self.flows[fid as usize];
         let b = f.down_queue.pop_front().expect("flow in downlink ring without queued batches");
         if f.down_deficit < b.bytes as u64 {
@@ -735,19 +723,19 @@ impl Network {
         f.down_deficit -= b.bytes as u64;
         match f.down_queue.front() {
             None => {
-                h.down.ring.pop_front();
+                h.down_ring.pop_front();
                 f.in_down_ring = false;
                 f.down_deficit = 0;
             }
             Some(next) if next.bytes as u64 > f.down_deficit => {
-                h.down.ring.rotate_left(1);
+                h.down_ring.rotate_left(1);
             }
             Some(_) => {}
         }
-        let dur = onionlab_core::SimDuration::transmission(b.bytes as u64, h.spec.down_bits_per_sec);
-        h.down.current = Some(b);
+        let dur = onionlab_core::SimDuration::transmission(b.bytes as u64, h.down_bits_per_sec);
+        h.down_current = Some(b);
         h.down_done_at = now + dur;
-        h.down.bytes_total += b.bytes as u64;
+        h.down_bytes_total += b.bytes as u64;
         if self.cfg.record_link_log {
             self.link_log.push(LinkRecord { host, up: false, start: now, end: now + dur, bytes: b.bytes });
         }
@@ -758,7 +746,7 @@ impl Network {
     fn complete_downlink<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, host: HostId) {
         let now = q.now();
         let h = &mut self.hosts[host.0 as usize];
-        let b = h.down.current.take().expect("a completion without a batch on the downlink");
+        let b = h.down_current.take().expect("a completion without a batch on the downlink");
         h.down_queued -= b.bytes as u64;
         let f = &mut self.flows[b.flow as usize];
         if f.down_queue.is_empty() {
@@ -771,7 +759,7 @@ impl Network {
         self.counters.add(self.ids.bytes_delivered, b.bytes as u64);
         let unread = f.delivered - f.read;
         f.advertised_free = self.cfg.rcvbuf_bytes - unread;
-        let (src_loc, dst_loc) = (self.hosts[f.src.0 as usize].spec.location, self.hosts[f.dst.0 as usize].spec.location);
+        let (src_loc, dst_loc) = (self.hosts[f.src.0 as usize].location, self.hosts[f.dst.0 as usize].location);
         let due = now + self.latency.one_way(dst_loc, src_loc);
         f.pending_acks.push_back(PendingAck { due, upto: b.end_seq, unread, ce: b.ce, sent_at: b.sent_at });
         self.want_acks(q, b.flow);

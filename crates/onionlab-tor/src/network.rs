@@ -1035,6 +1035,8 @@ impl TorNetwork {
     }
 
     /// Exit-to-server connections: the exit is the initiator, the server the acceptor.
+    /// Kept out of line: inlined into the channel path, it made the whole pump costlier.
+    #[inline(never)]
     fn on_edge_notice(&mut self, q: &mut EventQueue<TorEvent>, sid: u32, n: NetNotice) {
         let now = q.now();
         let s = &self.streams[sid as usize];
