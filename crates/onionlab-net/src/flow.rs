@@ -318,3 +318,23 @@ mod tests {
     }
 }
 
+
+/// Flows keep the fields each transport step touches in as few cache lines as they fit
+/// (see `docs/performance.md`).
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn flow_fields_share_their_cache_lines() {
+        let line = |offset: usize, size: usize| (offset / 64, (offset + size - 1) / 64);
+        // Arrival and downlink: line 0 and the downlink queue alone in line 1.
+        assert_eq!(line(offset_of!(Flow, src), 4), (0, 0));
+        assert_eq!(line(offset_of!(Flow, down_deficit), 8), (0, 0));
+        assert_eq!(line(offset_of!(Flow, down_queue), size_of::<HeadDeque<Batch>>()), (1, 1));
+        // Sending: the window fields together in line 3.
+        assert_eq!(line(offset_of!(Flow, sent), 8), (3, 3));
+        assert_eq!(line(offset_of!(Flow, ack_event_at), size_of::<Option<SimTime>>()), (3, 3));
+    }
+}

@@ -154,3 +154,21 @@ impl Host {
         self.down_current.is_some()
     }
 }
+
+/// Hosts keep each link's hot fields in one cache line (see `docs/performance.md`).
+#[cfg(test)]
+mod layout {
+    use super::*;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn link_fields_share_their_cache_lines() {
+        let line = |offset: usize, size: usize| (offset / 64, (offset + size - 1) / 64);
+        assert_eq!(line(offset_of!(Host, up_busy_until), 8), (0, 0));
+        assert_eq!(line(offset_of!(Host, up_wake_pending), 1), (0, 0));
+        assert_eq!(line(offset_of!(Host, arrivals), size_of::<BinaryHeap<InFlight>>()), (1, 1));
+        assert_eq!(line(offset_of!(Host, down_active_flows), 4), (1, 1));
+        assert_eq!(line(offset_of!(Host, down_current), size_of::<Option<Batch>>()), (2, 2));
+        assert_eq!(line(offset_of!(Host, down_ring), size_of::<VecDeque<u32>>()), (2, 2));
+    }
+}

@@ -35,3 +35,46 @@ pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo};
 pub use scheduler::{CircuitScheduler, RoundRobin, SchedulerKind};
 pub use token_bucket::TokenBucket;
+
+/// The hot-path structs keep the fields one batch touches in one cache line each (see
+/// `docs/performance.md`); these checks fail if an edit moves one out of its line.
+#[cfg(test)]
+mod layout {
+    use std::mem::{offset_of, size_of};
+
+    /// Which 64-byte line of its struct a field starts and ends in.
+    fn lines(offset: usize, size: usize) -> (usize, usize) {
+        (offset / 64, (offset + size - 1) / 64)
+    }
+
+    #[test]
+    fn hot_fields_share_their_cache_lines() {
+        use crate::channel::ChanEnd;
+        use crate::circuit::{Circuit, HopQueue};
+        use crate::node::{NodeStats, TorNode};
+        use crate::cell::CellFifo;
+        // A relayed run reads the circuit's first line, then one hop queue's line.
+        assert_eq!(size_of::<HopQueue>(), 64);
+        assert_eq!(offset_of!(Circuit, queues) % 64, 0);
+        for (offset, size) in [
+            (offset_of!(Circuit, nodes), size_of::<[u32; 4]>()),
+            (offset_of!(Circuit, chans), size_of::<[Option<u32>; 3]>()),
+            (offset_of!(Circuit, state), 1),
+            (offset_of!(Circuit, built), size_of::<usize>()),
+        ] {
+            assert_eq!(lines(offset, size), (0, 0), "circuit header field past the first line");
+        }
+        // A channel end's read side in its first line; the outbuf with its tail in the
+        // second; the wire with its byte count in the fourth.
+        assert_eq!(lines(offset_of!(ChanEnd, conn_read), size_of::<Option<crate::token_bucket::TokenBucket>>()), (0, 0));
+        assert_eq!(lines(offset_of!(ChanEnd, outbuf), size_of::<CellFifo>()), (1, 1));
+        assert_eq!(lines(offset_of!(ChanEnd, tail_unwritten), 8), (1, 1));
+        assert_eq!(lines(offset_of!(ChanEnd, wire), size_of::<CellFifo>()), (3, 3));
+        assert_eq!(lines(offset_of!(ChanEnd, bytes_written), 8), (3, 3));
+        // A node's pump flags, KIST switch and batch counters in its third line.
+        let stats = offset_of!(TorNode, stats);
+        assert_eq!(lines(offset_of!(TorNode, dirty), 1).0, 2);
+        assert_eq!(lines(stats + offset_of!(NodeStats, cells_relayed), 8), (2, 2));
+        assert_eq!(lines(stats + offset_of!(NodeStats, bytes_read), 8), (2, 2));
+    }
+}

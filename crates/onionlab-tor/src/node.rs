@@ -93,8 +93,8 @@ pub(crate) struct TorNode {
     // Line 2: connections waiting to be read and written.
     pub read_ring: VecDeque<IoRef>,
     pub write_ring: VecDeque<IoRef>,
-    // Line 3: pump state and the hot counters (`stats` starts at byte 160, so its first
-    // three fields, the ones a batch updates, end this line).
+    // Line 3: pump state and the hot counters (the first three fields of `stats`, the
+    // ones a batch updates, end this line; a test checks it).
     /// Queued for a pump at the end of the current event.
     pub dirty: bool,
     /// A refill timer is pending.
