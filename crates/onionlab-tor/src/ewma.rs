@@ -36,15 +36,23 @@ struct TickState {
 /// Tor's tick-based EWMA: counts are kept relative to the start of the current tick and
 /// all active counts are scaled by F^(ticks elapsed) at the first decision of a new tick.
 /// A cell sent a fraction phi into the tick adds F^(-phi).
+///
+/// Active circuits' counts live in one vector in activation order, so a decision scans
+/// contiguous memory (a relay channel at full-network scale has hundreds of active
+/// circuits and a decision per cell); idle circuits' counts wait in a map, with the tick
+/// they are relative to, until the circuit is active again.
 #[derive(Clone, Debug)]
 pub struct EwmaScheduler {
     tick_ns: u64,
     /// ln F = ln(0.5) * L / H.
     ln_f: f64,
     last_tick: u64,
-    /// Active circuits in activation order.
-    active: Vec<u32>,
-    state: BTreeMap<u32, TickState>,
+    /// Active circuits in activation order, with their counts relative to `last_tick`.
+    active: Vec<(u32, f64)>,
+    /// Index in `active` of the last circuit picked (where `on_cells_sent` looks first).
+    last_pick: usize,
+    /// Circuits seen before and not active now.
+    idle: BTreeMap<u32, TickState>,
 }
 
 impl EwmaScheduler {
@@ -56,7 +64,8 @@ impl EwmaScheduler {
             ln_f: 0.5f64.ln() * tick.as_secs_f64() / halflife.as_secs_f64(),
             last_tick: 0,
             active: Vec::new(),
-            state: BTreeMap::new(),
+            last_pick: 0,
+            idle: BTreeMap::new(),
         }
     }
 
@@ -74,18 +83,27 @@ impl EwmaScheduler {
         let k = self.tick_of(now);
         if k != self.last_tick {
             let f = (self.ln_f * (k - self.last_tick) as f64).exp();
-            for c in &self.active {
-                let s = self.state.get_mut(c).expect("active circuits have state");
-                s.count *= f;
-                s.last_tick = k;
+            for (_, count) in &mut self.active {
+                *count *= f;
             }
             self.last_tick = k;
         }
     }
 
+    /// Position of `circ` in `active`.
+    fn position(&self, circ: u32) -> Option<usize> {
+        if self.active.get(self.last_pick).is_some_and(|e| e.0 == circ) {
+            return Some(self.last_pick);
+        }
+        self.active.iter().position(|e| e.0 == circ)
+    }
+
     /// A circuit's count relative to the start of the current tick (for tests and traces).
     pub fn count(&self, circ: u32) -> Option<f64> {
-        self.state.get(&circ).map(|s| s.count * (self.ln_f * (self.last_tick - s.last_tick) as f64).exp())
+        match self.position(circ) {
+            Some(i) => Some(self.active[i].1),
+            None => self.idle.get(&circ).map(|s| s.count * (self.ln_f * (self.last_tick - s.last_tick) as f64).exp()),
+        }
     }
 }
 
@@ -93,41 +111,51 @@ impl CircuitScheduler for EwmaScheduler {
     fn activate(&mut self, circ: u32, _now: SimTime) {
         // Lazy rescale of a circuit that was idle for some ticks (tor rescales to the mux's
         // last recalibration tick, not to the current time).
+        debug_assert!(self.position(circ).is_none());
         let last = self.last_tick;
-        let ln_f = self.ln_f;
-        let s = self.state.entry(circ).or_insert(TickState { count: 0.0, last_tick: last });
-        if s.last_tick < last {
-            s.count *= (ln_f * (last - s.last_tick) as f64).exp();
-            s.last_tick = last;
+        let mut count = 0.0;
+        if let Some(s) = self.idle.remove(&circ) {
+            count = s.count;
+            if s.last_tick < last {
+                count *= (self.ln_f * (last - s.last_tick) as f64).exp();
+            }
         }
-        debug_assert!(!self.active.contains(&circ));
-        self.active.push(circ);
+        self.active.push((circ, count));
     }
 
     fn deactivate(&mut self, circ: u32) {
-        if let Some(i) = self.active.iter().position(|&c| c == circ) {
-            self.active.remove(i);
+        if let Some(i) = self.position(circ) {
+            let (_, count) = self.active.remove(i);
+            self.idle.insert(circ, TickState { count, last_tick: self.last_tick });
         }
     }
 
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
         self.recalibrate(now);
-        let mut best: Option<(u32, f64)> = None;
-        for &c in &self.active {
-            let v = self.state[&c].count;
+        // The lowest count; ties to the first activated.
+        let mut best: Option<(usize, f64)> = None;
+        for (i, &(_, v)) in self.active.iter().enumerate() {
             if best.is_none_or(|(_, b)| v < b) {
-                best = Some((c, v));
+                best = Some((i, v));
             }
         }
-        best.map(|(c, _)| (c, 1))
+        best.map(|(i, _)| {
+            self.last_pick = i;
+            (self.active[i].0, 1)
+        })
     }
 
     fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
         self.recalibrate(now);
         let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
         let inc = (-self.ln_f * phi).exp();
-        if let Some(s) = self.state.get_mut(&circ) {
-            s.count += n as f64 * inc;
+        match self.position(circ) {
+            Some(i) => self.active[i].1 += n as f64 * inc,
+            None => {
+                if let Some(s) = self.idle.get_mut(&circ) {
+                    s.count += n as f64 * inc;
+                }
+            }
         }
     }
 
@@ -143,7 +171,7 @@ impl CircuitScheduler for EwmaScheduler {
     /// simulated time, so counts of different channels at the same instant compare.
     fn head_priority(&mut self, now: SimTime) -> Option<f64> {
         self.recalibrate(now);
-        self.active.iter().map(|c| self.state[c].count).min_by(f64::total_cmp)
+        self.active.iter().map(|e| e.1).min_by(f64::total_cmp)
     }
 }
 
