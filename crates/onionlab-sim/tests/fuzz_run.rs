@@ -777,30 +777,31 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
     Ok(())
 }
 
+/// Renders a generated config, loads it (it must be valid) and runs [`check_run`] on it;
+/// a failure carries the config's text.
+fn check_generated(g: &Gen) -> Result<(), TestCaseError> {
+    let (text, matrix) = render(g);
+    let cfg = load(&text, matrix.as_deref());
+    if std::env::var_os("FUZZ_STATS").is_some() {
+        eprintln!("CONFIG\n{text}\nEND");
+    }
+    check_run(&cfg).map_err(|e| TestCaseError::fail(format!("{e}\n---\n{text}")))
+}
+
 proptest! {
     // CI runs the debug profile (tests build with opt-level 2): 24 cases take a few seconds.
     #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 2_000, ..ProptestConfig::default() })]
 
     #[test]
     fn random_valid_configs_run_with_invariants_and_deterministically(g in config(false)) {
-        let (text, matrix) = render(&g);
-        let cfg = load(&text, matrix.as_deref());
-        if std::env::var_os("FUZZ_STATS").is_some() {
-            eprintln!("CONFIG\n{text}\nEND");
-        }
-        check_run(&cfg).map_err(|e| TestCaseError::fail(format!("{e}\n---\n{text}")))?;
+        check_generated(&g)?;
     }
 
     /// Extreme values anywhere in their valid ranges: rates and sizes up to petabytes,
     /// timers every 10 us, windows, queues and buffers of one byte or cell.
     #[test]
     fn wild_valid_configs_run_with_invariants_and_deterministically(g in config(true)) {
-        let (text, matrix) = render(&g);
-        let cfg = load(&text, matrix.as_deref());
-        if std::env::var_os("FUZZ_STATS").is_some() {
-            eprintln!("CONFIG\n{text}\nEND");
-        }
-        check_run(&cfg).map_err(|e| TestCaseError::fail(format!("{e}\n---\n{text}")))?;
+        check_generated(&g)?;
     }
 }
 
