@@ -37,6 +37,19 @@ fn cpu_secs() -> f64 {
         .map_or(f64::NAN, |ns| ns / 1e9)
 }
 
+/// BENCH_SCHEDULER: `rr` (round robin, the papers' vanilla; the default), `ewma` (tor's
+/// circuit EWMA with its default half-life and tick) or `kist` (tor's default scheduler on
+/// Linux since 0.3.2: KIST every 10 ms over EWMA circuitmuxes).
+fn bench_scheduler() -> SchedulerKind {
+    let (halflife, tick) = (onionlab_tor::ewma::DEFAULT_HALFLIFE, onionlab_tor::ewma::DEFAULT_TICK);
+    match std::env::var("BENCH_SCHEDULER").as_deref() {
+        Err(_) | Ok("rr") => SchedulerKind::RoundRobin,
+        Ok("ewma") => SchedulerKind::Ewma { halflife, tick },
+        Ok("kist") => SchedulerKind::Kist { params: onionlab_tor::kist::KistParams::default(), halflife, tick },
+        Ok(other) => panic!("BENCH_SCHEDULER must be rr, ewma or kist (got {other:?})"),
+    }
+}
+
 fn main() {
     let clients = env("BENCH_CLIENTS", 1000) as usize;
     // `cargo test --all-targets` runs benches once without `--bench`: keep that a short smoke run.
@@ -51,6 +64,7 @@ fn main() {
     // BENCH_LINK_LOG=1: also print the transport's batch sizes by sender kind.
     let link_log = env("BENCH_LINK_LOG", 0) == 1;
     cfg.transport.record_link_log = link_log;
+    let scheduler = bench_scheduler();
     let mut tor = TorNetwork::new(cfg, latency, BandwidthWeights::uniform(), 7);
     for i in 0..50u32 {
         let rate = (256.0 * 1024.0 * 40f64.powf(rng.random::<f64>())) as u64;
@@ -69,7 +83,7 @@ fn main() {
             consensus_weight: rate / 1024,
             flags,
             perconn: None,
-            scheduler: SchedulerKind::RoundRobin,
+            scheduler,
         })
         .expect("valid relay");
     }
