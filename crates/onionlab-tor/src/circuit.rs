@@ -12,6 +12,7 @@ use onionlab_net::ConnId;
 use crate::cell::CellFifo;
 use crate::flow_control::CongestionControl;
 use crate::node::NodeId;
+use crate::scheduler::CircPolicyData;
 use crate::token_bucket::TokenBucket;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +69,9 @@ pub(crate) struct Circuit {
     /// `queues[p][dir]`: cells at position p waiting to leave in direction dir, and the
     /// relay's count of cells it queued there.
     pub queues: [[HopQueue; 2]; CIRCUIT_NODES],
+    /// `policy[p][dir]`: what the circuit scheduler of the channel end that `queues[p][dir]`
+    /// feeds keeps about this circuit while it is idle there (EWMA: its count).
+    pub policy: [[CircPolicyData; 2]; CIRCUIT_NODES],
     // The edges' state.
     /// Stream ids, by stream index within the circuit.
     pub streams: Vec<u32>,

@@ -16,22 +16,14 @@
 //! circuit starts at 0. Ties go to the circuit activated first (tor's heap breaks them
 //! arbitrarily; the spec recommends activation order for reproducibility).
 
-use std::collections::BTreeMap;
-
 use onionlab_core::{SimDuration, SimTime};
 
-use crate::scheduler::CircuitScheduler;
+use crate::scheduler::{CircPolicyData, CircuitScheduler};
 
 /// Default `CircuitPriorityHalflifeMsec` (circuitmux_ewma.c: CMUX_PRIORITY_HALFLIFE_MSEC_DEFAULT).
 pub const DEFAULT_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 /// Default `CircuitPriorityTickSecs`.
 pub const DEFAULT_TICK: SimDuration = SimDuration::from_secs(10);
-
-#[derive(Clone, Copy, Debug)]
-struct TickState {
-    count: f64,
-    last_tick: u64,
-}
 
 /// Tor's tick-based EWMA: counts are kept relative to the start of the current tick and
 /// all active counts are scaled by F^(ticks elapsed) at the first decision of a new tick.
@@ -39,8 +31,9 @@ struct TickState {
 ///
 /// Active circuits' counts live in one vector in activation order, so a decision scans
 /// contiguous memory (a relay channel at full-network scale has hundreds of active
-/// circuits and a decision per cell); idle circuits' counts wait in a map, with the tick
-/// they are relative to, until the circuit is active again.
+/// circuits and a decision per cell). An idle circuit's count waits in its
+/// [`CircPolicyData`] (`value`: the count; `stamp`: the tick it is relative to), stored
+/// with the circuit as tor stores its `ewma_policy_circ_data_t`, until it is active again.
 #[derive(Clone, Debug)]
 pub struct EwmaScheduler {
     tick_ns: u64,
@@ -51,8 +44,6 @@ pub struct EwmaScheduler {
     active: Vec<(u32, f64)>,
     /// Index in `active` of the last circuit picked (where `on_cells_sent` looks first).
     last_pick: usize,
-    /// Circuits seen before and not active now.
-    idle: BTreeMap<u32, TickState>,
 }
 
 impl EwmaScheduler {
@@ -65,7 +56,6 @@ impl EwmaScheduler {
             last_tick: 0,
             active: Vec::new(),
             last_pick: 0,
-            idle: BTreeMap::new(),
         }
     }
 
@@ -98,35 +88,30 @@ impl EwmaScheduler {
         self.active.iter().position(|e| e.0 == circ)
     }
 
-    /// A circuit's count relative to the start of the current tick (for tests and traces).
+    /// An active circuit's count relative to the start of the current tick (for tests
+    /// and traces); `None` if the circuit is not active (its count is in its policy data).
     pub fn count(&self, circ: u32) -> Option<f64> {
-        match self.position(circ) {
-            Some(i) => Some(self.active[i].1),
-            None => self.idle.get(&circ).map(|s| s.count * (self.ln_f * (self.last_tick - s.last_tick) as f64).exp()),
-        }
+        self.position(circ).map(|i| self.active[i].1)
     }
 }
 
 impl CircuitScheduler for EwmaScheduler {
-    fn activate(&mut self, circ: u32, _now: SimTime) {
+    fn activate(&mut self, circ: u32, _now: SimTime, data: &mut CircPolicyData) {
         // Lazy rescale of a circuit that was idle for some ticks (tor rescales to the mux's
         // last recalibration tick, not to the current time).
         debug_assert!(self.position(circ).is_none());
         let last = self.last_tick;
-        let mut count = 0.0;
-        if let Some(s) = self.idle.remove(&circ) {
-            count = s.count;
-            if s.last_tick < last {
-                count *= (self.ln_f * (last - s.last_tick) as f64).exp();
-            }
+        let mut count = data.value;
+        if data.stamp < last {
+            count *= (self.ln_f * (last - data.stamp) as f64).exp();
         }
         self.active.push((circ, count));
     }
 
-    fn deactivate(&mut self, circ: u32) {
+    fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData) {
         if let Some(i) = self.position(circ) {
             let (_, count) = self.active.remove(i);
-            self.idle.insert(circ, TickState { count, last_tick: self.last_tick });
+            *data = CircPolicyData { value: count, stamp: self.last_tick };
         }
     }
 
@@ -149,13 +134,9 @@ impl CircuitScheduler for EwmaScheduler {
         self.recalibrate(now);
         let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
         let inc = (-self.ln_f * phi).exp();
-        match self.position(circ) {
-            Some(i) => self.active[i].1 += n as f64 * inc,
-            None => {
-                if let Some(s) = self.idle.get_mut(&circ) {
-                    s.count += n as f64 * inc;
-                }
-            }
+        // Cells are sent only from the circuit just picked, which is active.
+        if let Some(i) = self.position(circ) {
+            self.active[i].1 += n as f64 * inc;
         }
     }
 
@@ -176,64 +157,68 @@ impl CircuitScheduler for EwmaScheduler {
 }
 
 /// The paper's definition evaluated exactly: every decision decays every active count to
-/// the decision time (Tang's "prioritized (list)" implementation, V1 in the spec).
+/// the decision time (Tang's "prioritized (list)" implementation, V1 in the spec). An idle
+/// circuit's count waits in its [`CircPolicyData`] (`value`: the count; `stamp`: the
+/// nanosecond it was last decayed to).
 #[derive(Clone, Debug)]
 pub struct ExactEwmaScheduler {
     /// ln 2 / H, per nanosecond.
     lambda: f64,
-    active: Vec<u32>,
-    /// (count, time of last update).
-    state: BTreeMap<u32, (f64, SimTime)>,
+    /// Active circuits in activation order: (circuit, count, time of last update).
+    active: Vec<(u32, f64, SimTime)>,
 }
 
 impl ExactEwmaScheduler {
     pub fn new(halflife: SimDuration) -> Self {
         assert!(halflife > SimDuration::ZERO, "EWMA half-life must be positive");
-        ExactEwmaScheduler { lambda: std::f64::consts::LN_2 / halflife.as_nanos() as f64, active: Vec::new(), state: BTreeMap::new() }
+        ExactEwmaScheduler { lambda: std::f64::consts::LN_2 / halflife.as_nanos() as f64, active: Vec::new() }
     }
 
-    fn decay(&mut self, circ: u32, now: SimTime) -> f64 {
+    /// Decays the count of the active circuit at `i` to `now` and returns it.
+    fn decay(&mut self, i: usize, now: SimTime) -> f64 {
         let lambda = self.lambda;
-        let s = self.state.entry(circ).or_insert((0.0, now));
-        s.0 *= (-lambda * now.saturating_since(s.1).as_nanos() as f64).exp();
-        s.1 = now;
-        s.0
+        let (_, count, at) = &mut self.active[i];
+        *count *= (-lambda * now.saturating_since(*at).as_nanos() as f64).exp();
+        *at = now;
+        *count
     }
 
-    /// The circuit's count A(now).
-    pub fn count(&mut self, circ: u32, now: SimTime) -> f64 {
-        self.decay(circ, now)
+    /// An active circuit's count A(now); `None` if the circuit is not active (its count
+    /// is in its policy data).
+    pub fn count(&mut self, circ: u32, now: SimTime) -> Option<f64> {
+        let i = self.active.iter().position(|e| e.0 == circ)?;
+        Some(self.decay(i, now))
     }
 }
 
 impl CircuitScheduler for ExactEwmaScheduler {
-    fn activate(&mut self, circ: u32, now: SimTime) {
-        self.decay(circ, now);
-        self.active.push(circ);
+    fn activate(&mut self, circ: u32, now: SimTime, data: &mut CircPolicyData) {
+        let since = SimTime::from_nanos(data.stamp);
+        let count = data.value * (-self.lambda * now.saturating_since(since).as_nanos() as f64).exp();
+        self.active.push((circ, count, now));
     }
 
-    fn deactivate(&mut self, circ: u32) {
-        if let Some(i) = self.active.iter().position(|&c| c == circ) {
-            self.active.remove(i);
+    fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData) {
+        if let Some(i) = self.active.iter().position(|e| e.0 == circ) {
+            let (_, count, at) = self.active.remove(i);
+            *data = CircPolicyData { value: count, stamp: at.as_nanos() };
         }
     }
 
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
         let mut best: Option<(u32, f64)> = None;
         for i in 0..self.active.len() {
-            let c = self.active[i];
-            let v = self.decay(c, now);
+            let v = self.decay(i, now);
             if best.is_none_or(|(_, b)| v < b) {
-                best = Some((c, v));
+                best = Some((self.active[i].0, v));
             }
         }
         best.map(|(c, _)| (c, 1))
     }
 
     fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
-        self.decay(circ, now);
-        if let Some(s) = self.state.get_mut(&circ) {
-            s.0 += n as f64;
+        if let Some(i) = self.active.iter().position(|e| e.0 == circ) {
+            self.active[i].1 = self.decay(i, now) + n as f64;
         }
     }
 
@@ -246,7 +231,7 @@ impl CircuitScheduler for ExactEwmaScheduler {
     }
 
     fn head_priority(&mut self, now: SimTime) -> Option<f64> {
-        (0..self.active.len()).map(|i| self.decay(self.active[i], now)).min_by(f64::total_cmp)
+        (0..self.active.len()).map(|i| self.decay(i, now)).min_by(f64::total_cmp)
     }
 }
 
@@ -254,6 +239,10 @@ impl CircuitScheduler for ExactEwmaScheduler {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn d() -> CircPolicyData {
+        CircPolicyData::default()
+    }
 
     fn t(secs: f64) -> SimTime {
         SimTime::ZERO + SimDuration::from_secs_f64(secs)
@@ -264,7 +253,7 @@ mod tests {
         // H = 30 s, L = 10 s: F = 0.5^(1/3) = 0.7937.
         let mut s = EwmaScheduler::new(SimDuration::from_secs(30), SimDuration::from_secs(10));
         assert!((s.scale_factor() - 0.793_700_5).abs() < 1e-6);
-        s.activate(1, t(0.0));
+        s.activate(1, t(0.0), &mut d());
         // 10 cells at t = 0 (phi = 0): count 10.
         s.on_cells_sent(1, 10, t(0.0));
         assert!((s.count(1).unwrap() - 10.0).abs() < 1e-9);
@@ -285,24 +274,24 @@ mod tests {
     fn hand_worked_exact_counts_and_picks() {
         // H = 10 s. Circuit 1 sends 8 cells at t = 0; circuit 2 sends 3 at t = 20 s.
         let mut s = ExactEwmaScheduler::new(SimDuration::from_secs(10));
-        s.activate(1, t(0.0));
-        s.activate(2, t(0.0));
+        s.activate(1, t(0.0), &mut d());
+        s.activate(2, t(0.0), &mut d());
         s.on_cells_sent(1, 8, t(0.0));
         // At t = 20 s circuit 1 has decayed two half-lives: 8 / 4 = 2 < 3 after circuit 2's cells.
         s.on_cells_sent(2, 3, t(20.0));
-        assert!((s.count(1, t(20.0)) - 2.0).abs() < 1e-12);
+        assert!((s.count(1, t(20.0)).unwrap() - 2.0).abs() < 1e-12);
         assert_eq!(s.pick(t(20.0)), Some((1, 1)), "2 < 3: the older burst has been forgotten enough");
         // At t = 30 s: circuit 1 = 1, circuit 2 = 1.5.
-        assert!((s.count(1, t(30.0)) - 1.0).abs() < 1e-12);
-        assert!((s.count(2, t(30.0)) - 1.5).abs() < 1e-12);
+        assert!((s.count(1, t(30.0)).unwrap() - 1.0).abs() < 1e-12);
+        assert!((s.count(2, t(30.0)).unwrap() - 1.5).abs() < 1e-12);
         // One more cell on circuit 1 (count 2) makes circuit 2 (1.5) the lower.
         s.on_cells_sent(1, 1, t(30.0));
         assert_eq!(s.pick(t(30.0)), Some((2, 1)));
         // The tick-based form (tick 10 s, F = 0.5) gives the same picks and, at tick starts,
         // the same counts.
         let mut k = EwmaScheduler::new(SimDuration::from_secs(10), SimDuration::from_secs(10));
-        k.activate(1, t(0.0));
-        k.activate(2, t(0.0));
+        k.activate(1, t(0.0), &mut d());
+        k.activate(2, t(0.0), &mut d());
         k.on_cells_sent(1, 8, t(0.0));
         k.on_cells_sent(2, 3, t(20.0));
         assert!((k.count(1).unwrap() - 2.0).abs() < 1e-12 && (k.count(2).unwrap() - 3.0).abs() < 1e-12);
@@ -316,12 +305,12 @@ mod tests {
     #[test]
     fn quiet_circuit_beats_bulk_and_new_circuits_start_at_zero() {
         let mut s = EwmaScheduler::new(DEFAULT_HALFLIFE, DEFAULT_TICK);
-        s.activate(1, t(0.0));
+        s.activate(1, t(0.0), &mut d());
         for i in 0..100 {
             let (c, _) = s.pick(t(i as f64 * 0.01)).unwrap();
             s.on_cells_sent(c, 1, t(i as f64 * 0.01));
         }
-        s.activate(2, t(1.0));
+        s.activate(2, t(1.0), &mut d());
         assert_eq!(s.pick(t(1.0)), Some((2, 1)), "the new, quiet circuit goes first");
         s.on_cells_sent(2, 1, t(1.0));
         assert_eq!(s.pick(t(1.0)), Some((2, 1)), "and keeps going while its count is lower");
@@ -339,19 +328,21 @@ mod tests {
             let mut b = ExactEwmaScheduler::new(h);
             let mut now = SimTime::ZERO;
             let mut active = std::collections::BTreeSet::new();
+            // Each scheduler's policy data per circuit, kept between active spells.
+            let (mut da, mut db) = ([CircPolicyData::default(); 6], [CircPolicyData::default(); 6]);
             for (circ, gap_ms, n) in ops {
                 now += SimDuration::from_millis(gap_ms * 7);
                 if !active.contains(&circ) {
                     active.insert(circ);
-                    a.activate(circ, now);
-                    b.activate(circ, now);
+                    a.activate(circ, now, &mut da[circ as usize]);
+                    b.activate(circ, now, &mut db[circ as usize]);
                 }
                 let pa = a.pick(now);
                 let pb = b.pick(now);
                 // Floating-point near-ties may break differently; require equal counts then.
                 if pa != pb {
                     let (ca, cb) = (pa.unwrap().0, pb.unwrap().0);
-                    let (va, vb) = (b.count(ca, now), b.count(cb, now));
+                    let (va, vb) = (b.count(ca, now).unwrap(), b.count(cb, now).unwrap());
                     prop_assert!((va - vb).abs() <= 1e-9 * va.max(1.0), "picked {ca} ({va}) vs {cb} ({vb})");
                 }
                 let (c, _) = pb.unwrap();
@@ -359,8 +350,8 @@ mod tests {
                 b.on_cells_sent(c, n, now);
                 if n == 3 {
                     active.remove(&c);
-                    a.deactivate(c);
-                    b.deactivate(c);
+                    a.deactivate(c, &mut da[c as usize]);
+                    b.deactivate(c, &mut db[c as usize]);
                 }
             }
         }

@@ -172,7 +172,7 @@ pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime)
 mod tests {
     use super::*;
     use crate::ewma::EwmaScheduler;
-    use crate::scheduler::CircuitScheduler;
+    use crate::scheduler::{CircPolicyData, CircuitScheduler};
     use proptest::prelude::*;
 
     fn info(cwnd: u64, unacked: u64, unsent: u64) -> SocketInfo {
@@ -204,6 +204,8 @@ mod tests {
         limits: Vec<u64>,
         muxes: Vec<EwmaScheduler>,
         queues: Vec<std::collections::BTreeMap<u32, u64>>,
+        /// Policy data per (channel, circuit).
+        data: std::collections::BTreeMap<(usize, u32), CircPolicyData>,
         moved: Vec<Vec<u32>>,
     }
 
@@ -211,12 +213,13 @@ mod tests {
         fn new(limits: Vec<u64>, queues: Vec<Vec<(u32, u64)>>) -> Self {
             let mut muxes = vec![];
             let mut qs = vec![];
-            for q in &queues {
+            let mut data = std::collections::BTreeMap::new();
+            for (i, q) in queues.iter().enumerate() {
                 let mut m = EwmaScheduler::new(SimDuration::from_secs(30), SimDuration::from_secs(10));
                 let mut map = std::collections::BTreeMap::new();
                 for &(c, n) in q {
                     if n > 0 {
-                        m.activate(c, SimTime::ZERO);
+                        m.activate(c, SimTime::ZERO, data.entry((i, c)).or_default());
                         map.insert(c, n);
                     }
                 }
@@ -224,7 +227,7 @@ mod tests {
                 qs.push(map);
             }
             let n = limits.len();
-            Fake { limits, muxes, queues: qs, moved: vec![vec![]; n] }
+            Fake { limits, muxes, queues: qs, data, moved: vec![vec![]; n] }
         }
     }
 
@@ -247,7 +250,7 @@ mod tests {
             *left -= 1;
             self.muxes[i].on_cells_sent(c, 1, now);
             if *left == 0 {
-                self.muxes[i].deactivate(c);
+                self.muxes[i].deactivate(c, self.data.entry((i, c)).or_default());
             }
             self.moved[i].push(c);
             true

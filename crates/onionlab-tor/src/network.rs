@@ -544,6 +544,7 @@ impl TorNetwork {
             nodes,
             chans: [None; CIRCUIT_NODES - 1],
             queues: Default::default(),
+            policy: Default::default(),
             built: 0,
             state: CircuitState::Building,
             close_reason: None,
@@ -649,7 +650,7 @@ impl TorNetwork {
         let side = if ch.nodes[0] == node { Side::Initiator } else { Side::Acceptor };
         let end = &mut ch.ends[side_index(side)];
         if was_empty {
-            end.sched.activate(circ, now);
+            end.sched.activate(circ, now, &mut c.policy[pos][run.dir.index()]);
         }
         let n = &mut self.nodes[node as usize];
         if n.kist.is_some() {
@@ -846,7 +847,7 @@ impl TorNetwork {
                 if let Some(ch) = c.chans.get(chan_pos).copied().flatten() {
                     let ch = &mut self.chans[ch as usize];
                     let side = if ch.nodes[0] == c.nodes[pos] { 0 } else { 1 };
-                    ch.ends[side].sched.deactivate(circ);
+                    ch.ends[side].sched.deactivate(circ, &mut c.policy[pos][dir.index()]);
                 }
             }
         }
@@ -1554,6 +1555,11 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
     fn take(&mut self, circ: u32, n: u64) -> u64 {
         let (pos, dir) = self.locate(circ);
         self.circuits[circ as usize].queues[pos][dir].cells.move_to(self.outbuf, n)
+    }
+
+    fn policy_data(&mut self, circ: u32) -> &mut crate::scheduler::CircPolicyData {
+        let (pos, dir) = self.locate(circ);
+        &mut self.circuits[circ as usize].policy[pos][dir]
     }
 }
 

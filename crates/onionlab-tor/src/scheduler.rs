@@ -11,6 +11,23 @@
 
 use onionlab_core::SimTime;
 
+/// What a policy keeps about one circuit on one channel end while the circuit has no cells
+/// there (tor's `circuitmux_policy_circ_data_t`, which hangs off the circuit). The relay
+/// stores it with the circuit's queue for that channel and hands it to
+/// [`activate`](CircuitScheduler::activate) and [`deactivate`](CircuitScheduler::deactivate),
+/// so a policy keeps only its active circuits and needs no map of every circuit it has
+/// seen: at full-network scale such a map costs a tree walk of cache misses per
+/// activation, and grows with every circuit a channel ever carried. A new circuit's data is
+/// the default (zero).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CircPolicyData {
+    /// The policy's value for the circuit (EWMA: its cell count).
+    pub value: f64,
+    /// When `value` was last brought up to date, in the policy's own unit (EWMA: a tick
+    /// number or nanoseconds).
+    pub stamp: u64,
+}
+
 /// The cells waiting for one channel end, by circuit, as a scheduler's
 /// [`fill`](CircuitScheduler::fill) sees them. The relay implements it; the scheduler
 /// decides the order and amounts.
@@ -19,6 +36,8 @@ pub trait CellSource {
     fn queued(&self, circ: u32) -> u64;
     /// Moves up to `n` cells of `circ` to the channel, in order; returns how many moved.
     fn take(&mut self, circ: u32, n: u64) -> u64;
+    /// The policy data of `circ` on this channel end (for [`CircuitScheduler::deactivate`]).
+    fn policy_data(&mut self, circ: u32) -> &mut CircPolicyData;
 }
 
 /// [`CircuitScheduler::fill`] by repeated [`pick`](CircuitScheduler::pick)s: the exact
@@ -30,7 +49,7 @@ pub fn fill_by_picks<S: CircuitScheduler + ?Sized>(s: &mut S, room: u64, now: Si
         let n = src.take(circ, (room - moved).min(quantum as u64));
         s.on_cells_sent(circ, n as u32, now);
         if src.queued(circ) == 0 {
-            s.deactivate(circ);
+            s.deactivate(circ, src.policy_data(circ));
         }
         if n == 0 {
             break;
@@ -42,10 +61,12 @@ pub fn fill_by_picks<S: CircuitScheduler + ?Sized>(s: &mut S, room: u64, now: Si
 
 /// Picks circuits for one channel end.
 pub trait CircuitScheduler {
-    /// `circ` now has cells waiting for this channel (it had none).
-    fn activate(&mut self, circ: u32, now: SimTime);
-    /// `circ` has no more cells for this channel, or was closed.
-    fn deactivate(&mut self, circ: u32);
+    /// `circ` now has cells waiting for this channel (it had none); `data` is what the
+    /// policy left in it at the circuit's last deactivation here (default if none).
+    fn activate(&mut self, circ: u32, now: SimTime, data: &mut CircPolicyData);
+    /// `circ` has no more cells for this channel, or was closed; the policy saves what it
+    /// needs at the next activation in `data`.
+    fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData);
     /// The circuit whose cells go next and how many of them at most before the scheduler
     /// must be asked again; `None` when no circuit is active.
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)>;
@@ -140,12 +161,12 @@ impl RoundRobin {
 }
 
 impl CircuitScheduler for RoundRobin {
-    fn activate(&mut self, circ: u32, _now: SimTime) {
+    fn activate(&mut self, circ: u32, _now: SimTime, _data: &mut CircPolicyData) {
         debug_assert!(!self.ring.contains(&circ));
         self.ring.push_back(circ);
     }
 
-    fn deactivate(&mut self, circ: u32) {
+    fn deactivate(&mut self, circ: u32, _data: &mut CircPolicyData) {
         if self.ring.front() == Some(&circ) {
             self.ring.pop_front();
             self.used = 0;
@@ -270,8 +291,9 @@ mod tests {
     fn round_robin_alternates_cell_by_cell() {
         let mut rr = RoundRobin::new(1);
         let t = SimTime::ZERO;
-        rr.activate(7, t);
-        rr.activate(9, t);
+        let d = &mut CircPolicyData::default();
+        rr.activate(7, t, d);
+        rr.activate(9, t, d);
         let mut order = vec![];
         for _ in 0..4 {
             let (c, n) = rr.pick(t).unwrap();
@@ -280,9 +302,9 @@ mod tests {
             rr.on_cells_sent(c, 1, t);
         }
         assert_eq!(order, [7, 9, 7, 9]);
-        rr.deactivate(7);
+        rr.deactivate(7, d);
         assert_eq!(rr.pick(t), Some((9, 1)));
-        rr.deactivate(9);
+        rr.deactivate(9, d);
         assert_eq!(rr.pick(t), None);
     }
 
@@ -290,8 +312,9 @@ mod tests {
     fn quantum_sends_several_cells_per_turn() {
         let mut rr = RoundRobin::new(3);
         let t = SimTime::ZERO;
-        rr.activate(1, t);
-        rr.activate(2, t);
+        let d = &mut CircPolicyData::default();
+        rr.activate(1, t, d);
+        rr.activate(2, t, d);
         assert_eq!(rr.pick(t), Some((1, 3)));
         rr.on_cells_sent(1, 2, t);
         assert_eq!(rr.pick(t), Some((1, 1)));
@@ -310,6 +333,14 @@ mod invariants {
     struct Queues {
         left: Vec<u64>,
         taken: Vec<(u32, u64)>,
+        data: Vec<CircPolicyData>,
+    }
+
+    impl Queues {
+        fn new(left: Vec<u64>) -> Self {
+            let data = vec![CircPolicyData::default(); left.len()];
+            Queues { left, taken: vec![], data }
+        }
     }
 
     impl CellSource for Queues {
@@ -323,6 +354,9 @@ mod invariants {
                 self.taken.push((circ, n));
             }
             n
+        }
+        fn policy_data(&mut self, circ: u32) -> &mut CircPolicyData {
+            &mut self.data[circ as usize]
         }
     }
 
@@ -338,12 +372,12 @@ mod invariants {
             let t = SimTime::ZERO;
             let mut fast = RoundRobin::new(1);
             let mut slow = RoundRobin::new(1);
-            let mut qf = Queues { left: backlog.clone(), taken: vec![] };
-            let mut qs = Queues { left: backlog.clone(), taken: vec![] };
+            let mut qf = Queues::new(backlog.clone());
+            let mut qs = Queues::new(backlog.clone());
             for (c, &b) in backlog.iter().enumerate() {
                 if b > 0 {
-                    fast.activate(c as u32, t);
-                    slow.activate(c as u32, t);
+                    fast.activate(c as u32, t, &mut qf.data[c]);
+                    slow.activate(c as u32, t, &mut qs.data[c]);
                 }
             }
             for &room in &rooms {
@@ -357,9 +391,9 @@ mod invariants {
             let mut seen = std::collections::BTreeSet::new();
             let first_room = rooms[0];
             let mut fresh = RoundRobin::new(1);
-            let mut q = Queues { left: backlog.clone(), taken: vec![] };
+            let mut q = Queues::new(backlog.clone());
             for (c, &b) in backlog.iter().enumerate() {
-                if b > 0 { fresh.activate(c as u32, t); }
+                if b > 0 { fresh.activate(c as u32, t, &mut q.data[c]); }
             }
             fresh.fill(first_room, t, &mut q);
             for &(c, _) in &q.taken {
@@ -392,13 +426,14 @@ mod invariants {
             let mut left: Vec<u64> = backlog[..n].to_vec();
             let mut served = vec![0u64; n];
             let mut active = vec![false; n];
+            let mut data = vec![CircPolicyData::default(); n];
             let total: u64 = left.iter().sum();
             let mut now = SimTime::ZERO;
             let mut step = 0u64;
             while served.iter().sum::<u64>() < total {
                 for i in 0..n {
                     if !active[i] && left[i] > 0 && arrivals[i] <= step {
-                        s.activate(i as u32, now);
+                        s.activate(i as u32, now, &mut data[i]);
                         active[i] = true;
                     }
                 }
@@ -413,7 +448,7 @@ mod invariants {
                     left[c] -= 1;
                     served[c] += 1;
                     if left[c] == 0 {
-                        s.deactivate(c as u32);
+                        s.deactivate(c as u32, &mut data[c]);
                         active[c] = false;
                     }
                 }
