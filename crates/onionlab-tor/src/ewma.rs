@@ -25,25 +25,47 @@ pub const DEFAULT_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 /// Default `CircuitPriorityTickSecs`.
 pub const DEFAULT_TICK: SimDuration = SimDuration::from_secs(10);
 
+/// An active circuit in [`EwmaScheduler`]'s heap.
+#[derive(Clone, Copy, Debug)]
+struct Active {
+    /// Count relative to the start of the scheduler's current tick.
+    count: f64,
+    /// Activation number: ties go to the circuit activated first.
+    seq: u64,
+    circ: u32,
+}
+
+impl Active {
+    /// Goes before `other`: the lower count, and at equal counts the earlier activation.
+    #[inline]
+    fn before(&self, other: &Active) -> bool {
+        self.count < other.count || (self.count == other.count && self.seq < other.seq)
+    }
+}
+
 /// Tor's tick-based EWMA: counts are kept relative to the start of the current tick and
 /// all active counts are scaled by F^(ticks elapsed) at the first decision of a new tick.
 /// A cell sent a fraction phi into the tick adds F^(-phi).
 ///
-/// Active circuits' counts live in one vector in activation order, so a decision scans
-/// contiguous memory (a relay channel at full-network scale has hundreds of active
-/// circuits and a decision per cell). An idle circuit's count waits in its
-/// [`CircPolicyData`] (`value`: the count; `stamp`: the tick it is relative to), stored
-/// with the circuit as tor stores its `ewma_policy_circ_data_t`, until it is active again.
+/// Active circuits sit in a binary min-heap ordered by (count, activation number), as
+/// tor's `circuitmux_ewma.c` keeps them in a priority queue: a decision per cell costs
+/// O(log n), where a relay channel at full-network scale has hundreds of active circuits.
+/// An idle circuit's count waits in its [`CircPolicyData`] (`value`: the count; `stamp`:
+/// the tick it is relative to), stored with the circuit as tor stores its
+/// `ewma_policy_circ_data_t`, until it is active again.
 #[derive(Clone, Debug)]
 pub struct EwmaScheduler {
     tick_ns: u64,
     /// ln F = ln(0.5) * L / H.
     ln_f: f64,
     last_tick: u64,
-    /// Active circuits in activation order, with their counts relative to `last_tick`.
-    active: Vec<(u32, f64)>,
-    /// Index in `active` of the last circuit picked (where `on_cells_sent` looks first).
-    last_pick: usize,
+    /// Binary min-heap of the active circuits by [`Active::before`].
+    heap: Vec<Active>,
+    /// Activations so far (the next activation number).
+    activations: u64,
+    /// The increment of one cell at `inc_at` (`on_cells_sent` is called once per cell
+    /// decision, all at the same instant within a refill; `exp` is not cheap).
+    inc_at: Option<(SimTime, f64)>,
 }
 
 impl EwmaScheduler {
@@ -54,8 +76,9 @@ impl EwmaScheduler {
             tick_ns: tick.as_nanos(),
             ln_f: 0.5f64.ln() * tick.as_secs_f64() / halflife.as_secs_f64(),
             last_tick: 0,
-            active: Vec::new(),
-            last_pick: 0,
+            heap: Vec::new(),
+            activations: 0,
+            inc_at: None,
         }
     }
 
@@ -68,30 +91,65 @@ impl EwmaScheduler {
         now.as_nanos() / self.tick_ns
     }
 
-    /// Advances to the tick of `now`, scaling every active count.
+    /// Advances to the tick of `now`, scaling every active count. Scaling keeps the order
+    /// of unequal counts but may round two of them to equal ones, whose order is then the
+    /// activation order: the heap is rebuilt (O(n), once per tick at most).
     fn recalibrate(&mut self, now: SimTime) {
         let k = self.tick_of(now);
         if k != self.last_tick {
             let f = (self.ln_f * (k - self.last_tick) as f64).exp();
-            for (_, count) in &mut self.active {
-                *count *= f;
+            for a in &mut self.heap {
+                a.count *= f;
             }
             self.last_tick = k;
+            for i in (0..self.heap.len() / 2).rev() {
+                self.sift_down(i);
+            }
         }
     }
 
-    /// Position of `circ` in `active`.
-    fn position(&self, circ: u32) -> Option<usize> {
-        if self.active.get(self.last_pick).is_some_and(|e| e.0 == circ) {
-            return Some(self.last_pick);
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !self.heap[i].before(&self.heap[parent]) {
+                break;
+            }
+            self.heap.swap(i, parent);
+            i = parent;
         }
-        self.active.iter().position(|e| e.0 == circ)
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut first = i;
+            if l < n && self.heap[l].before(&self.heap[first]) {
+                first = l;
+            }
+            if r < n && self.heap[r].before(&self.heap[first]) {
+                first = r;
+            }
+            if first == i {
+                return;
+            }
+            self.heap.swap(i, first);
+            i = first;
+        }
+    }
+
+    /// Position of `circ` in the heap (the top first: cells are sent from the top).
+    fn position(&self, circ: u32) -> Option<usize> {
+        if self.heap.first().is_some_and(|a| a.circ == circ) {
+            return Some(0);
+        }
+        self.heap.iter().position(|a| a.circ == circ)
     }
 
     /// An active circuit's count relative to the start of the current tick (for tests
     /// and traces); `None` if the circuit is not active (its count is in its policy data).
     pub fn count(&self, circ: u32) -> Option<f64> {
-        self.position(circ).map(|i| self.active[i].1)
+        self.position(circ).map(|i| self.heap[i].count)
     }
 }
 
@@ -105,43 +163,48 @@ impl CircuitScheduler for EwmaScheduler {
         if data.stamp < last {
             count *= (self.ln_f * (last - data.stamp) as f64).exp();
         }
-        self.active.push((circ, count));
+        self.heap.push(Active { count, seq: self.activations, circ });
+        self.activations += 1;
+        self.sift_up(self.heap.len() - 1);
     }
 
     fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData) {
         if let Some(i) = self.position(circ) {
-            let (_, count) = self.active.remove(i);
-            *data = CircPolicyData { value: count, stamp: self.last_tick };
+            let gone = self.heap.swap_remove(i);
+            if i < self.heap.len() {
+                self.sift_down(i);
+                self.sift_up(i);
+            }
+            *data = CircPolicyData { value: gone.count, stamp: self.last_tick };
         }
     }
 
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
         self.recalibrate(now);
-        // The lowest count; ties to the first activated.
-        let mut best: Option<(usize, f64)> = None;
-        for (i, &(_, v)) in self.active.iter().enumerate() {
-            if best.is_none_or(|(_, b)| v < b) {
-                best = Some((i, v));
-            }
-        }
-        best.map(|(i, _)| {
-            self.last_pick = i;
-            (self.active[i].0, 1)
-        })
+        self.heap.first().map(|a| (a.circ, 1))
     }
 
     fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
         self.recalibrate(now);
-        let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
-        let inc = (-self.ln_f * phi).exp();
-        // Cells are sent only from the circuit just picked, which is active.
+        let inc = match self.inc_at {
+            Some((at, inc)) if at == now => inc,
+            _ => {
+                let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
+                let inc = (-self.ln_f * phi).exp();
+                self.inc_at = Some((now, inc));
+                inc
+            }
+        };
+        // Cells are sent only from the circuit just picked, which is active; its count
+        // only grows, so it can only move down.
         if let Some(i) = self.position(circ) {
-            self.active[i].1 += n as f64 * inc;
+            self.heap[i].count += n as f64 * inc;
+            self.sift_down(i);
         }
     }
 
     fn active(&self) -> usize {
-        self.active.len()
+        self.heap.len()
     }
 
     fn name(&self) -> &'static str {
@@ -152,7 +215,7 @@ impl CircuitScheduler for EwmaScheduler {
     /// simulated time, so counts of different channels at the same instant compare.
     fn head_priority(&mut self, now: SimTime) -> Option<f64> {
         self.recalibrate(now);
-        self.active.iter().map(|e| e.1).min_by(f64::total_cmp)
+        self.heap.first().map(|a| a.count)
     }
 }
 
@@ -314,6 +377,91 @@ mod tests {
         assert_eq!(s.pick(t(1.0)), Some((2, 1)), "the new, quiet circuit goes first");
         s.on_cells_sent(2, 1, t(1.0));
         assert_eq!(s.pick(t(1.0)), Some((2, 1)), "and keeps going while its count is lower");
+    }
+
+    /// The tick-based EWMA as a plain scan over an activation-ordered list: the
+    /// definition the heap must match decision for decision, ties included.
+    struct ScanEwma {
+        tick_ns: u64,
+        ln_f: f64,
+        last_tick: u64,
+        active: Vec<(u32, f64)>,
+    }
+
+    impl ScanEwma {
+        fn recalibrate(&mut self, now: SimTime) {
+            let k = now.as_nanos() / self.tick_ns;
+            if k != self.last_tick {
+                let f = (self.ln_f * (k - self.last_tick) as f64).exp();
+                self.active.iter_mut().for_each(|e| e.1 *= f);
+                self.last_tick = k;
+            }
+        }
+        fn pick(&mut self, now: SimTime) -> Option<u32> {
+            self.recalibrate(now);
+            let mut best: Option<(u32, f64)> = None;
+            for &(c, v) in &self.active {
+                if best.is_none_or(|(_, b)| v < b) {
+                    best = Some((c, v));
+                }
+            }
+            best.map(|b| b.0)
+        }
+    }
+
+    proptest! {
+        /// The heap picks exactly what a scan of the active circuits in activation order
+        /// picks (lowest count, ties to the first activated), across ticks, idle spells
+        /// and many equal counts (new circuits all start at 0).
+        #[test]
+        fn heap_picks_what_a_scan_picks(
+            ops in prop::collection::vec((0u32..12, 0u64..3000, 0u8..4), 1..400),
+            halflife_s in prop::sample::select(vec![1.0f64, 3.0, 30.0]),
+            tick_s in prop::sample::select(vec![1.0f64, 10.0]),
+        ) {
+            let (h, l) = (SimDuration::from_secs_f64(halflife_s), SimDuration::from_secs_f64(tick_s));
+            let mut heap = EwmaScheduler::new(h, l);
+            let mut scan = ScanEwma { tick_ns: l.as_nanos(), ln_f: heap.ln_f, last_tick: 0, active: vec![] };
+            let mut data = [CircPolicyData::default(); 12];
+            let mut idle: std::collections::BTreeMap<u32, (f64, u64)> = Default::default();
+            let mut now = SimTime::ZERO;
+            for (circ, gap_ms, op) in ops {
+                now += SimDuration::from_millis(gap_ms);
+                let active = scan.active.iter().any(|e| e.0 == circ);
+                match op {
+                    // Activate (if idle), as a relay does when cells arrive.
+                    0 | 1 if !active => {
+                        heap.activate(circ, now, &mut data[circ as usize]);
+                        let (mut v, t) = idle.remove(&circ).unwrap_or((0.0, 0));
+                        if t < scan.last_tick {
+                            v *= (scan.ln_f * (scan.last_tick - t) as f64).exp();
+                        }
+                        scan.active.push((circ, v));
+                    }
+                    // Deactivate, as when a circuit's queue empties or it closes.
+                    2 if active => {
+                        heap.deactivate(circ, &mut data[circ as usize]);
+                        let i = scan.active.iter().position(|e| e.0 == circ).unwrap();
+                        let (_, v) = scan.active.remove(i);
+                        idle.insert(circ, (v, scan.last_tick));
+                    }
+                    // A decision and its cells.
+                    _ => {
+                        let p = heap.pick(now).map(|p| p.0);
+                        prop_assert_eq!(p, scan.pick(now));
+                        if let Some(c) = p {
+                            let n = 1 + (gap_ms % 3) as u32;
+                            heap.on_cells_sent(c, n, now);
+                            let phi = (now.as_nanos() - scan.last_tick * scan.tick_ns) as f64 / scan.tick_ns as f64;
+                            let inc = (-scan.ln_f * phi).exp();
+                            scan.active.iter_mut().find(|e| e.0 == c).unwrap().1 += n as f64 * inc;
+                            prop_assert_eq!(heap.count(c), Some(scan.active.iter().find(|e| e.0 == c).unwrap().1));
+                        }
+                    }
+                }
+                prop_assert_eq!(heap.active(), scan.active.len());
+            }
+        }
     }
 
     proptest! {
