@@ -46,6 +46,8 @@ pub(crate) struct ChanEnd {
     pub conn_write: Option<TokenBucket>,
     pub in_write_ring: bool,
     pub write_waits_for_refill: bool,
+    /// In its KIST relay's `kist_ends`.
+    pub in_kist_ends: bool,
     // ... and what went to the kernel (line 4).
     /// Cells at least partly written to the kernel, not yet wholly read by the peer.
     pub wire: CellFifo,
@@ -66,6 +68,7 @@ impl ChanEnd {
             in_write_ring: false,
             read_waits_for_refill: false,
             write_waits_for_refill: false,
+            in_kist_ends: false,
             bytes_read: 0,
             bytes_written: 0,
         }

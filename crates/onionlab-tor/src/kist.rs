@@ -119,53 +119,83 @@ impl KistRun {
     }
 }
 
+/// A channel in a run's queue: its best circuit's count, then its index in the run
+/// (ties go to the lower index, the channel tor's sorted list would have first).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Ready(f64, usize);
+
+impl Eq for Ready {}
+
+impl Ord for Ready {
+    /// Reversed, so that `BinaryHeap`'s maximum is the lowest count.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(other.1.cmp(&self.1))
+    }
+}
+
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// One KIST scheduling run over a relay's channels at `now`.
+///
+/// The channels that can take a cell wait in a heap by their best circuit's count (tor
+/// keeps `channels_pending` sorted by `circuitmux_compare_muxes`): moving a cell changes
+/// only its own channel's count, so a cell costs O(log channels), not a scan of them all.
+/// Channels whose circuitmux has no count (none in tor, whose KIST always runs EWMA) are
+/// served after those with one, in turns.
 pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime) -> KistRun {
     // (index, limit, charged, cells)
     let mut pending: Vec<(usize, u64, u64, u64)> = (0..chans.len())
         .filter(|&i| chans.has_cells(i))
         .map(|i| (i, chans.limit(i, params), 0, 0))
         .collect();
-    let mut run = KistRun::default();
-    // Channels that can take a cell, ordered by their best circuit's count.
-    let mut ready: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].1 >= KIST_CELL_CHARGE).collect();
-    // With no EWMA counts (a round-robin circuitmux), channels take turns.
-    let mut turn = 0usize;
-    while !ready.is_empty() {
-        let mut best: Option<(usize, f64)> = None;
-        let mut any_priority = false;
-        for (r, &k) in ready.iter().enumerate() {
-            if let Some(p) = chans.priority(pending[k].0, now) {
-                any_priority = true;
-                if best.is_none_or(|(_, b)| p < b) {
-                    best = Some((r, p));
-                }
+    let mut heap = std::collections::BinaryHeap::with_capacity(pending.len());
+    // Channels without a count, in index order.
+    let mut unordered: Vec<usize> = Vec::new();
+    for k in 0..pending.len() {
+        if pending[k].1 >= KIST_CELL_CHARGE {
+            match chans.priority(pending[k].0, now) {
+                Some(p) => heap.push(Ready(p, k)),
+                None => unordered.push(k),
             }
         }
-        let r = match best {
-            Some((r, _)) if any_priority => r,
-            _ => {
-                turn %= ready.len();
-                let r = turn;
-                turn += 1;
-                r
-            }
-        };
-        let k = ready[r];
+    }
+    // Moves one cell for run entry `k`; true if the channel can take another.
+    let flush = |chans: &mut dyn KistChannels, pending: &mut [(usize, u64, u64, u64)], k: usize| -> bool {
         let e = &mut pending[k];
         if !chans.flush_one(e.0, now) {
-            ready.remove(r);
-            continue;
+            return false;
         }
         e.2 += KIST_CELL_CHARGE;
         e.3 += 1;
         debug_assert!(e.2 <= e.1, "KIST charged past the socket limit");
-        if e.1 - e.2 < KIST_CELL_CHARGE || !chans.has_cells(e.0) {
-            ready.remove(r);
+        e.1 - e.2 >= KIST_CELL_CHARGE && chans.has_cells(e.0)
+    };
+    while let Some(Ready(_, k)) = heap.pop() {
+        if flush(chans, &mut pending, k) {
+            match chans.priority(pending[k].0, now) {
+                Some(p) => heap.push(Ready(p, k)),
+                None => {
+                    let at = unordered.partition_point(|&u| u < k);
+                    unordered.insert(at, k);
+                }
+            }
         }
     }
-    run.channels = pending.into_iter().map(|(i, limit, _, cells)| (i, limit, cells)).collect();
-    run
+    // With no counts (a round-robin circuitmux), channels take turns.
+    let mut turn = 0usize;
+    while !unordered.is_empty() {
+        turn %= unordered.len();
+        let r = turn;
+        turn += 1;
+        if !flush(chans, &mut pending, unordered[r]) {
+            unordered.remove(r);
+        }
+    }
+    KistRun { channels: pending.into_iter().map(|(i, limit, _, cells)| (i, limit, cells)).collect() }
 }
 
 #[cfg(test)]
@@ -207,6 +237,8 @@ mod tests {
         /// Policy data per (channel, circuit).
         data: std::collections::BTreeMap<(usize, u32), CircPolicyData>,
         moved: Vec<Vec<u32>>,
+        /// Every cell moved, in order: (channel, circuit).
+        order: Vec<(usize, u32)>,
     }
 
     impl Fake {
@@ -227,7 +259,7 @@ mod tests {
                 qs.push(map);
             }
             let n = limits.len();
-            Fake { limits, muxes, queues: qs, data, moved: vec![vec![]; n] }
+            Fake { limits, muxes, queues: qs, data, moved: vec![vec![]; n], order: vec![] }
         }
     }
 
@@ -253,6 +285,7 @@ mod tests {
                 self.muxes[i].deactivate(c, self.data.entry((i, c)).or_default());
             }
             self.moved[i].push(c);
+            self.order.push((i, c));
             true
         }
     }
@@ -269,6 +302,61 @@ mod tests {
         // Circuit 2's three cells (count 0, 1, 2) all precede circuit 1's (count >= 20).
         assert_eq!(f.moved[1], vec![2, 2, 2]);
         assert_eq!(f.moved[0].len(), 50);
+    }
+
+    /// The run as a scan of every ready channel per cell (the definition the heap must
+    /// match cell for cell): lowest count first, ties to the lower index.
+    fn scan_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime) {
+        let mut pending: Vec<(usize, u64, u64)> =
+            (0..chans.len()).filter(|&i| chans.has_cells(i)).map(|i| (i, chans.limit(i, params), 0)).collect();
+        let mut ready: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].1 >= KIST_CELL_CHARGE).collect();
+        while !ready.is_empty() {
+            let mut best: Option<(usize, f64)> = None;
+            for (r, &k) in ready.iter().enumerate() {
+                let p = chans.priority(pending[k].0, now).expect("EWMA muxes");
+                if best.is_none_or(|(_, b)| p < b) {
+                    best = Some((r, p));
+                }
+            }
+            let r = best.unwrap().0;
+            let e = &mut pending[ready[r]];
+            if !chans.flush_one(e.0, now) {
+                ready.remove(r);
+                continue;
+            }
+            e.2 += KIST_CELL_CHARGE;
+            if e.1 - e.2 < KIST_CELL_CHARGE || !chans.has_cells(e.0) {
+                ready.remove(r);
+            }
+        }
+    }
+
+    proptest! {
+        /// The heap serves the same cells in the same order as a scan of all channels per
+        /// cell, including ties (new circuits all count 0, so ties are common).
+        #[test]
+        fn heap_run_moves_what_a_scan_moves(
+            chans in prop::collection::vec((0u64..40_000, prop::collection::vec((0u32..5, 0u64..60), 0..4)), 1..8),
+            warm in prop::collection::vec((0usize..8, 0u32..5, 1u32..30), 0..6),
+        ) {
+            let limits: Vec<u64> = chans.iter().map(|c| c.0).collect();
+            let queues: Vec<Vec<(u32, u64)>> = chans.iter().map(|c| {
+                let mut seen = std::collections::BTreeSet::new();
+                c.1.iter().filter(|(id, _)| seen.insert(*id)).copied().collect()
+            }).collect();
+            let (mut a, mut b) = (Fake::new(limits.clone(), queues.clone()), Fake::new(limits, queues));
+            // Some circuits have sent cells before: unequal counts.
+            for &(i, c, n) in &warm {
+                if i < a.muxes.len() && a.muxes[i].count(c).is_some() {
+                    a.muxes[i].on_cells_sent(c, n, SimTime::ZERO);
+                    b.muxes[i].on_cells_sent(c, n, SimTime::ZERO);
+                }
+            }
+            let now = SimTime::ZERO + SimDuration::from_secs(3);
+            kist_run(&mut a, &KistParams::default(), now);
+            scan_run(&mut b, &KistParams::default(), now);
+            prop_assert_eq!(a.order, b.order);
+        }
     }
 
     proptest! {

@@ -277,6 +277,7 @@ impl TorNetwork {
             read_ring: Default::default(),
             write_ring: Default::default(),
             chans: Vec::new(),
+            kist_ends: Vec::new(),
             refill_pending: false,
             dirty: false,
             guards: Vec::new(),
@@ -656,6 +657,10 @@ impl TorNetwork {
         if n.kist.is_some() {
             // KIST moves cells to outbufs in its own runs; the write pass only writes them.
             n.kist_wanted = true;
+            if !end.in_kist_ends {
+                end.in_kist_ends = true;
+                n.kist_ends.push((chan, side));
+            }
         } else if ch.open && !end.in_write_ring {
             end.in_write_ring = true;
             self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
@@ -1201,26 +1206,39 @@ impl TorNetwork {
         let params = n.kist.expect("KIST runs only at KIST relays");
         n.kist_pending = false;
         n.kist_last_run = Some(now);
-        let ends = std::mem::take(&mut n.chans);
-        // KIST reads TCP_INFO: bring every socket's acknowledgements up to now.
+        // The ends with circuits that have cells or with outbuf bytes, in the order of the
+        // relay's channel list (channel ids grow with creation, as does that list): a run
+        // breaks ties between channels by this order.
+        let mut ends = std::mem::take(&mut n.kist_ends);
+        ends.sort_unstable_by_key(|e| e.0);
+        // KIST reads TCP_INFO: bring every socket it looks at up to now.
         for &(chan, side) in &ends {
             self.net.sync_socket(now, self.chans[chan as usize].conn, side);
         }
         let mut view = KistView { net: &self.net, chans: &mut self.chans, circuits: &mut self.circuits, ends: &ends, node, high_water: self.cfg.outbuf_high_water };
         let run = kist_run(&mut view, &params, now);
         self.last_kist_run = Some((node, run));
+        // Every run queues each end with outbuf bytes for the write pass; an end stays in
+        // the list while its outbuf holds bytes (they came from a run), so no other end
+        // needs a visit.
+        let mut write_ring = std::mem::take(&mut self.nodes[node as usize].write_ring);
         let mut left = false;
-        for &(chan, side) in &ends {
+        ends.retain(|&(chan, side)| {
             let end = &mut self.chans[chan as usize].ends[side_index(side)];
-            left |= end.sched.active() > 0;
-            if end.outbuf_bytes() > 0 && !end.in_write_ring && !end.write_waits_for_refill {
+            let active = end.sched.active() > 0;
+            left |= active;
+            let outbuf = end.outbuf_bytes() > 0;
+            if outbuf && !end.in_write_ring && !end.write_waits_for_refill {
                 end.in_write_ring = true;
-                self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
+                write_ring.push_back(IoRef::Chan(chan, side));
             }
-        }
+            end.in_kist_ends = active || outbuf;
+            end.in_kist_ends
+        });
         let n = &mut self.nodes[node as usize];
-        n.chans = ends;
+        n.write_ring = write_ring;
         n.kist_wanted = left;
+        n.kist_ends = ends;
         self.mark_dirty(node);
     }
 

@@ -116,6 +116,10 @@ pub(crate) struct TorNode {
     pub scheduler: SchedulerKind,
     /// Channels this node is an end of (for per-connection bucket refills).
     pub chans: Vec<(u32, Side)>,
+    /// KIST relays: the channel ends that may have circuits with cells (tor's
+    /// `channels_pending`): every end whose scheduler has an active circuit is here, so a
+    /// run need not visit the relay's other channels (a guard has one per client).
+    pub kist_ends: Vec<(u32, Side)>,
     /// Clients: persistent entry guards (relay indices in the directory).
     pub guards: Vec<usize>,
     /// Clients: a relay (index in the directory) every circuit enters through, as a
