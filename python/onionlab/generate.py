@@ -294,10 +294,29 @@ def map_params(params: dict) -> tuple:
             notes[k] = "tor.num_entry_guards (guards a client spreads its circuits over)"
         elif k.startswith("cc_") or k == "sendme_emit_min_version":
             notes[k] = "unsupported: onionlab has fixed SENDME windows, no congestion control here"
+        elif k == "KISTSchedRunInterval":
+            pass  # with the circuit priority below: KIST's circuitmux is EWMA
         elif k.startswith("KIST"):
-            notes[k] = "unsupported: onionlab has no KIST scheduler"
+            notes[k] = "not modelled (no onionlab counterpart)"
         else:
             notes[k] = "not modelled (no onionlab counterpart)"
+    kist = params.get("KISTSchedRunInterval")
+    if kist is not None:
+        # Tor's default Schedulers list is KIST,KISTLite,Vanilla: KIST runs every
+        # KISTSchedRunInterval ms (1..100); 0 disables KIST, and tor falls back to KISTLite
+        # run at once, which onionlab's kist-lite (a positive interval) does not model.
+        halflife = params.get("CircuitPriorityHalflifeMsec", 30000)
+        if 1 <= kist <= 100 and halflife > 0:
+            relay["scheduler"] = f'{{ kind = "kist", run_interval = "{kist} ms", halflife = "{halflife} ms", tick = "10 s" }}'
+            notes["KISTSchedRunInterval"] = f"relays' scheduler: kist, run every {kist} ms (tor's default scheduler on Linux)"
+            if "CircuitPriorityHalflifeMsec" in params:
+                notes["CircuitPriorityHalflifeMsec"] = f"relays' scheduler: kist's circuitmux is ewma, halflife {halflife} ms (tick 10 s, tor's)"
+        elif 1 <= kist <= 100:
+            notes["KISTSchedRunInterval"] = (
+                "not applied: EWMA is disabled, and onionlab's KIST always orders circuits by EWMA; relays' scheduler round-robin"
+            )
+        else:
+            notes["KISTSchedRunInterval"] = f"not applied: {kist} disables KIST in tor (KISTLite run at once, not modelled)"
     return relay, tor, notes
 
 

@@ -102,10 +102,16 @@ def test_parser_errors_name_the_file(tmp_path):
 
 def test_params_map_to_config_and_the_rest_is_recorded(c2022, c2010):
     relay, tor, notes = gen.map_params(c2022.params)
-    assert relay == {"scheduler": '{ kind = "ewma", halflife = "30000 ms", tick = "10 s" }'}
+    # 2022 relays ran KIST every 2 ms (KISTSchedRunInterval=2) over EWMA circuitmuxes.
+    assert relay == {"scheduler": '{ kind = "kist", run_interval = "2 ms", halflife = "30000 ms", tick = "10 s" }'}
     assert tor == {"circ_max_cell_queue": 2000, "num_entry_guards": 2}
     assert set(notes) == set(c2022.params)
-    assert "unsupported" in notes["cc_alg"] and "KIST" in notes["KISTSchedRunInterval"]
+    assert "unsupported" in notes["cc_alg"] and "kist, run every 2 ms" in notes["KISTSchedRunInterval"]
+    # KIST disabled (0), or EWMA disabled: no KIST, and the note says why.
+    relay, _, notes = gen.map_params({"KISTSchedRunInterval": 0, "CircuitPriorityHalflifeMsec": 30000})
+    assert relay["scheduler"].startswith('{ kind = "ewma"') and "disables KIST" in notes["KISTSchedRunInterval"]
+    relay, _, notes = gen.map_params({"KISTSchedRunInterval": 2, "CircuitPriorityHalflifeMsec": -1})
+    assert relay == {"scheduler": '"round-robin"'} and "not applied" in notes["KISTSchedRunInterval"]
     assert gen.map_params(c2010.params)[1] == {"circ_window": 1000}
     relay, _, notes = gen.map_params({"perconnbwrate": 50_000, "perconnbwburst": 2_000_000, "CircuitPriorityHalflifeMsec": -1})
     assert relay == {"perconn": '{ rate = "50000 B/s", burst = "2000000 B" }', "scheduler": '"round-robin"'}
