@@ -1497,7 +1497,52 @@ impl TorNetwork {
                 return Err(format!("stream {i}: window out of range"));
             }
         }
+        self.check_scheduler_invariants()?;
         self.net.check_invariants()
+    }
+
+    /// Every channel end's scheduler has exactly the circuits with cells queued for it
+    /// active, and a KIST relay lists every end with active circuits or outbuf bytes.
+    fn check_scheduler_invariants(&self) -> Result<(), String> {
+        let mut queued = vec![[0usize; 2]; self.chans.len()];
+        for circ in &self.circuits {
+            for pos in 0..CIRCUIT_NODES {
+                for dir in [Direction::Out, Direction::In] {
+                    if circ.queues[pos][dir.index()].cells.is_empty() {
+                        continue;
+                    }
+                    let chan_pos = match dir {
+                        Direction::Out => pos,
+                        Direction::In => pos.wrapping_sub(1),
+                    };
+                    if let Some(ch) = circ.chans.get(chan_pos).copied().flatten() {
+                        let side = if self.chans[ch as usize].nodes[0] == circ.nodes[pos] { 0 } else { 1 };
+                        queued[ch as usize][side] += 1;
+                    }
+                }
+            }
+        }
+        for (i, ch) in self.chans.iter().enumerate() {
+            for (side, end) in ch.ends.iter().enumerate() {
+                if end.sched.active() != queued[i][side] {
+                    return Err(format!(
+                        "channel {i} end {side}: scheduler has {} active circuits, {} have cells for it",
+                        end.sched.active(),
+                        queued[i][side]
+                    ));
+                }
+                let node = &self.nodes[ch.nodes[side] as usize];
+                let side_ = if side == 0 { Side::Initiator } else { Side::Acceptor };
+                let listed = node.kist_ends.contains(&(i as u32, side_));
+                if listed != end.in_kist_ends {
+                    return Err(format!("channel {i} end {side}: in_kist_ends {} but listed {listed}", end.in_kist_ends));
+                }
+                if node.kist.is_some() && !ch.closed && (end.sched.active() > 0 || end.outbuf_bytes() > 0) && !listed {
+                    return Err(format!("channel {i} end {side}: has cells but is not in its KIST relay's list"));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Per-relay view for hooks.
