@@ -131,6 +131,9 @@ fn main() {
             _ => 6,
         }] += 1;
         sim.tor.handle(&mut sim.q, ev.event);
+        if !sim.tor.has_records() {
+            continue;
+        }
         for r in sim.tor.take_records() {
             downloads += 1;
             let next = servers[(r.tag as usize + downloads as usize) % servers.len()];

@@ -441,6 +441,13 @@ impl TorNetwork {
         std::mem::take(&mut self.records)
     }
 
+    /// Whether [`take_records`](Self::take_records) has anything: drivers check this after
+    /// every event, and most events finish no stream.
+    #[inline]
+    pub fn has_records(&self) -> bool {
+        !self.records.is_empty()
+    }
+
     fn selector(&mut self) -> Result<&PathSelector, TorError> {
         if self.selector.is_none() {
             self.selector = Some(PathSelector::new(&self.relay_info, self.weights.clone())?);
