@@ -18,13 +18,14 @@ use onionlab_net::ConnId;
 
 use crate::cell::{CellFifo, CELL_WIRE_BYTES};
 use crate::node::NodeId;
-use crate::scheduler::CircuitScheduler;
+use crate::scheduler::CircuitMux;
 use crate::token_bucket::TokenBucket;
 
 /// One node's end of a channel. Fields are grouped by who touches them together, one
 /// cache line a group (`repr(C)` keeps the order): a batch arriving at this end reads the
-/// first line (and the peer's `wire`), writing from this end touches the other three. At
-/// full-network sizes each further line a batch touches is a cache miss.
+/// first line (and the peer's `wire`), writing from this end touches the others. The
+/// circuitmux is inline (lines 3 and 4), not behind a pointer. At full-network sizes each
+/// further line a batch touches is a cache miss.
 #[repr(C, align(64))]
 pub(crate) struct ChanEnd {
     // Reading (line 1).
@@ -41,21 +42,21 @@ pub(crate) struct ChanEnd {
     pub outbuf: CellFifo,
     /// Bytes of the last started cell not yet written to the kernel (0..CELL_WIRE_BYTES).
     pub tail_unwritten: u64,
-    // ... the scheduler and write limits (line 3) ...
-    pub sched: Box<dyn CircuitScheduler>,
+    // ... the scheduler (line 3, into line 4) and write limits (line 4) ...
+    pub sched: CircuitMux,
     pub conn_write: Option<TokenBucket>,
     pub in_write_ring: bool,
     pub write_waits_for_refill: bool,
     /// In its KIST relay's `kist_ends`.
     pub in_kist_ends: bool,
-    // ... and what went to the kernel (line 4).
+    // ... and what went to the kernel (the count ends line 4, the cells fill line 5).
+    pub bytes_written: u64,
     /// Cells at least partly written to the kernel, not yet wholly read by the peer.
     pub wire: CellFifo,
-    pub bytes_written: u64,
 }
 
 impl ChanEnd {
-    pub fn new(sched: Box<dyn CircuitScheduler>) -> Self {
+    pub fn new(sched: CircuitMux) -> Self {
         ChanEnd {
             outbuf: CellFifo::new(),
             tail_unwritten: 0,

@@ -64,8 +64,10 @@ pub struct EwmaScheduler {
     /// Activations so far (the next activation number).
     activations: u64,
     /// The increment of one cell at `inc_at` (`on_cells_sent` is called once per cell
-    /// decision, all at the same instant within a refill; `exp` is not cheap).
-    inc_at: Option<(SimTime, f64)>,
+    /// decision, all at the same instant within a refill; `exp` is not cheap); `inc_at` is
+    /// `SimTime::MAX` until the first cell.
+    inc_at: SimTime,
+    inc: f64,
 }
 
 impl EwmaScheduler {
@@ -78,7 +80,8 @@ impl EwmaScheduler {
             last_tick: 0,
             heap: Vec::new(),
             activations: 0,
-            inc_at: None,
+            inc_at: SimTime::MAX,
+            inc: 0.0,
         }
     }
 
@@ -186,15 +189,12 @@ impl CircuitScheduler for EwmaScheduler {
 
     fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
         self.recalibrate(now);
-        let inc = match self.inc_at {
-            Some((at, inc)) if at == now => inc,
-            _ => {
-                let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
-                let inc = (-self.ln_f * phi).exp();
-                self.inc_at = Some((now, inc));
-                inc
-            }
-        };
+        if self.inc_at != now {
+            let phi = (now.as_nanos() - self.last_tick * self.tick_ns) as f64 / self.tick_ns as f64;
+            self.inc = (-self.ln_f * phi).exp();
+            self.inc_at = now;
+        }
+        let inc = self.inc;
         // Cells are sent only from the circuit just picked, which is active; its count
         // only grows, so it can only move down.
         if let Some(i) = self.position(circ) {

@@ -65,12 +65,18 @@ mod layout {
             assert_eq!(lines(offset, size), (0, 0), "circuit header field past the first line");
         }
         // A channel end's read side in its first line; the outbuf with its tail in the
-        // second; the wire with its byte count in the fourth.
+        // second; the circuitmux inline from the third, the write limits and the count of
+        // bytes written after it in the fourth; the wire in the fifth.
         assert_eq!(lines(offset_of!(ChanEnd, conn_read), size_of::<Option<crate::token_bucket::TokenBucket>>()), (0, 0));
         assert_eq!(lines(offset_of!(ChanEnd, outbuf), size_of::<CellFifo>()), (1, 1));
         assert_eq!(lines(offset_of!(ChanEnd, tail_unwritten), 8), (1, 1));
-        assert_eq!(lines(offset_of!(ChanEnd, wire), size_of::<CellFifo>()), (3, 3));
+        assert_eq!(offset_of!(ChanEnd, sched), 128);
+        assert!(size_of::<crate::scheduler::CircuitMux>() <= 80, "the circuitmux outgrew a line and a quarter");
+        assert_eq!(lines(offset_of!(ChanEnd, conn_write), size_of::<Option<crate::token_bucket::TokenBucket>>()), (3, 3));
+        assert_eq!(lines(offset_of!(ChanEnd, in_write_ring), 1), (3, 3));
+        assert_eq!(lines(offset_of!(ChanEnd, wire), size_of::<CellFifo>()), (4, 4));
         assert_eq!(lines(offset_of!(ChanEnd, bytes_written), 8), (3, 3));
+        assert_eq!(size_of::<ChanEnd>(), 5 * 64);
         // A node's pump flags, KIST switch and batch counters in its third line.
         let stats = offset_of!(TorNode, stats);
         assert_eq!(lines(offset_of!(TorNode, dirty), 1).0, 2);

@@ -42,7 +42,7 @@ use crate::hooks::{RelayControl, RelayHook};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
 use crate::node::{bucket_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
 use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo};
-use crate::scheduler::SchedulerKind;
+use crate::scheduler::{CircuitScheduler, SchedulerKind};
 use crate::token_bucket::{next_refill, TokenBucket};
 
 /// Event class of tor timers (after network events at the same instant).
@@ -1637,7 +1637,7 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
 /// moved (0 when no circuit is active).
 fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64) -> u64 {
     let ChanEnd { sched, outbuf, .. } = end;
-    crate::scheduler::fill_by_picks(sched.as_mut(), max, now, &mut ChannelCells { circuits, outbuf, node, chan })
+    crate::scheduler::fill_by_picks(sched, max, now, &mut ChannelCells { circuits, outbuf, node, chan })
 }
 
 /// A KIST relay's channel ends as [`kist_run`] sees them.

@@ -6,7 +6,8 @@
 //! when circuits gain or lose cells and when cells leave; the relay does the moving.
 //!
 //! Other schedulers (EWMA in [`crate::ewma`], BRAIDS priorities) implement the same trait
-//! and are picked with [`SchedulerKind`]. KIST ([`crate::kist`]) adds a relay-level run
+//! and are picked with [`SchedulerKind`]. A channel end holds its scheduler as a
+//! [`CircuitMux`]: the built-in policies inline, any other one boxed. KIST ([`crate::kist`]) adds a relay-level run
 //! across channels on top of a per-channel EWMA circuitmux.
 
 use onionlab_core::SimTime;
@@ -110,12 +111,13 @@ pub enum SchedulerKind {
 }
 
 impl SchedulerKind {
-    pub fn build(self) -> Box<dyn CircuitScheduler> {
+    /// The circuitmux of one channel end under this kind.
+    pub fn build(self) -> CircuitMux {
         match self {
-            SchedulerKind::RoundRobin => Box::new(RoundRobin::new(1)),
-            SchedulerKind::Ewma { halflife, tick } => Box::new(crate::ewma::EwmaScheduler::new(halflife, tick)),
-            SchedulerKind::EwmaExact { halflife } => Box::new(crate::ewma::ExactEwmaScheduler::new(halflife)),
-            SchedulerKind::Kist { halflife, tick, .. } => Box::new(crate::ewma::EwmaScheduler::new(halflife, tick)),
+            SchedulerKind::RoundRobin => CircuitMux::RoundRobin(RoundRobin::new(1)),
+            SchedulerKind::Ewma { halflife, tick } => CircuitMux::Ewma(crate::ewma::EwmaScheduler::new(halflife, tick)),
+            SchedulerKind::EwmaExact { halflife } => CircuitMux::EwmaExact(crate::ewma::ExactEwmaScheduler::new(halflife)),
+            SchedulerKind::Kist { halflife, tick, .. } => CircuitMux::Ewma(crate::ewma::EwmaScheduler::new(halflife, tick)),
         }
     }
 
@@ -125,6 +127,70 @@ impl SchedulerKind {
             SchedulerKind::Kist { params, .. } => Some(*params),
             _ => None,
         }
+    }
+}
+
+/// The scheduler of one channel end (tor's circuitmux with its policy), stored inline in
+/// the channel end: the built-in policies are variants, so the relay's hot path reaches a
+/// policy's state without following a pointer to a heap object of its own (at
+/// full-network scale every such pointer is a cache miss per batch). Any other
+/// [`CircuitScheduler`] goes in [`CircuitMux::Custom`]; the relay code sees only the trait.
+pub enum CircuitMux {
+    RoundRobin(RoundRobin),
+    Ewma(crate::ewma::EwmaScheduler),
+    EwmaExact(crate::ewma::ExactEwmaScheduler),
+    Custom(Box<dyn CircuitScheduler>),
+}
+
+impl std::fmt::Debug for CircuitMux {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Calls `$body` with `$s` bound to the policy inside `$mux`.
+macro_rules! with_policy {
+    ($mux:expr, $s:ident => $body:expr) => {
+        match $mux {
+            CircuitMux::RoundRobin($s) => $body,
+            CircuitMux::Ewma($s) => $body,
+            CircuitMux::EwmaExact($s) => $body,
+            CircuitMux::Custom($s) => $body,
+        }
+    };
+}
+
+impl CircuitScheduler for CircuitMux {
+    #[inline]
+    fn activate(&mut self, circ: u32, now: SimTime, data: &mut CircPolicyData) {
+        with_policy!(self, s => s.activate(circ, now, data))
+    }
+    #[inline]
+    fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData) {
+        with_policy!(self, s => s.deactivate(circ, data))
+    }
+    #[inline]
+    fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
+        with_policy!(self, s => s.pick(now))
+    }
+    #[inline]
+    fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
+        with_policy!(self, s => s.on_cells_sent(circ, n, now))
+    }
+    #[inline]
+    fn active(&self) -> usize {
+        with_policy!(self, s => s.active())
+    }
+    fn name(&self) -> &'static str {
+        with_policy!(self, s => s.name())
+    }
+    #[inline]
+    fn head_priority(&mut self, now: SimTime) -> Option<f64> {
+        with_policy!(self, s => s.head_priority(now))
+    }
+    #[inline]
+    fn fill(&mut self, room: u64, now: SimTime, src: &mut dyn CellSource) -> u64 {
+        with_policy!(self, s => s.fill(room, now, src))
     }
 }
 
@@ -149,14 +215,24 @@ pub struct RoundRobin {
     ring: onionlab_core::HeadDeque<u32>,
     quantum: u32,
     used: u32,
-    /// Scratch for `fill`: queued cells per ring position, and the same sorted.
+}
+
+/// Scratch for [`RoundRobin::fill`]: queued cells per ring position, and the same sorted.
+/// One per thread rather than per channel end, which keeps a round-robin circuitmux to a
+/// few words inline in its channel end.
+#[derive(Default)]
+struct FillScratch {
     queued: Vec<u64>,
     sorted: Vec<u64>,
 }
 
+thread_local! {
+    static FILL_SCRATCH: std::cell::Cell<FillScratch> = std::cell::Cell::new(FillScratch::default());
+}
+
 impl RoundRobin {
     pub fn new(quantum: u32) -> Self {
-        RoundRobin { ring: Default::default(), quantum: quantum.max(1), used: 0, queued: Vec::new(), sorted: Vec::new() }
+        RoundRobin { ring: Default::default(), quantum: quantum.max(1), used: 0 }
     }
 }
 
@@ -212,24 +288,26 @@ impl CircuitScheduler for RoundRobin {
             }
             return moved;
         }
-        self.queued.clear();
-        self.queued.extend(self.ring.iter().map(|&c| src.queued(c)));
-        let total: u64 = self.queued.iter().sum();
+        let mut scratch = FILL_SCRATCH.take();
+        scratch.queued.clear();
+        scratch.queued.extend(self.ring.iter().map(|&c| src.queued(c)));
+        let total: u64 = scratch.queued.iter().sum();
         if total <= room {
-            for (&c, &q) in self.ring.iter().zip(&self.queued) {
+            for (&c, &q) in self.ring.iter().zip(&scratch.queued) {
                 let n = src.take(c, q);
                 debug_assert_eq!(n, q);
             }
             self.ring.clear();
+            FILL_SCRATCH.set(scratch);
             return total;
         }
         // Water level: the largest number of full rounds L with sum(min(q, L)) <= room.
-        self.sorted.clear();
-        self.sorted.extend_from_slice(&self.queued);
-        self.sorted.sort_unstable();
+        scratch.sorted.clear();
+        scratch.sorted.extend_from_slice(&scratch.queued);
+        scratch.sorted.sort_unstable();
         let (mut left, mut prev, mut level) = (room, 0u64, 0u64);
-        let mut above = self.sorted.len() as u64;
-        for &q in &self.sorted {
+        let mut above = scratch.sorted.len() as u64;
+        for &q in &scratch.sorted {
             let step = q - prev;
             if step * above > left {
                 level = prev + left / above;
@@ -247,7 +325,7 @@ impl CircuitScheduler for RoundRobin {
         let mut moved = 0;
         let k = self.ring.len();
         for i in 0..k {
-            let q = self.queued[i];
+            let q = scratch.queued[i];
             let mut give = q.min(level);
             if q > level && extra > 0 {
                 give += 1;
@@ -257,13 +335,13 @@ impl CircuitScheduler for RoundRobin {
             let n = src.take(*self.ring.get(i).expect("i < ring length"), give);
             debug_assert_eq!(n, give);
             moved += n;
-            self.queued[i] = q - give;
+            scratch.queued[i] = q - give;
         }
         // Survivors keep their order; the next turn is the first survivor after the last
         // circuit served in the partial round.
         let start = last_extra.map_or(0, |i| i + 1);
         let (mut i, mut kept, mut front) = (0, 0, None);
-        let queued = &self.queued;
+        let queued = &scratch.queued;
         self.ring.retain(|_| {
             let keep = queued[i] > 0;
             if keep {
@@ -278,6 +356,7 @@ impl CircuitScheduler for RoundRobin {
         if let Some(f) = front {
             self.ring.rotate_left(f);
         }
+        FILL_SCRATCH.set(scratch);
         debug_assert_eq!(moved, room);
         moved
     }
