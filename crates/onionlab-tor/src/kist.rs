@@ -155,9 +155,9 @@ pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime)
     let mut heap = std::collections::BinaryHeap::with_capacity(pending.len());
     // Channels without a count, in index order.
     let mut unordered: Vec<usize> = Vec::new();
-    for k in 0..pending.len() {
-        if pending[k].1 >= KIST_CELL_CHARGE {
-            match chans.priority(pending[k].0, now) {
+    for (k, &(i, limit, _, _)) in pending.iter().enumerate() {
+        if limit >= KIST_CELL_CHARGE {
+            match chans.priority(i, now) {
                 Some(p) => heap.push(Ready(p, k)),
                 None => unordered.push(k),
             }

@@ -388,6 +388,23 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_policy_runs_behind_the_circuitmux() {
+        // Any CircuitScheduler plugs in as `CircuitMux::Custom`; the relay sees the trait.
+        let mut mux = CircuitMux::Custom(Box::new(RoundRobin::new(2)));
+        let t = SimTime::ZERO;
+        let d = &mut CircPolicyData::default();
+        mux.activate(4, t, d);
+        mux.activate(5, t, d);
+        assert_eq!((mux.name(), mux.active()), ("round-robin", 2));
+        assert_eq!(mux.pick(t), Some((4, 2)));
+        mux.on_cells_sent(4, 2, t);
+        assert_eq!(mux.pick(t), Some((5, 2)));
+        mux.deactivate(5, d);
+        assert_eq!(mux.pick(t), Some((4, 2)));
+        assert_eq!(format!("{mux:?}"), "round-robin");
+    }
+
+    #[test]
     fn quantum_sends_several_cells_per_turn() {
         let mut rr = RoundRobin::new(3);
         let t = SimTime::ZERO;
