@@ -174,7 +174,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             let rate = (g.link_up.min(g.link_down) / 8).max(1);
             let mut flags = RelayFlags::FAST | RelayFlags::STABLE;
             if ops.exit {
-                flags = flags | RelayFlags::EXIT;
+                flags |= RelayFlags::EXIT;
             }
             planned.push(Planned {
                 spec: RelaySpec {
@@ -205,10 +205,10 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         for (p, (fast, stable)) in planned.iter_mut().zip(compute_flags(&hist)) {
             let mut f = RelayFlags(p.spec.flags.0 & !(RelayFlags::FAST.0 | RelayFlags::STABLE.0));
             if fast {
-                f = f | RelayFlags::FAST;
+                f |= RelayFlags::FAST;
             }
             if stable {
-                f = f | RelayFlags::STABLE;
+                f |= RelayFlags::STABLE;
             }
             p.spec.flags = f;
         }
