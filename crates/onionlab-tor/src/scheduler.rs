@@ -7,8 +7,9 @@
 //!
 //! Other schedulers (EWMA in [`crate::ewma`], BRAIDS priorities) implement the same trait
 //! and are picked with [`SchedulerKind`]. A channel end holds its scheduler as a
-//! [`CircuitMux`]: the built-in policies inline, any other one boxed. KIST ([`crate::kist`]) adds a relay-level run
-//! across channels on top of a per-channel EWMA circuitmux.
+//! [`CircuitMux`]: the built-in policies inline, any other one boxed. KIST
+//! ([`crate::kist`]) adds a relay-level run across channels on top of a per-channel EWMA
+//! circuitmux.
 
 use onionlab_core::SimTime;
 
