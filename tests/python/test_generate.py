@@ -228,6 +228,8 @@ def test_generate_check_load_and_run(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "61 of 6088 relays" in printed and "K-S D" in printed
     exp = out / "experiment.toml"
+    # The 2022 consensus's relays run KIST (every 2 ms) over EWMA, and the run below uses it.
+    assert 'scheduler = { kind = "kist", run_interval = "2 ms"' in (out / "network.toml").read_text()
     assert main(["check", "--load", str(exp)]) == 0
     printed = capsys.readouterr().out
     assert "loaded: 61 relays, 31 clients, 1 servers" in printed
