@@ -9,7 +9,7 @@
 use onionlab_core::SimTime;
 use onionlab_net::ConnId;
 
-use crate::cell::CellFifo;
+use crate::cell::{CellFifo, Direction};
 use crate::flow_control::CongestionControl;
 use crate::node::NodeId;
 use crate::scheduler::CircPolicyData;
@@ -98,6 +98,18 @@ impl Circuit {
 
     pub fn exit_pos(&self) -> usize {
         self.nodes.len() - 1
+    }
+
+    /// The channel the queue `queues[pos][dir]` feeds: towards the exit from `pos` (Out),
+    /// towards the client (In); `None` until that hop is extended to, and for the edges'
+    /// non-existent outer channels.
+    #[inline]
+    pub fn queue_chan(&self, pos: usize, dir: Direction) -> Option<u32> {
+        let chan_pos = match dir {
+            Direction::Out => pos,
+            Direction::In => pos.checked_sub(1)?,
+        };
+        self.chans.get(chan_pos).copied().flatten()
     }
 }
 

@@ -646,11 +646,7 @@ impl TorNetwork {
             self.close_circuit(now, circ, CloseReason::QueueLimit);
             return;
         }
-        let chan_pos = match run.dir {
-            Direction::Out => pos,
-            Direction::In => pos - 1,
-        };
-        let Some(chan) = c.chans[chan_pos] else {
+        let Some(chan) = c.queue_chan(pos, run.dir) else {
             return; // The next hop is not extended to yet (cannot happen for relayed cells).
         };
         let node = c.nodes[pos];
@@ -855,8 +851,7 @@ impl TorNetwork {
                     count_dropped(&mut self.counters, run);
                 }
                 *qd = Default::default();
-                let chan_pos = if dir == Direction::Out { pos } else { pos - 1 };
-                if let Some(ch) = c.chans.get(chan_pos).copied().flatten() {
+                if let Some(ch) = c.queue_chan(pos, dir) {
                     let ch = &mut self.chans[ch as usize];
                     let side = if ch.nodes[0] == c.nodes[pos] { 0 } else { 1 };
                     ch.ends[side].sched.deactivate(circ, &mut c.policy[pos][dir.index()]);
@@ -1518,11 +1513,7 @@ impl TorNetwork {
                     if circ.queues[pos][dir.index()].cells.is_empty() {
                         continue;
                     }
-                    let chan_pos = match dir {
-                        Direction::Out => pos,
-                        Direction::In => pos.wrapping_sub(1),
-                    };
-                    if let Some(ch) = circ.chans.get(chan_pos).copied().flatten() {
+                    if let Some(ch) = circ.queue_chan(pos, dir) {
                         let side = if self.chans[ch as usize].nodes[0] == circ.nodes[pos] { 0 } else { 1 };
                         queued[ch as usize][side] += 1;
                     }
