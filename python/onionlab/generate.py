@@ -296,8 +296,6 @@ def map_params(params: dict) -> tuple:
             notes[k] = "unsupported: onionlab has fixed SENDME windows, no congestion control here"
         elif k == "KISTSchedRunInterval":
             pass  # with the circuit priority below: KIST's circuitmux is EWMA
-        elif k.startswith("KIST"):
-            notes[k] = "not modelled (no onionlab counterpart)"
         else:
             notes[k] = "not modelled (no onionlab counterpart)"
     kist = params.get("KISTSchedRunInterval")
