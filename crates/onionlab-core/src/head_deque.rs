@@ -53,6 +53,11 @@ impl<T> HeadDeque<T> {
     }
 
     #[inline]
+    pub fn back(&self) -> Option<&T> {
+        self.rest.back().or(self.head.as_ref())
+    }
+
+    #[inline]
     pub fn back_mut(&mut self) -> Option<&mut T> {
         match self.rest.back_mut() {
             Some(b) => Some(b),
@@ -201,6 +206,7 @@ mod tests {
                 prop_assert_eq!(q.len(), m.len());
                 prop_assert_eq!(q.is_empty(), m.is_empty());
                 prop_assert_eq!(q.front(), m.front());
+                prop_assert_eq!(q.back(), m.back());
                 prop_assert_eq!(q.contains(&probe), m.contains(&probe));
                 for i in 0..=m.len() {
                     prop_assert_eq!(q.get(i), m.get(i));

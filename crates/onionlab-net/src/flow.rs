@@ -101,6 +101,9 @@ pub(crate) struct Flow {
     pub want_writable: bool,
     pub in_up_ring: bool,
     pub in_down_ring: bool,
+    /// The application closed the connection ([`Network::close`](crate::Network::close)):
+    /// no notices, arriving data is discarded.
+    pub closed: bool,
     pub written: u64,
     pub arrived: u64,
     pub delivered: u64,
@@ -153,6 +156,7 @@ impl Flow {
             cwnd_limited: false,
             want_writable: false,
             in_up_ring: false,
+            closed: false,
             srtt: None,
             min_rtt: None,
             arrived: 0,
@@ -171,6 +175,19 @@ impl Flow {
     #[inline]
     pub fn inflight(&self) -> u64 {
         self.sent - self.acked
+    }
+
+    /// Nothing of this flow is on its way or waits for an event at or after `now`: every
+    /// byte written was sent and delivered, no acknowledgement is due later and no
+    /// [`AckDue`](crate::NetEvent::AckDue) is pending. Such a flow can be dropped whole.
+    pub fn is_quiescent(&self, now: SimTime) -> bool {
+        self.established
+            && self.written == self.sent
+            && self.sent == self.delivered
+            && !self.in_up_ring
+            && !self.in_down_ring
+            && self.pending_acks.back().is_none_or(|a| a.due < now)
+            && self.ack_event_at.is_none_or(|t| t < now)
     }
 
     #[inline]

@@ -149,6 +149,8 @@ struct NetCounters {
     marks_queue: onionlab_core::counters::CounterId,
     marks_loss: onionlab_core::counters::CounterId,
     out_of_order: onionlab_core::counters::CounterId,
+    opened: onionlab_core::counters::CounterId,
+    closed: onionlab_core::counters::CounterId,
 }
 
 /// Hosts, connections and their transport state.
@@ -164,6 +166,9 @@ pub struct Network {
     /// Streams derive from (seed, "net-host", name), so creation order does not matter.
     host_rng: Vec<Option<SimRng>>,
     flows: Vec<Flow>,
+    /// Connections the application closed, in closing order, each with the earliest time
+    /// its slot may be reused; reused by [`connect`](Self::connect) once quiescent.
+    closing: std::collections::VecDeque<(ConnId, SimTime)>,
     notices: Vec<NetNotice>,
     link_log: Vec<LinkRecord>,
     streams: RngStreams,
@@ -192,6 +197,8 @@ impl Network {
             marks_queue: counters.register("net.congestion_marks_queue"),
             marks_loss: counters.register("net.congestion_marks_loss"),
             out_of_order: counters.register("net.out_of_order_deliveries"),
+            opened: counters.register("net.connections_opened"),
+            closed: counters.register("net.connections_closed"),
         };
         Network {
             cfg,
@@ -200,6 +207,7 @@ impl Network {
             host_names: Default::default(),
             host_rng: Vec::new(),
             flows: Vec::new(),
+            closing: Default::default(),
             notices: Vec::new(),
             link_log: Vec::new(),
             streams: RngStreams::new(seed),
@@ -253,6 +261,7 @@ impl Network {
         self.hosts.len()
     }
 
+    /// Connection slots: open connections and closed ones not yet reused.
     pub fn num_connections(&self) -> usize {
         self.flows.len() / 2
     }
@@ -265,6 +274,10 @@ impl Network {
     /// Opens a connection from `from` to `to`. Both ends get [`NetNotice::Connected`] once
     /// the handshake reaches them (acceptor after one latency, initiator after one RTT).
     /// Bytes written before then wait in the send buffer.
+    ///
+    /// The id may be that of a connection closed earlier whose last byte, acknowledgement
+    /// and event have passed (the oldest such one), so the number of slots follows the
+    /// number of open connections, not of all connections ever opened.
     pub fn connect<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, from: HostId, to: HostId) -> Result<ConnId, NetError> {
         for h in [from, to] {
             if h.0 as usize >= self.hosts.len() {
@@ -274,11 +287,53 @@ impl Network {
         if from == to {
             return Err(NetError::SelfConnection(from.0));
         }
-        let conn = ConnId(self.num_connections() as u32);
-        self.flows.push(Flow::new(from, to, &self.cfg));
-        self.flows.push(Flow::new(to, from, &self.cfg));
+        let now = q.now();
+        let reusable = self.closing.front().is_some_and(|&(c, not_before)| {
+            now >= not_before && self.flows[flow_id(c, Side::Initiator) as usize].is_quiescent(now) && self.flows[flow_id(c, Side::Acceptor) as usize].is_quiescent(now)
+        });
+        let conn = if reusable {
+            let (conn, _) = self.closing.pop_front().expect("checked");
+            self.flows[flow_id(conn, Side::Initiator) as usize] = Flow::new(from, to, &self.cfg);
+            self.flows[flow_id(conn, Side::Acceptor) as usize] = Flow::new(to, from, &self.cfg);
+            conn
+        } else {
+            let conn = ConnId(self.num_connections() as u32);
+            self.flows.push(Flow::new(from, to, &self.cfg));
+            self.flows.push(Flow::new(to, from, &self.cfg));
+            conn
+        };
+        self.counters.incr(self.ids.opened);
         q.schedule_in(self.one_way(from, to), NET_EVENT_CLASS, NetEvent::SynArrived { conn }.into());
         Ok(conn)
+    }
+
+    /// Closes `conn` at both ends at once, abortively (as a reset): bytes written and not
+    /// yet sent are dropped, bytes in flight are discarded where they arrive, and neither
+    /// end gets another notice. The caller must not use `conn` again: its id is reused by
+    /// a later [`connect`](Self::connect) once nothing of it remains in flight and its
+    /// last acknowledgement and window update are past (at least one latency from now,
+    /// whichever way is longer).
+    pub fn close(&mut self, now: SimTime, conn: ConnId) {
+        let (a, b) = (flow_id(conn, Side::Initiator), flow_id(conn, Side::Acceptor));
+        if self.flows[a as usize].closed {
+            return;
+        }
+        for fid in [a, b] {
+            let f = &mut self.flows[fid as usize];
+            f.closed = true;
+            f.want_writable = false;
+            f.written = f.sent;
+            f.read = f.delivered;
+            f.advertised_free = self.cfg.rcvbuf_bytes;
+        }
+        self.notices.retain(|n| match *n {
+            NetNotice::Connected { conn: c, .. } | NetNotice::Readable { conn: c, .. } | NetNotice::Writable { conn: c, .. } => c != conn,
+        });
+        let (ha, hb) = (self.flows[a as usize].src, self.flows[b as usize].src);
+        // A window update sent before the close arrives within one latency.
+        let not_before = now + self.one_way(ha, hb).max(self.one_way(hb, ha)) + onionlab_core::SimDuration::from_nanos(1);
+        self.closing.push_back((conn, not_before));
+        self.counters.incr(self.ids.closed);
     }
 
     /// The host at `side` of `conn`.
@@ -414,7 +469,9 @@ impl Network {
             NetEvent::SynArrived { conn } => {
                 let fid = flow_id(conn, Side::Acceptor);
                 self.flows[fid as usize].established = true;
-                self.notices.push(NetNotice::Connected { conn, side: Side::Acceptor });
+                if !self.flows[fid as usize].closed {
+                    self.notices.push(NetNotice::Connected { conn, side: Side::Acceptor });
+                }
                 let f = &self.flows[fid as usize];
                 q.schedule_in(self.one_way(f.src, f.dst), NET_EVENT_CLASS, NetEvent::SynAckArrived { conn }.into());
                 self.make_ready(q, fid);
@@ -422,7 +479,9 @@ impl Network {
             NetEvent::SynAckArrived { conn } => {
                 let fid = flow_id(conn, Side::Initiator);
                 self.flows[fid as usize].established = true;
-                self.notices.push(NetNotice::Connected { conn, side: Side::Initiator });
+                if !self.flows[fid as usize].closed {
+                    self.notices.push(NetNotice::Connected { conn, side: Side::Initiator });
+                }
                 self.make_ready(q, fid);
             }
             NetEvent::UplinkFree { host } => {
@@ -757,14 +816,20 @@ impl Network {
         }
         f.delivered += b.bytes as u64;
         self.counters.add(self.ids.bytes_delivered, b.bytes as u64);
+        let closed = f.closed;
+        if closed {
+            f.read = f.delivered; // Nobody reads a closed connection.
+        }
         let unread = f.delivered - f.read;
         f.advertised_free = self.cfg.rcvbuf_bytes - unread;
         let (src_loc, dst_loc) = (self.hosts[f.src.0 as usize].location, self.hosts[f.dst.0 as usize].location);
         let due = now + self.latency.one_way(dst_loc, src_loc);
         f.pending_acks.push_back(PendingAck { due, upto: b.end_seq, unread, ce: b.ce, sent_at: b.sent_at });
         self.want_acks(q, b.flow);
-        let (conn, sender) = conn_of(b.flow);
-        self.notices.push(NetNotice::Readable { conn, side: sender.other() });
+        if !closed {
+            let (conn, sender) = conn_of(b.flow);
+            self.notices.push(NetNotice::Readable { conn, side: sender.other() });
+        }
         self.start_downlink(now, host);
     }
 }

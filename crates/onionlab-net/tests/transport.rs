@@ -223,3 +223,184 @@ proptest! {
         }
     }
 }
+
+/// A transfer driven directly over the network's public API, for the close tests (the
+/// `TransferRunner` maps connection ids to transfers once and for all; here ids are reused).
+struct Xfer {
+    conn: ConnId,
+    total: u64,
+    written: u64,
+    read: u64,
+    closed: bool,
+}
+
+struct CloseDriver {
+    net: Network,
+    q: onionlab_core::EventQueue<NetEvent>,
+    xfers: Vec<Xfer>,
+    /// The transfer each connection id currently belongs to.
+    by_conn: std::collections::HashMap<ConnId, usize>,
+    violation: Option<String>,
+}
+
+impl CloseDriver {
+    fn new(cfg: TransportConfig, one_way: SimDuration) -> Self {
+        CloseDriver {
+            net: Network::new(cfg, LatencyModel::constant(one_way), 3),
+            q: onionlab_core::EventQueue::new(),
+            xfers: Vec::new(),
+            by_conn: Default::default(),
+            violation: None,
+        }
+    }
+
+    fn start(&mut self, a: HostId, b: HostId, total: u64) -> usize {
+        let conn = self.net.connect(&mut self.q, a, b).unwrap();
+        let written = self.net.write(&mut self.q, conn, Side::Initiator, total);
+        self.xfers.push(Xfer { conn, total, written, read: 0, closed: false });
+        self.by_conn.insert(conn, self.xfers.len() - 1);
+        self.xfers.len() - 1
+    }
+
+    fn close(&mut self, i: usize) {
+        let now = self.q.now();
+        self.net.close(now, self.xfers[i].conn);
+        self.xfers[i].closed = true;
+    }
+
+    fn run_until(&mut self, until: SimTime) {
+        let mut notices = Vec::new();
+        while let Some(ev) = self.q.pop_until(until) {
+            self.net.handle(&mut self.q, ev.event);
+            self.net.drain_notices(&mut notices);
+            for n in notices.drain(..) {
+                let (NetNotice::Connected { conn, side } | NetNotice::Readable { conn, side } | NetNotice::Writable { conn, side }) = n;
+                let i = self.by_conn[&conn];
+                if self.xfers[i].closed {
+                    self.violation.get_or_insert(format!("notice {n:?} for closed transfer {i}"));
+                    continue;
+                }
+                match (n, side) {
+                    (NetNotice::Writable { .. }, Side::Initiator) => {
+                        let left = self.xfers[i].total - self.xfers[i].written;
+                        self.xfers[i].written += self.net.write(&mut self.q, conn, Side::Initiator, left);
+                    }
+                    (NetNotice::Readable { .. }, Side::Acceptor) => {
+                        self.xfers[i].read += self.net.read(&mut self.q, conn, Side::Acceptor, u64::MAX);
+                    }
+                    _ => {}
+                }
+            }
+            if self.violation.is_none() {
+                self.violation = self.net.check_invariants().err();
+            }
+        }
+        if until != SimTime::MAX {
+            self.q.advance_to(until).expect("no event is left before `until`");
+        }
+    }
+}
+
+#[test]
+fn a_closed_connection_is_reused_only_once_nothing_of_it_is_left() {
+    let one_way = SimDuration::from_millis(10);
+    let mut d = CloseDriver::new(TransportConfig::default(), one_way);
+    let a = d.net.add_host(host("a", 10 * MBIT, 1000 * MBIT)).unwrap();
+    let b = d.net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let first = d.start(a, b, 4 * 1024 * 1024);
+    d.run_until(SimTime::ZERO + SimDuration::from_millis(300));
+    let read_at_close = d.xfers[first].read;
+    assert!(read_at_close > 0 && read_at_close < d.xfers[first].total, "mid-transfer: {read_at_close}");
+    d.close(first);
+    // Bytes are still in flight: a new connection gets a fresh id.
+    let second = d.start(a, b, 100_000);
+    assert_ne!(d.xfers[second].conn, d.xfers[first].conn);
+    assert_eq!(d.net.num_connections(), 2);
+    d.run_until(SimTime::ZERO + SimDuration::from_secs(5));
+    assert_eq!(d.xfers[second].read, 100_000);
+    // Everything of the closed connection has arrived and been acknowledged: reused.
+    let third = d.start(a, b, 300_000);
+    assert_eq!(d.xfers[third].conn, d.xfers[first].conn, "the closed slot is reused");
+    assert_eq!(d.net.num_connections(), 2);
+    d.run_until(SimTime::MAX);
+    assert_eq!(d.violation, None);
+    assert_eq!(d.xfers[third].read, 300_000, "the new connection carries its own bytes only");
+    assert_eq!(d.xfers[first].read, read_at_close, "nothing is read from a closed connection");
+    let [written, sent, arrived, delivered, read] = d.net.flow_counters(d.xfers[third].conn, Side::Initiator);
+    assert_eq!([written, sent, arrived, delivered, read], [300_000; 5]);
+    let counters = d.net.counters().snapshot();
+    let get = |name: &str| counters.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
+    assert_eq!(get("net.connections_opened"), Some(3));
+    assert_eq!(get("net.connections_closed"), Some(1));
+}
+
+#[test]
+fn a_closed_slot_waits_for_the_last_window_update() {
+    // A reader that frees a nearly full receive buffer sends a window update, which takes
+    // one latency to arrive. Closing right after must not let a new connection take the id
+    // before that update has arrived.
+    let cfg = TransportConfig { rcvbuf_bytes: 64 * 1024, ..TransportConfig::default() };
+    let one_way = SimDuration::from_millis(50);
+    let mut d = CloseDriver::new(cfg, one_way);
+    let a = d.net.add_host(host("a", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let b = d.net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let first = d.start(a, b, 64 * 1024);
+    d.run_until(SimTime::ZERO + SimDuration::from_secs(2));
+    assert_eq!(d.xfers[first].read, 64 * 1024);
+    d.close(first);
+    let t_close = d.q.now();
+    d.run_until(t_close + SimDuration::from_millis(49));
+    let early = d.start(a, b, 1000);
+    assert_ne!(d.xfers[early].conn, d.xfers[first].conn, "reused within one latency of the close");
+    d.run_until(t_close + SimDuration::from_millis(51));
+    let late = d.start(a, b, 1000);
+    assert_eq!(d.xfers[late].conn, d.xfers[first].conn);
+    d.run_until(SimTime::MAX);
+    assert_eq!(d.violation, None);
+    assert_eq!((d.xfers[early].read, d.xfers[late].read), (1000, 1000));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    /// Transfers start, some are closed mid-way, and more start later (taking the closed
+    /// ids when they are free): the transport's accounting holds after every event, a
+    /// closed connection raises no notice, and every transfer left open delivers exactly
+    /// its own bytes.
+    #[test]
+    fn closing_and_reusing_connections_keeps_every_transfer_whole(
+        n_hosts in 2usize..6,
+        one_way_ms in 1u64..40,
+        waves in proptest::collection::vec(
+            (proptest::collection::vec((0usize..6, 0usize..6, 1u64..400_000), 1..6), proptest::collection::vec(any::<bool>(), 6), 1u64..400),
+            1..6),
+    ) {
+        let mut d = CloseDriver::new(TransportConfig::default(), SimDuration::from_millis(one_way_ms));
+        let ids: Vec<_> = (0..n_hosts).map(|i| d.net.add_host(host(&format!("h{i}"), 20 * MBIT, 50 * MBIT)).unwrap()).collect();
+        let mut t = SimTime::ZERO;
+        for (starts, closes, gap_ms) in waves {
+            let mut started = Vec::new();
+            for (a, b, s) in starts {
+                let (a, b) = (ids[a % n_hosts], ids[b % n_hosts]);
+                if a != b {
+                    started.push(d.start(a, b, s));
+                }
+            }
+            t = t + SimDuration::from_millis(gap_ms);
+            d.run_until(t);
+            // Close some of the transfers still running (and some finished ones).
+            for (k, i) in started.into_iter().enumerate() {
+                if closes[k % closes.len()] {
+                    d.close(i);
+                }
+            }
+        }
+        d.run_until(SimTime::MAX);
+        prop_assert_eq!(d.violation.clone(), None);
+        for (i, x) in d.xfers.iter().enumerate() {
+            if !x.closed {
+                prop_assert_eq!(x.read, x.total, "transfer {} on {:?}", i, x.conn);
+            }
+        }
+        prop_assert!(d.net.num_connections() <= d.xfers.len());
+    }
+}

@@ -62,8 +62,6 @@ pub(crate) struct Circuit {
     /// Dirty for longer than MaxCircuitDirtiness: closes when its last stream finishes.
     pub expired: bool,
     pub close_reason: Option<CloseReason>,
-    /// Streams attached and not yet finished.
-    pub live_streams: u32,
     /// Hops whose CREATED the client has seen.
     pub built: usize,
     /// `queues[p][dir]`: cells at position p waiting to leave in direction dir, and the
@@ -73,8 +71,12 @@ pub(crate) struct Circuit {
     /// feeds keeps about this circuit while it is idle there (EWMA: its count).
     pub policy: [[CircPolicyData; 2]; CIRCUIT_NODES],
     // The edges' state.
-    /// Stream ids, by stream index within the circuit.
+    /// Stream ids, by stream index within the circuit (what cells name).
     pub streams: Vec<u32>,
+    /// Ids of the streams attached and not yet finished, in the order they attached: what
+    /// a SENDME or a refill wakes (a circuit carries every stream of its client for up to
+    /// ten minutes, most of them long done).
+    pub live: Vec<u32>,
     /// Flow/congestion control at the client edge (packages Out, delivers In) ...
     pub cc_client: Box<dyn CongestionControl>,
     /// ... and at the exit edge (packages In, delivers Out).
@@ -118,6 +120,8 @@ pub(crate) struct Stream {
     pub client: NodeId,
     pub server: NodeId,
     pub circ: u32,
+    /// Index of the stream within its circuit (the stream id its cells carry).
+    pub idx: u16,
     pub bytes: u64,
     /// Caller's label, returned in the record.
     pub tag: u64,

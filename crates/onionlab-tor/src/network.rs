@@ -488,11 +488,12 @@ impl TorNetwork {
         }
         let idx = c.streams.len() as u16;
         c.streams.push(id);
-        c.live_streams += 1;
+        c.live.push(id);
         self.streams.push(Stream {
             client,
             server,
             circ,
+            idx,
             bytes,
             tag,
             start: now,
@@ -560,7 +561,7 @@ impl TorNetwork {
             opened_at: None,
             dirty_since: None,
             streams: Vec::new(),
-            live_streams: 0,
+            live: Vec::new(),
             expired: false,
             pending_begins: Vec::new(),
             cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
@@ -729,8 +730,8 @@ impl TorNetwork {
                 for _ in 0..run.count {
                     c.cc_exit.on_sendme(now);
                 }
-                let streams = c.streams.clone();
-                for sid in streams {
+                for k in 0..c.live.len() {
+                    let sid = self.circuits[circ as usize].live[k];
                     self.wake_edge(node, sid);
                 }
             }
@@ -799,6 +800,12 @@ impl TorNetwork {
             return;
         }
         s.done = true;
+        if let Some(conn) = s.exit_conn.take() {
+            // The exit closes its server connection: done, the stream has read all of it;
+            // failed, tor closes the edge with its circuit.
+            self.net.close(now, conn);
+        }
+        let s = &self.streams[sid as usize];
         let c = &self.circuits[s.circ as usize];
         if error.is_some() {
             self.counters.streams_failed += 1;
@@ -820,8 +827,10 @@ impl TorNetwork {
         });
         let circ = s.circ;
         let c = &mut self.circuits[circ as usize];
-        c.live_streams -= 1;
-        if c.expired && c.live_streams == 0 {
+        if let Some(k) = c.live.iter().position(|&x| x == sid) {
+            c.live.remove(k);
+        }
+        if c.expired && c.live.is_empty() {
             self.close_circuit(now, circ, CloseReason::Expired);
         }
     }
@@ -871,10 +880,8 @@ impl TorNetwork {
         if self.nodes[client as usize].current_circ == Some(circ) {
             self.nodes[client as usize].current_circ = None;
         }
-        let streams = c.streams.clone();
-        for sid in streams {
-            // Exit connections of a closed circuit are never read again (the read pass
-            // drops them), and unfinished streams fail.
+        for sid in std::mem::take(&mut self.circuits[circ as usize].live) {
+            // Unfinished streams fail, and their exit connections close.
             self.finish_stream(now, sid, Some("circuit closed: queue limit"));
         }
     }
@@ -908,7 +915,7 @@ impl TorNetwork {
             TorEvent::CircuitExpire { circ } => {
                 let c = &mut self.circuits[circ as usize];
                 if c.state != CircuitState::Closed {
-                    if c.live_streams == 0 {
+                    if c.live.is_empty() {
                         self.close_circuit(q.now(), circ, CloseReason::Expired);
                     } else {
                         c.expired = true;
@@ -1048,7 +1055,10 @@ impl TorNetwork {
     fn on_edge_notice(&mut self, q: &mut EventQueue<TorEvent>, sid: u32, n: NetNotice) {
         let now = q.now();
         let s = &self.streams[sid as usize];
-        debug_assert!(s.exit_conn.is_some(), "edge notices only for connected streams");
+        if s.exit_conn.is_none() {
+            // Closed when its stream ended, by a notice handled just before this one.
+            return;
+        }
         let circ = s.circ;
         match n {
             NetNotice::Connected { side: Side::Initiator, .. } => {
@@ -1056,8 +1066,7 @@ impl TorNetwork {
                 // (the rest on Writable if the send buffer is smaller than the request).
                 self.write_request(q, sid);
                 let exit = self.circuits[circ as usize].exit_pos();
-                let idx = self.circuits[circ as usize].streams.iter().position(|&x| x == sid).expect("stream on its circuit") as u16;
-                let run = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Connected, target: 0, stream: idx };
+                let run = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Connected, target: 0, stream: self.streams[sid as usize].idx };
                 if self.circuits[circ as usize].state != CircuitState::Closed {
                     self.emit(now, circ, exit, run);
                 }
@@ -1160,13 +1169,14 @@ impl TorNetwork {
         self.nodes[node as usize].chans = chans;
         // Circuit rate limits live at exits; refill those whose exit this is.
         for k in 0..self.rate_limited.len() {
-            let c = &mut self.circuits[self.rate_limited[k] as usize];
+            let circ = self.rate_limited[k] as usize;
+            let c = &mut self.circuits[circ];
             if c.nodes[c.exit_pos()] == node {
                 if let Some(b) = c.rate_limit.as_mut() {
                     b.refill(iv);
                 }
-                let streams = c.streams.clone();
-                for sid in streams {
+                for j in 0..c.live.len() {
+                    let sid = self.circuits[circ].live[j];
                     self.wake_edge(node, sid);
                 }
             }
@@ -1354,8 +1364,7 @@ impl TorNetwork {
                 b.take(cells * CELL_WIRE_BYTES);
             }
             let exit = c.exit_pos();
-            let idx = c.streams.iter().position(|&x| x == sid).expect("stream on its circuit") as u16;
-            let run = CellRun { circ, count: cells as u32, dir: Direction::In, kind: CellKind::Data, target: 0, stream: idx };
+            let run = CellRun { circ, count: cells as u32, dir: Direction::In, kind: CellKind::Data, target: 0, stream: self.streams[sid as usize].idx };
             self.emit(now, circ, exit, run);
         }
         if got > 0 || cells > 0 {

@@ -251,6 +251,17 @@ fn an_overfull_circuit_queue_closes_the_circuit() {
     assert_eq!(rec.error, Some("circuit closed: queue limit"));
     assert_eq!(sim.tor.counters.circuits_closed_queue_limit, 1);
     assert!(sim.tor.counters.cells_dropped > 0);
+    // The exit closed its server connection with the circuit; the next stream's exit
+    // connection takes its slot (a new circuit, over the channels already open).
+    let closed = |sim: &TorSim| sim.tor.net.counters().snapshot().into_iter().find(|(n, _)| *n == "net.connections_closed").map(|(_, v)| v);
+    assert_eq!(closed(&sim), Some(1));
+    let slots = sim.tor.net.num_connections();
+    sim.start_stream(c, s, 10_000, 1).unwrap();
+    sim.run_until(secs(120.0), |t| t.check_invariants().unwrap());
+    let rec = sim.tor.take_records().pop().unwrap();
+    assert_eq!((rec.tag, rec.error), (1, None));
+    assert_eq!(sim.tor.net.num_connections(), slots, "the closed exit connection's slot was reused");
+    assert_eq!(closed(&sim), Some(2));
 }
 
 fn records_for_seed(seed: u64) -> Vec<StreamRecord> {
