@@ -986,7 +986,7 @@ impl TorNetwork {
         }
         let flushing = ch.ends.iter().enumerate().any(|(i, e)| {
             let side = if i == 0 { Side::Initiator } else { Side::Acceptor };
-            // A stale read- or write-ring entry is harmless: the pass finds nothing to do.
+            // Stale read- or write-ring entries are skipped once the channel is closed.
             e.outbuf_bytes() > 0 || !e.wire.is_empty() || self.net.readable_bytes(ch.conn, side) > 0
         });
         if flushing {
@@ -997,6 +997,8 @@ impl TorNetwork {
         ch.closed = true;
         ch.open = false;
         let nodes = ch.nodes;
+        // The TCP connection closes with the channel; the transport reuses its slot.
+        self.net.close(now, ch.conn);
         let key = (nodes[0].min(nodes[1]), nodes[0].max(nodes[1]));
         if self.chan_by_pair.get(&key) == Some(&chan) {
             self.chan_by_pair.remove(&key);
@@ -1278,6 +1280,12 @@ impl TorNetwork {
 
     fn read_channel(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, chan: u32, side: Side) {
         let si = side_index(side);
+        if self.chans[chan as usize].closed {
+            // A stale ring entry: the connection is closed and its id may belong to
+            // another connection by now.
+            self.chans[chan as usize].ends[si].in_read_ring = false;
+            return;
+        }
         let conn = self.chans[chan as usize].conn;
         let avail = self.net.readable_bytes(conn, side);
         let n = &mut self.nodes[node as usize];
@@ -1387,6 +1395,10 @@ impl TorNetwork {
                 break;
             }
             let si = side_index(side);
+            if self.chans[chan as usize].closed {
+                self.chans[chan as usize].ends[si].in_write_ring = false;
+                continue; // A stale entry (see `read_channel`).
+            }
             if n.kist.is_none() {
                 self.fill_outbuf(now, node, chan, si);
             }

@@ -178,10 +178,15 @@ fn expired_circuits_close_and_idle_channels_close_three_minutes_later() {
     sim.run_until(secs(780.1), |t| t.check_invariants().unwrap());
     assert_eq!(sim.tor.counters.channels_closed_idle, 3);
     assert!([g, m, e].iter().all(|&r| sim.tor.connections(r).is_empty()));
-    // A new stream builds a new circuit over new channels.
+    // The three channels' TCP connections closed with them, and so did the exit's server
+    // connection when the first stream ended.
+    let slots = sim.tor.net.num_connections();
+    assert_eq!(slots, 4);
+    // A new stream builds a new circuit over new channels, on the closed connections' slots.
     let b = sim.start_stream(c[0], s, 10_000, 1).unwrap();
     sim.run_until(secs(790.0), |t| t.check_invariants().unwrap());
     assert_ne!(sim.tor.stream_circuit(b), circ);
+    assert_eq!(sim.tor.net.num_connections(), slots, "closed connections' slots are reused");
     let after = open_chans(&sim, g);
     assert_eq!(after.len(), 2);
     assert!(after.iter().all(|ch| !before[0].contains(ch)), "fresh connections, fresh ids: {after:?}");
