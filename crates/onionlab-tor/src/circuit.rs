@@ -46,6 +46,9 @@ pub(crate) struct HopQueue {
     pub relayed: u64,
 }
 
+/// In [`Circuit::streams`], a stream that has finished.
+pub(crate) const NO_STREAM: u32 = u32::MAX;
+
 /// A circuit. Its per-hop state lives inline in fixed arrays, not in vectors of its own,
 /// and the fields every relayed run reads share the first cache line: every cell run
 /// relayed touches the circuit, and each further line or heap block costs a cache miss at
@@ -71,7 +74,8 @@ pub(crate) struct Circuit {
     /// feeds keeps about this circuit while it is idle there (EWMA: its count).
     pub policy: [[CircPolicyData; 2]; CIRCUIT_NODES],
     // The edges' state.
-    /// Stream ids, by stream index within the circuit (what cells name).
+    /// Stream ids, by stream index within the circuit (what cells name); [`NO_STREAM`]
+    /// once the stream has finished (its id may belong to another stream by then).
     pub streams: Vec<u32>,
     /// Ids of the streams attached and not yet finished, in the order they attached: what
     /// a SENDME or a refill wakes (a circuit carries every stream of its client for up to
@@ -135,6 +139,11 @@ pub(crate) struct Stream {
     /// Read from the server and not yet packaged (less than a cell, or window closed).
     pub exit_inbuf: u64,
     pub package_window: u64,
+    /// DATA cells the exit has packaged, and stream SENDMEs the client sent and the exit
+    /// received (for the window invariants).
+    pub packaged_cells: u64,
+    pub sendmes_sent: u32,
+    pub sendmes_received: u32,
     pub in_read_ring: bool,
     /// Request bytes the exit has written to the server (a send buffer smaller than the
     /// request takes them in parts).
@@ -150,7 +159,10 @@ pub(crate) struct Stream {
 /// The outcome of one stream: a row of the per-download results.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamRecord {
+    /// The id `start_stream` returned (given to a later stream once this one finished).
     pub stream: u32,
+    /// The circuit the stream used.
+    pub circuit: u32,
     pub tag: u64,
     pub client: NodeId,
     pub server: NodeId,

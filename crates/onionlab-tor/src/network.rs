@@ -36,7 +36,7 @@ use onionlab_net::{ConnId, HostId, HostSpec, LatencyModel, NetEvent, NetNotice, 
 
 use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel};
-use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES};
+use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES, NO_STREAM};
 use crate::flow_control::{FixedWindow, STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
@@ -197,7 +197,10 @@ pub struct TorNetwork {
     chan_by_pair: BTreeMap<(NodeId, NodeId), u32>,
     conn_role: Vec<ConnRole>,
     circuits: Vec<Circuit>,
+    /// Stream slots; a finished stream's slot is reused (see [`Self::release_stream`]).
     streams: Vec<Stream>,
+    /// Slots of finished streams, free for new ones (last freed first: still in cache).
+    free_streams: Vec<u32>,
     records: Vec<StreamRecord>,
     hooks: Vec<Option<Box<dyn RelayHook>>>,
     /// Circuits with a packaging rate limit (refilled with their exit's buckets).
@@ -246,6 +249,7 @@ impl TorNetwork {
             conn_role: Vec::new(),
             circuits: Vec::new(),
             streams: Vec::new(),
+            free_streams: Vec::new(),
             records: Vec::new(),
             hooks: Vec::new(),
             rate_limited: Vec::new(),
@@ -459,6 +463,8 @@ impl TorNetwork {
 
     /// Starts a stream from `client` fetching `bytes` from `server`. The stream uses the
     /// client's current circuit if it is younger than MaxCircuitDirtiness, else a new one.
+    /// Returns the stream's id, which names it until it finishes: a finished stream's id
+    /// is given to a later stream (its [`StreamRecord`] keeps what it was).
     pub fn start_stream(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId, server: NodeId, bytes: u64, tag: u64) -> Result<u32, TorError> {
         if self.nodes[client as usize].kind != NodeKind::Client {
             return Err(TorError::WrongKind(client, "client"));
@@ -471,6 +477,9 @@ impl TorNetwork {
             let c = &self.circuits[c as usize];
             c.state != CircuitState::Closed
                 && c.dirty_since.is_none_or(|d| now.saturating_since(d) < self.cfg.max_circuit_dirtiness)
+                // Stream ids are 16 bits; tor gives up on a circuit that has run out of them
+                // (`get_unique_stream_id_by_circ`).
+                && c.streams.len() <= u16::MAX as usize
         });
         let circ = match usable {
             Some(c) => c,
@@ -480,7 +489,7 @@ impl TorNetwork {
                 c
             }
         };
-        let id = self.streams.len() as u32;
+        let id = self.free_streams.pop().unwrap_or(self.streams.len() as u32);
         let c = &mut self.circuits[circ as usize];
         if c.dirty_since.is_none() {
             c.dirty_since = Some(now);
@@ -489,7 +498,7 @@ impl TorNetwork {
         let idx = c.streams.len() as u16;
         c.streams.push(id);
         c.live.push(id);
-        self.streams.push(Stream {
+        let stream = Stream {
             client,
             server,
             circ,
@@ -503,13 +512,20 @@ impl TorNetwork {
             exit_read: 0,
             exit_inbuf: 0,
             package_window: STREAMWINDOW_START,
+            packaged_cells: 0,
+            sendmes_sent: 0,
+            sendmes_received: 0,
             in_read_ring: false,
             request_written: 0,
             request_read: 0,
             server_written: 0,
             delivered_cells: 0,
             deliver_window: STREAMWINDOW_START,
-        });
+        };
+        match self.streams.get_mut(id as usize) {
+            Some(slot) => *slot = stream,
+            None => self.streams.push(stream),
+        }
         if self.circuits[circ as usize].state == CircuitState::Open {
             self.send_begin(q, circ, idx);
         } else {
@@ -713,7 +729,7 @@ impl TorNetwork {
             CellKind::Extend => self.extend_to(q, circ, pos),
             CellKind::Extended => self.on_hop_built(q, circ),
             CellKind::Begin => {
-                let sid = self.circuits[circ as usize].streams[run.stream as usize];
+                let Some(sid) = self.live_stream(circ, run.stream) else { return };
                 let server = self.streams[sid as usize].server;
                 let (he, hs) = (self.nodes[node as usize].host, self.nodes[server as usize].host);
                 let conn = self.net.connect(q, he, hs).expect("exit and server are distinct hosts");
@@ -737,8 +753,9 @@ impl TorNetwork {
             }
             CellKind::StreamSendme => {
                 self.counters.stream_sendmes_received += run.count as u64;
-                let sid = self.circuits[circ as usize].streams[run.stream as usize];
+                let Some(sid) = self.live_stream(circ, run.stream) else { return };
                 let s = &mut self.streams[sid as usize];
+                s.sendmes_received += run.count;
                 s.package_window = (s.package_window + STREAMWINDOW_INCREMENT * run.count as u64).min(STREAMWINDOW_START);
                 self.wake_edge(node, sid);
             }
@@ -764,7 +781,7 @@ impl TorNetwork {
     }
 
     fn deliver_at_client(&mut self, now: SimTime, circ: u32, run: CellRun) {
-        let sid = self.circuits[circ as usize].streams[run.stream as usize];
+        let Some(sid) = self.live_stream(circ, run.stream) else { return };
         let n = run.count as u64;
         let s = &mut self.streams[sid as usize];
         s.first_byte.get_or_insert(now);
@@ -779,6 +796,7 @@ impl TorNetwork {
         let finished = !s.done && s.delivered_cells * RELAY_PAYLOAD_SIZE >= s.bytes;
         let exit = self.circuits[circ as usize].exit_pos() as u8;
         if stream_sendmes > 0 && !finished {
+            s.sendmes_sent += stream_sendmes;
             self.counters.stream_sendmes_sent += stream_sendmes as u64;
             let r = CellRun { circ, count: stream_sendmes, dir: Direction::Out, kind: CellKind::StreamSendme, target: exit, stream: run.stream };
             self.emit(now, circ, 0, r);
@@ -814,6 +832,7 @@ impl TorNetwork {
         }
         self.records.push(StreamRecord {
             stream: sid,
+            circuit: s.circ,
             tag: s.tag,
             client: s.client,
             server: s.server,
@@ -825,11 +844,17 @@ impl TorNetwork {
             circuit_build_time: c.opened_at.map(|t| t.saturating_since(c.created_at)),
             error,
         });
-        let circ = s.circ;
+        let (circ, idx, in_ring) = (s.circ, s.idx, s.in_read_ring);
         let c = &mut self.circuits[circ as usize];
         if let Some(k) = c.live.iter().position(|&x| x == sid) {
             c.live.remove(k);
         }
+        // Cells still naming the stream (a client's last SENDMEs) find no stream.
+        c.streams[idx as usize] = NO_STREAM;
+        if !in_ring {
+            self.free_streams.push(sid);
+        }
+        let c = &self.circuits[circ as usize];
         if c.expired && c.live.is_empty() {
             self.close_circuit(now, circ, CloseReason::Expired);
         }
@@ -1338,7 +1363,12 @@ impl TorNetwork {
         let circ = s.circ;
         let c = &self.circuits[circ as usize];
         if s.done || c.state == CircuitState::Closed {
+            let done = s.done;
             self.streams[sid as usize].in_read_ring = false;
+            if done {
+                // Its slot waited for this last ring entry to go.
+                self.free_streams.push(sid);
+            }
             return;
         }
         let conn = s.exit_conn.expect("edges in the read ring are connected");
@@ -1366,6 +1396,7 @@ impl TorNetwork {
         if cells > 0 {
             s.exit_inbuf -= s.exit_inbuf.min(cells * RELAY_PAYLOAD_SIZE);
             s.package_window -= cells;
+            s.packaged_cells += cells;
             let c = &mut self.circuits[circ as usize];
             c.cc_exit.on_packaged(cells, now);
             if let Some(b) = c.rate_limit.as_mut() {
@@ -1519,9 +1550,52 @@ impl TorNetwork {
             if s.package_window > STREAMWINDOW_START || s.deliver_window > STREAMWINDOW_START {
                 return Err(format!("stream {i}: window out of range"));
             }
+            // The exit packages at most a window beyond what the client has had (a SENDME
+            // per 50 cells delivered opens 50 more), so a SENDME credited to the wrong
+            // stream shows here.
+            if !s.done && s.packaged_cells > s.delivered_cells + STREAMWINDOW_START {
+                return Err(format!("stream {i}: {} cells packaged, {} delivered", s.packaged_cells, s.delivered_cells));
+            }
+            if s.sendmes_received > s.sendmes_sent {
+                return Err(format!("stream {i}: {} SENDMEs received, {} sent", s.sendmes_received, s.sendmes_sent));
+            }
         }
+        self.check_stream_slots()?;
         self.check_scheduler_invariants()?;
         self.net.check_invariants()
+    }
+
+    /// Stream slots: an exit's read ring holds only streams of circuits it is the exit of,
+    /// each once and flagged as such; a free slot is a finished stream in no ring; a
+    /// circuit names each of its running streams at the stream's index.
+    fn check_stream_slots(&self) -> Result<(), String> {
+        let mut in_ring = vec![0u32; self.streams.len()];
+        for (node, n) in self.nodes.iter().enumerate() {
+            for io in &n.read_ring {
+                let IoRef::Edge(sid) = *io else { continue };
+                let s = &self.streams[sid as usize];
+                let c = &self.circuits[s.circ as usize];
+                if c.nodes[c.exit_pos()] as usize != node {
+                    return Err(format!("stream {sid} in the read ring of node {node}, not its exit's"));
+                }
+                in_ring[sid as usize] += 1;
+            }
+        }
+        for (sid, s) in self.streams.iter().enumerate() {
+            if in_ring[sid] != s.in_read_ring as u32 {
+                return Err(format!("stream {sid}: in {} read rings, flag {}", in_ring[sid], s.in_read_ring));
+            }
+            if !s.done && self.circuits[s.circ as usize].streams[s.idx as usize] != sid as u32 {
+                return Err(format!("stream {sid}: its circuit names another stream at index {}", s.idx));
+            }
+        }
+        for &sid in &self.free_streams {
+            let s = &self.streams[sid as usize];
+            if !s.done || s.in_read_ring {
+                return Err(format!("free stream slot {sid} is still in use"));
+            }
+        }
+        Ok(())
     }
 
     /// Every channel end's scheduler has exactly the circuits with cells queued for it
@@ -1600,8 +1674,17 @@ impl TorNetwork {
         self.circuits[circ as usize].state
     }
 
+    /// The circuit of a running stream (a finished one's is in its [`StreamRecord`]).
     pub fn stream_circuit(&self, sid: u32) -> u32 {
-        self.streams[sid as usize].circ
+        let s = &self.streams[sid as usize];
+        debug_assert!(!s.done, "stream {sid} has finished; its id may name another stream");
+        s.circ
+    }
+
+    /// The stream with index `idx` on `circ`, unless it has finished.
+    #[inline]
+    fn live_stream(&self, circ: u32, idx: u16) -> Option<u32> {
+        Some(self.circuits[circ as usize].streams[idx as usize]).filter(|&sid| sid != NO_STREAM)
     }
 
     pub fn host_of(&self, n: NodeId) -> HostId {
