@@ -380,6 +380,9 @@ impl Network {
     }
 
     /// Consumes up to `max` bytes from the receive buffer of `side` of `conn`.
+    // Inlined into the relays' read and write passes: when fat LTO left it out of line
+    // the Tor bench ran 2.5 % more instructions (cachegrind), results identical.
+    #[inline(always)]
     pub fn read<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, conn: ConnId, side: Side, max: u64) -> u64 {
         let fid = flow_id(conn, side.other());
         let rcvbuf = self.cfg.rcvbuf_bytes;
@@ -602,6 +605,9 @@ impl Network {
     }
 
     /// Puts a flow in its host's uplink ring if it can send, and starts the uplink if idle.
+    // Inlined into the relays' read and write passes: when fat LTO left it out of line
+    // the Tor bench ran 2.5 % more instructions (cachegrind), results identical.
+    #[inline(always)]
     fn make_ready<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, fid: u32) {
         self.apply_due_acks(q.now(), fid);
         let f = &mut self.flows[fid as usize];

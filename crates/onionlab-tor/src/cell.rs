@@ -147,6 +147,9 @@ impl CellFifo {
 
     /// Moves up to `max` cells from the front of `self` to the back of `dst`, in order;
     /// returns how many moved.
+    // Inlined into the relays' read and write passes: when fat LTO left it out of line
+    // the Tor bench ran 2.5 % more instructions (cachegrind), results identical.
+    #[inline(always)]
     pub fn move_to(&mut self, dst: &mut CellFifo, max: u64) -> u64 {
         let mut moved = 0;
         while moved < max {
