@@ -65,6 +65,9 @@ pub(crate) struct Circuit {
     /// Dirty for longer than MaxCircuitDirtiness: closes when its last stream finishes.
     pub expired: bool,
     pub close_reason: Option<CloseReason>,
+    /// Cells of this circuit in channel outbufs or on the wire (moved out of its queues
+    /// and not yet read at the next hop): a closed circuit's slot is reused only at 0.
+    pub cells_out: u32,
     /// Hops whose CREATED the client has seen.
     pub built: usize,
     /// `queues[p][dir]`: cells at position p waiting to leave in direction dir, and the

@@ -196,7 +196,10 @@ pub struct TorNetwork {
     chans: Vec<Channel>,
     chan_by_pair: BTreeMap<(NodeId, NodeId), u32>,
     conn_role: Vec<ConnRole>,
+    /// Circuit slots; a closed circuit's slot is reused once none of its cells is left
+    /// in an outbuf or on the wire (see [`Circuit::cells_out`]).
     circuits: Vec<Circuit>,
+    free_circuits: Vec<u32>,
     /// Stream slots; a finished stream's slot is reused (see [`Self::release_stream`]).
     streams: Vec<Stream>,
     /// Slots of finished streams, free for new ones (last freed first: still in cache).
@@ -250,6 +253,7 @@ impl TorNetwork {
             circuits: Vec::new(),
             streams: Vec::new(),
             free_streams: Vec::new(),
+            free_circuits: Vec::new(),
             records: Vec::new(),
             hooks: Vec::new(),
             rate_limited: Vec::new(),
@@ -564,8 +568,7 @@ impl TorNetwork {
         let path = result?;
         self.nodes[client as usize].guards = guards;
         let nodes = [client, self.relays[path[0]], self.relays[path[1]], self.relays[path[2]]];
-        let id = self.circuits.len() as u32;
-        self.circuits.push(Circuit {
+        let circuit = Circuit {
             nodes,
             chans: [None; CIRCUIT_NODES - 1],
             queues: Default::default(),
@@ -573,6 +576,7 @@ impl TorNetwork {
             built: 0,
             state: CircuitState::Building,
             close_reason: None,
+            cells_out: 0,
             created_at: q.now(),
             opened_at: None,
             dirty_since: None,
@@ -583,7 +587,17 @@ impl TorNetwork {
             cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             cc_exit: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
             rate_limit: None,
-        });
+        };
+        let id = match self.free_circuits.pop() {
+            Some(id) => {
+                self.circuits[id as usize] = circuit;
+                id
+            }
+            None => {
+                self.circuits.push(circuit);
+                self.circuits.len() as u32 - 1
+            }
+        };
         self.extend_to(q, id, 0);
         Ok(id)
     }
@@ -698,9 +712,13 @@ impl TorNetwork {
 
     /// Handles a run decoded at `node` from a channel.
     fn on_run(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, run: CellRun) {
-        let c = &self.circuits[run.circ as usize];
+        let c = &mut self.circuits[run.circ as usize];
+        c.cells_out -= run.count;
         if c.state == CircuitState::Closed {
             count_dropped(&mut self.counters, run);
+            if c.cells_out == 0 {
+                self.free_circuits.push(run.circ); // Its last cell has gone.
+            }
             return;
         }
         let pos = c.position(node);
@@ -909,6 +927,13 @@ impl TorNetwork {
             // Unfinished streams fail, and their exit connections close.
             self.finish_stream(now, sid, Some("circuit closed: queue limit"));
         }
+        let c = &mut self.circuits[circ as usize];
+        if c.rate_limit.take().is_some() {
+            self.rate_limited.retain(|&x| x != circ);
+        }
+        if c.cells_out == 0 {
+            self.free_circuits.push(circ);
+        }
     }
 
     // ------------------------------------------------------------------ events
@@ -939,7 +964,10 @@ impl TorNetwork {
             TorEvent::Kist { node } => self.run_kist(q, node),
             TorEvent::CircuitExpire { circ } => {
                 let c = &mut self.circuits[circ as usize];
-                if c.state != CircuitState::Closed {
+                // A circuit closed early (queue limit) may have left its slot to a newer
+                // circuit, which this event is not for.
+                let due = c.dirty_since.is_some_and(|d| q.now() >= d + self.cfg.max_circuit_dirtiness);
+                if due && c.state != CircuitState::Closed {
                     if c.live.is_empty() {
                         self.close_circuit(q.now(), circ, CloseReason::Expired);
                     } else {
@@ -1561,8 +1589,44 @@ impl TorNetwork {
             }
         }
         self.check_stream_slots()?;
+        self.check_circuit_slots()?;
         self.check_scheduler_invariants()?;
         self.net.check_invariants()
+    }
+
+    /// Circuit slots: each circuit counts exactly its cells in outbufs and on the wire; a
+    /// free slot is a closed circuit with none left, listed once; no client's current
+    /// circuit and no rate-limited circuit is closed.
+    fn check_circuit_slots(&self) -> Result<(), String> {
+        let mut out = vec![0u64; self.circuits.len()];
+        for e in self.chans.iter().flat_map(|c| c.ends.iter()) {
+            for run in e.outbuf.iter().chain(e.wire.iter()) {
+                out[run.circ as usize] += run.count as u64;
+            }
+        }
+        for (i, c) in self.circuits.iter().enumerate() {
+            if c.cells_out as u64 != out[i] {
+                return Err(format!("circuit {i}: counts {} cells out, {} are in outbufs and on the wire", c.cells_out, out[i]));
+            }
+        }
+        let mut seen = vec![false; self.circuits.len()];
+        for &f in &self.free_circuits {
+            let c = &self.circuits[f as usize];
+            if c.state != CircuitState::Closed || c.cells_out != 0 || std::mem::replace(&mut seen[f as usize], true) {
+                return Err(format!("free circuit slot {f} is in use, has cells out or is listed twice"));
+            }
+        }
+        for n in &self.nodes {
+            if let Some(c) = n.current_circ {
+                if self.circuits[c as usize].state == CircuitState::Closed {
+                    return Err(format!("node {} keeps closed circuit {c} as its current one", n.name));
+                }
+            }
+        }
+        if let Some(&c) = self.rate_limited.iter().find(|&&c| self.circuits[c as usize].state == CircuitState::Closed) {
+            return Err(format!("closed circuit {c} is still rate-limited"));
+        }
+        Ok(())
     }
 
     /// Stream slots: an exit's read ring holds only streams of circuits it is the exit of,
@@ -1719,7 +1783,10 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
 
     fn take(&mut self, circ: u32, n: u64) -> u64 {
         let (pos, dir) = self.locate(circ);
-        self.circuits[circ as usize].queues[pos][dir].cells.move_to(self.outbuf, n)
+        let c = &mut self.circuits[circ as usize];
+        let moved = c.queues[pos][dir].cells.move_to(self.outbuf, n);
+        c.cells_out += moved as u32;
+        moved
     }
 
     fn policy_data(&mut self, circ: u32) -> &mut crate::scheduler::CircPolicyData {

@@ -147,8 +147,11 @@ fn circuits_are_reused_until_dirty_for_ten_minutes() {
     let b = sim.start_stream(c[0], s, 10_000, 1).unwrap();
     assert_eq!(sim.tor.stream_circuit(b), circ_a);
     sim.run_until(secs(601.0), |_| {});
+    assert_eq!(sim.tor.circuit_state(circ_a), CircuitState::Closed, "dirty for 10 min and no stream left");
     let d = sim.tor.start_stream(&mut sim.q, c[0], s, 10_000, 2).unwrap();
-    assert_ne!(sim.tor.stream_circuit(d), circ_a, "dirty for > 10 min: a new circuit");
+    // A new circuit (which may take the closed one's slot, and so its id).
+    assert_eq!(sim.tor.circuit_state(sim.tor.stream_circuit(d)), CircuitState::Building);
+    assert_eq!(sim.tor.counters.circuits_built, 1);
     sim.run_until(secs(700.0), |_| {});
     let recs = sim.tor.take_records();
     assert_eq!(recs.len(), 3);
@@ -187,8 +190,10 @@ fn expired_circuits_close_and_idle_channels_close_three_minutes_later() {
     assert_eq!(slots, 4);
     // A new stream builds a new circuit over new channels, on the closed connections' slots.
     let b = sim.start_stream(c[0], s, 10_000, 1).unwrap();
-    assert_ne!(sim.tor.stream_circuit(b), circ);
+    assert_eq!(sim.tor.stream_circuit(b), circ, "the closed circuit's slot is reused");
+    assert_eq!(sim.tor.circuit_state(circ), CircuitState::Building);
     sim.run_until(secs(790.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 2);
     assert_eq!(sim.tor.net.num_connections(), slots, "closed connections' slots are reused");
     let after = open_chans(&sim, g);
     assert_eq!(after.len(), 2);
@@ -251,9 +256,11 @@ fn an_overfull_circuit_queue_closes_the_circuit() {
     tor.add_relay(relay("middle", 100 * MIB, RelayFlags::default())).unwrap();
     tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
     let c = tor.add_client(EndpointSpec { down_bits_per_sec: 200_000, ..endpoint("c") }).unwrap();
+    let other = tor.add_client(endpoint("other")).unwrap();
     let s = tor.add_server(endpoint("s")).unwrap();
     let mut sim = TorSim::new(tor);
-    sim.start_stream(c, s, 5 * MIB, 0).unwrap();
+    let first = sim.start_stream(c, s, 5 * MIB, 0).unwrap();
+    let failed_circ = sim.tor.stream_circuit(first);
     // Stop as soon as the stream has failed, to start the next one at once.
     let mut t = 0.0;
     while !sim.tor.has_records() && t < 60.0 {
@@ -278,6 +285,16 @@ fn an_overfull_circuit_queue_closes_the_circuit() {
     assert_eq!((rec.tag, rec.error), (1, None));
     assert_eq!(sim.tor.net.num_connections(), slots, "the closed exit connection's slot was reused");
     assert_eq!(closed(&sim), Some(2));
+    // The failed circuit's last cells have long arrived, so the next new circuit, another
+    // client's, takes its slot. The failed circuit's expiry, due at 600 s (dirty since 0),
+    // must not close the new one, dirty since 120 s.
+    let late = sim.start_stream(other, s, 10_000, 2).unwrap();
+    assert_eq!(sim.tor.stream_circuit(late), failed_circ, "the closed circuit's slot is reused");
+    sim.run_until(secs(650.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.circuit_state(failed_circ), CircuitState::Open, "closed by an expiry that was not its own");
+    sim.run_until(secs(730.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.circuit_state(failed_circ), CircuitState::Closed);
+    assert_eq!(sim.tor.counters.circuits_expired, 2, "the second client's circuit and the first client's second");
 }
 
 fn records_for_seed(seed: u64) -> Vec<StreamRecord> {
