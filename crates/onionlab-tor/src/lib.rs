@@ -60,6 +60,7 @@ mod layout {
             (offset_of!(Circuit, nodes), size_of::<[u32; 4]>()),
             (offset_of!(Circuit, chans), size_of::<[Option<u32>; 3]>()),
             (offset_of!(Circuit, state), 1),
+            (offset_of!(Circuit, cells_out), 4),
             (offset_of!(Circuit, built), size_of::<usize>()),
         ] {
             assert_eq!(lines(offset, size), (0, 0), "circuit header field past the first line");
