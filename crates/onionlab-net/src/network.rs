@@ -275,9 +275,9 @@ impl Network {
     /// the handshake reaches them (acceptor after one latency, initiator after one RTT).
     /// Bytes written before then wait in the send buffer.
     ///
-    /// The id may be that of a connection closed earlier whose last byte, acknowledgement
-    /// and event have passed (the oldest such one), so the number of slots follows the
-    /// number of open connections, not of all connections ever opened.
+    /// The id may be that of a connection closed earlier: the oldest closed one, once its
+    /// last byte, acknowledgement and event have passed. So the number of slots follows
+    /// the number of open connections, not of all connections ever opened.
     pub fn connect<E: From<NetEvent>>(&mut self, q: &mut EventQueue<E>, from: HostId, to: HostId) -> Result<ConnId, NetError> {
         for h in [from, to] {
             if h.0 as usize >= self.hosts.len() {

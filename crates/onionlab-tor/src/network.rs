@@ -1734,6 +1734,8 @@ impl TorNetwork {
         self.circuits.len()
     }
 
+    /// State of the circuit in slot `circ` (a closed circuit's slot goes to a later one
+    /// once its last cell has arrived; until then it reads `Closed`).
     pub fn circuit_state(&self, circ: u32) -> CircuitState {
         self.circuits[circ as usize].state
     }
