@@ -385,7 +385,7 @@ proptest! {
                     started.push(d.start(a, b, s));
                 }
             }
-            t = t + SimDuration::from_millis(gap_ms);
+            t += SimDuration::from_millis(gap_ms);
             d.run_until(t);
             // Close some of the transfers still running (and some finished ones).
             for (k, i) in started.into_iter().enumerate() {
