@@ -1629,8 +1629,8 @@ impl TorNetwork {
         Ok(())
     }
 
-    /// Stream slots: an exit's read ring holds only streams of circuits it is the exit of,
-    /// each once and flagged as such; a free slot is a finished stream in no ring; a
+    /// Stream slots: an exit's read ring holds only running streams of circuits it is the
+    /// exit of (and finished ones waiting to be dropped), each once and flagged as such; a free slot is a finished stream in no ring; a
     /// circuit names each of its running streams at the stream's index.
     fn check_stream_slots(&self) -> Result<(), String> {
         let mut in_ring = vec![0u32; self.streams.len()];
@@ -1639,7 +1639,9 @@ impl TorNetwork {
                 let IoRef::Edge(sid) = *io else { continue };
                 let s = &self.streams[sid as usize];
                 let c = &self.circuits[s.circ as usize];
-                if c.nodes[c.exit_pos()] as usize != node {
+                // (A finished stream's circuit may have closed and left its slot to another
+                // circuit; its ring entry is dropped when it comes up.)
+                if !s.done && c.nodes[c.exit_pos()] as usize != node {
                     return Err(format!("stream {sid} in the read ring of node {node}, not its exit's"));
                 }
                 in_ring[sid as usize] += 1;
