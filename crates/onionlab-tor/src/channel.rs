@@ -14,7 +14,7 @@
 //! A channel counts the circuits over it and closes (for good: a later circuit between the
 //! same pair gets a new channel) once it has had none for the idle timeout.
 
-use onionlab_net::ConnId;
+use onionlab_net::{ConnId, Side};
 
 use crate::cell::{CellFifo, CELL_WIRE_BYTES};
 use crate::node::NodeId;
@@ -112,4 +112,12 @@ pub(crate) struct Channel {
     /// When `circuits` last fell to zero: the start of the idle timeout.
     pub idle_since: onionlab_core::SimTime,
     pub ends: [ChanEnd; 2],
+}
+
+impl Channel {
+    /// The side `node` holds on this channel (one of its two nodes).
+    #[inline]
+    pub fn side_of(&self, node: NodeId) -> Side {
+        if self.nodes[0] == node { Side::Initiator } else { Side::Acceptor }
+    }
 }

@@ -236,6 +236,11 @@ fn side_index(s: Side) -> usize {
     }
 }
 
+/// The side whose [`side_index`] is `i`.
+fn side_at(i: usize) -> Side {
+    if i == 0 { Side::Initiator } else { Side::Acceptor }
+}
+
 impl TorNetwork {
     pub fn new(cfg: TorConfig, latency: LatencyModel, weights: BandwidthWeights, seed: u64) -> Self {
         let net = Network::new(cfg.transport.clone(), latency, seed);
@@ -682,7 +687,7 @@ impl TorNetwork {
         };
         let node = c.nodes[pos];
         let ch = &mut self.chans[chan as usize];
-        let side = if ch.nodes[0] == node { Side::Initiator } else { Side::Acceptor };
+        let side = ch.side_of(node);
         let end = &mut ch.ends[side_index(side)];
         if was_empty {
             end.sched.activate(circ, now, &mut c.policy[pos][run.dir.index()]);
@@ -905,7 +910,7 @@ impl TorNetwork {
                 *qd = Default::default();
                 if let Some(ch) = c.queue_chan(pos, dir) {
                     let ch = &mut self.chans[ch as usize];
-                    let side = if ch.nodes[0] == c.nodes[pos] { 0 } else { 1 };
+                    let side = side_index(ch.side_of(c.nodes[pos]));
                     ch.ends[side].sched.deactivate(circ, &mut c.policy[pos][dir.index()]);
                 }
             }
@@ -1038,7 +1043,7 @@ impl TorNetwork {
             return; // A circuit came and went since: its own timer is pending.
         }
         let flushing = ch.ends.iter().enumerate().any(|(i, e)| {
-            let side = if i == 0 { Side::Initiator } else { Side::Acceptor };
+            let side = side_at(i);
             // Stale read- or write-ring entries are skipped once the channel is closed.
             e.outbuf_bytes() > 0 || !e.wire.is_empty() || self.net.readable_bytes(ch.conn, side) > 0
         });
@@ -1675,7 +1680,7 @@ impl TorNetwork {
                         continue;
                     }
                     if let Some(ch) = circ.queue_chan(pos, dir) {
-                        let side = if self.chans[ch as usize].nodes[0] == circ.nodes[pos] { 0 } else { 1 };
+                        let side = side_index(self.chans[ch as usize].side_of(circ.nodes[pos]));
                         queued[ch as usize][side] += 1;
                     }
                 }
@@ -1691,8 +1696,7 @@ impl TorNetwork {
                     ));
                 }
                 let node = &self.nodes[ch.nodes[side] as usize];
-                let side_ = if side == 0 { Side::Initiator } else { Side::Acceptor };
-                let listed = node.kist_ends.contains(&(i as u32, side_));
+                let listed = node.kist_ends.contains(&(i as u32, side_at(side)));
                 if listed != end.in_kist_ends {
                     return Err(format!("channel {i} end {side}: in_kist_ends {} but listed {listed}", end.in_kist_ends));
                 }
