@@ -116,6 +116,15 @@ pub enum NetNotice {
     Writable { conn: ConnId, side: Side },
 }
 
+impl NetNotice {
+    /// The connection and the endpoint the notice is for.
+    pub fn endpoint(&self) -> (ConnId, Side) {
+        match *self {
+            NetNotice::Connected { conn, side } | NetNotice::Readable { conn, side } | NetNotice::Writable { conn, side } => (conn, side),
+        }
+    }
+}
+
 /// A batch one link carried, when `record_link_log` is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LinkRecord {
@@ -326,9 +335,7 @@ impl Network {
             f.read = f.delivered;
             f.advertised_free = self.cfg.rcvbuf_bytes;
         }
-        self.notices.retain(|n| match *n {
-            NetNotice::Connected { conn: c, .. } | NetNotice::Readable { conn: c, .. } | NetNotice::Writable { conn: c, .. } => c != conn,
-        });
+        self.notices.retain(|n| n.endpoint().0 != conn);
         let (ha, hb) = (self.flows[a as usize].src, self.flows[b as usize].src);
         // A window update sent before the close arrives within one latency.
         let not_before = now + self.one_way(ha, hb).max(self.one_way(hb, ha)) + onionlab_core::SimDuration::from_nanos(1);

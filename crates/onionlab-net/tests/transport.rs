@@ -274,7 +274,7 @@ impl CloseDriver {
             self.net.handle(&mut self.q, ev.event);
             self.net.drain_notices(&mut notices);
             for n in notices.drain(..) {
-                let (NetNotice::Connected { conn, side } | NetNotice::Readable { conn, side } | NetNotice::Writable { conn, side }) = n;
+                let (conn, side) = n.endpoint();
                 let i = self.by_conn[&conn];
                 if self.xfers[i].closed {
                     self.violation.get_or_insert(format!("notice {n:?} for closed transfer {i}"));

@@ -1068,9 +1068,7 @@ impl TorNetwork {
     }
 
     fn on_notice(&mut self, q: &mut EventQueue<TorEvent>, n: NetNotice) {
-        let (conn, side) = match n {
-            NetNotice::Connected { conn, side } | NetNotice::Readable { conn, side } | NetNotice::Writable { conn, side } => (conn, side),
-        };
+        let (conn, side) = n.endpoint();
         match self.conn_role[conn.0 as usize] {
             // A closed channel's connection is idle; a late acknowledgement may still
             // raise a notice, which nothing is waiting for.
