@@ -117,6 +117,15 @@ def test_config_text_sets_the_entry_guards_per_client():
     assert tomllib.loads(text)["tor"]["num_entry_guards"] == 1
 
 
+def test_config_text_turns_predicted_circuits_on_only_when_asked():
+    from onionlab.config import tomllib
+
+    off = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml")
+    on = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", predicted_circuits=True)
+    assert "predicted_circuits" not in tomllib.loads(off)["tor"]
+    assert tomllib.loads(on)["tor"]["predicted_circuits"] is True
+
+
 def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
     """Three guards whose fair shares are 1, 2 and 100 KB/s; one client sending
     `client_rate` B/s through guard "a", observed flagged from `flagged_from` on."""

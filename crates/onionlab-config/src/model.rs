@@ -57,6 +57,11 @@ pub struct TorParams {
     /// A channel without circuits closes after this long; `None`: never.
     #[serde(serialize_with = "ser_opt_duration")]
     pub idle_channel_timeout: Option<SimDuration>,
+    /// Clients keep circuits ready for their predicted port (tor's predicted circuits).
+    pub predicted_circuits: bool,
+    /// `CircuitIdleTimeout`: a clean open circuit this old closes.
+    #[serde(serialize_with = "ser_duration")]
+    pub circuit_idle_timeout: SimDuration,
     pub circ_max_cell_queue: u64,
     pub num_entry_guards: u32,
     /// `UseEntryGuards`: false picks the first hop afresh, bandwidth-weighted, per circuit.

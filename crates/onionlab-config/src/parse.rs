@@ -137,6 +137,8 @@ const TOR_KEYS: &[&str] = &[
     "link_handshake_rtts",
     "max_circuit_dirtiness",
     "idle_channel_timeout",
+    "predicted_circuits",
+    "circuit_idle_timeout",
     "circ_max_cell_queue",
     "num_entry_guards",
     "use_entry_guards",
@@ -177,6 +179,8 @@ pub fn default_tor_params() -> TorParams {
         link_handshake_rtts: 2,
         max_circuit_dirtiness: SimDuration::from_secs(600),
         idle_channel_timeout: Some(SimDuration::from_secs(180)),
+        predicted_circuits: false,
+        circuit_idle_timeout: SimDuration::from_secs(3600),
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
         use_entry_guards: true,
@@ -796,6 +800,10 @@ impl Ctx<'_> {
                     }
                 }
             },
+            predicted_circuits: self.opt(t, p, "predicted_circuits", Ctx::boolean).unwrap_or(d.predicted_circuits),
+            circuit_idle_timeout: self
+                .opt(t, p, "circuit_idle_timeout", Ctx::pos_duration)
+                .unwrap_or(d.circuit_idle_timeout),
             circ_max_cell_queue,
             num_entry_guards,
             use_entry_guards: self.opt(t, p, "use_entry_guards", Ctx::boolean).unwrap_or(d.use_entry_guards),

@@ -350,6 +350,14 @@ fn tor_parameters() {
     assert_eq!(c.tor.idle_channel_timeout, None);
     let c = load(&tor("idle_channel_timeout = \"4.5 min\"")).unwrap();
     assert_eq!(c.tor.idle_channel_timeout, Some(SimDuration::from_secs(270)));
+    // Predicted circuits: off unless asked for; CircuitIdleTimeout tor 0.2.2's hour.
+    assert!(!c.tor.predicted_circuits);
+    assert_eq!(c.tor.circuit_idle_timeout, SimDuration::from_secs(3600));
+    err_at(&tor("predicted_circuits = \"yes\""), "tor.predicted_circuits", &["true or false"]);
+    err_at(&tor("circuit_idle_timeout = \"0 s\""), "tor.circuit_idle_timeout", &["longer than 0"]);
+    let c = load(&tor("predicted_circuits = true\ncircuit_idle_timeout = \"30 min\"")).unwrap();
+    assert!(c.tor.predicted_circuits);
+    assert_eq!(c.tor.circuit_idle_timeout, SimDuration::from_secs(1800));
 }
 
 // ---- [network] ----

@@ -235,6 +235,7 @@ pub fn run_inspected(
         ("circuits_built", k.circuits_built),
         ("circuits_closed_queue_limit", k.circuits_closed_queue_limit),
         ("circuits_expired", k.circuits_expired),
+        ("circuits_closed_idle", k.circuits_closed_idle),
         ("channels_closed_idle", k.channels_closed_idle),
         ("streams_completed", k.streams_completed),
         ("streams_failed", k.streams_failed),

@@ -295,6 +295,8 @@ struct GenTor {
     window: Option<(u64, u64)>,
     sndbuf: Option<u64>,
     rcvbuf: Option<u64>,
+    /// (predicted_circuits, circuit_idle_timeout).
+    predicted: Option<(bool, Option<u64>)>,
 }
 
 fn tor(w: bool) -> impl Strategy<Value = GenTor> {
@@ -311,9 +313,10 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(typ(w, 1, 100, 1_000, pick(w, 2_000, 1 << 40)).prop_flat_map(|n| (Just(n), 1..=n))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
+        of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)))),
     )
-        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf)| {
-            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf }
+        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted)| {
+            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted }
         })
 }
 
@@ -543,6 +546,8 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("circ_window", t.window.map(|w| w.0.to_string()));
     opt("circ_window_increment", t.window.map(|w| w.1.to_string()));
     opt("sndbuf", t.sndbuf.map(size_b));
+    opt("predicted_circuits", t.predicted.map(|p| p.0.to_string()));
+    opt("circuit_idle_timeout", t.predicted.and_then(|p| p.1).map(dur_us));
     opt("rcvbuf", t.rcvbuf.map(size_b));
 
     s += "\n[network]\n";
@@ -700,7 +705,7 @@ fn check_run(cfg: &ExperimentConfig) -> Result<(), TestCaseError> {
     };
     if std::env::var_os("FUZZ_STATS").is_some() {
         let c = &out.summary.counters;
-        let k = ["circuits_built", "circuits_closed_queue_limit", "circuits_expired", "channels_closed_idle", "streams_completed", "streams_failed", "cells_dropped"];
+        let k = ["circuits_built", "circuits_closed_queue_limit", "circuits_expired", "circuits_closed_idle", "channels_closed_idle", "streams_completed", "streams_failed", "cells_dropped"];
         let nz: Vec<&str> = k.iter().copied().filter(|k| c[*k] > 0).collect();
         let throttled = out.relays.iter().any(|r| r.throttled_connections > 0);
         eprintln!("ok: {} events, {} downloads, {} relays, throttled {throttled}, {nz:?}", out.summary.events, out.downloads.len(), cfg.relays.len());

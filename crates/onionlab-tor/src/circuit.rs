@@ -31,6 +31,9 @@ pub enum CloseReason {
     /// The client closed it: dirty for longer than MaxCircuitDirtiness with no stream
     /// left on it (`circuit_expire_old_circuits_clientside`, END_CIRC_REASON_FINISHED).
     Expired,
+    /// The client closed it: clean (built for a predicted port, never used) and open
+    /// for `CircuitIdleTimeout` (`circuit_expire_old_circuits_clientside`).
+    IdleTimeout,
 }
 
 /// Nodes on a circuit: the client and its three relays (tor's DEFAULT_ROUTE_LEN, 3).

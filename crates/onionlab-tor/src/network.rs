@@ -65,6 +65,11 @@ pub enum TorEvent {
     CircuitExpire { circ: u32 },
     /// A channel may have been idle, without circuits, for the idle timeout.
     ChannelIdle { chan: u32 },
+    /// A client's once-a-second check for predicted circuits
+    /// ([`TorConfig::predicted_circuits`]).
+    PredictCircuits { client: NodeId },
+    /// A clean circuit may have been open, unused, for `CircuitIdleTimeout`.
+    CircuitIdle { circ: u32 },
     /// A timer of the application driving the network (workloads, metrics). The Tor
     /// model never schedules or handles these; its driver does.
     App { token: u64 },
@@ -75,6 +80,16 @@ impl From<NetEvent> for TorEvent {
         TorEvent::Net(e)
     }
 }
+
+/// `MIN_CIRCUITS_HANDLING_STREAM` (or.h): circuits a client keeps ready for a predicted
+/// port.
+pub const MIN_CIRCUITS_HANDLING_STREAM: usize = 2;
+/// `MAX_UNUSED_OPEN_CIRCUITS` (circuituse.c): no circuit is predicted while a client has
+/// this many clean ones.
+pub const MAX_UNUSED_OPEN_CIRCUITS: usize = 14;
+/// `PREDICTED_CIRCS_RELEVANCE_TIME` (rephist.c, 60 min): a port stays predicted this long
+/// after it was last used.
+pub const PREDICTED_CIRCS_RELEVANCE_TIME: SimDuration = SimDuration::from_secs(3600);
 
 /// Model parameters, tor's defaults unless noted.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,6 +110,21 @@ pub struct TorConfig {
     /// relays (`IDLE_OR_CONN_TIMEOUT_NONCANONICAL`/`_CANONICAL`); this model uses one
     /// value for both. `None` keeps every channel open for the whole run.
     pub idle_channel_timeout: Option<SimDuration>,
+    /// Predicted circuits (tor's `circuit_predict_and_launch_new`, circuituse.c; on in
+    /// tor unless `DisablePredictedCircuits`). A client keeps at least
+    /// [`MIN_CIRCUITS_HANDLING_STREAM`] circuits that could take a new stream (clean ones,
+    /// and dirty ones younger than MaxCircuitDirtiness, building or open) while a port is
+    /// predicted, launching at most one circuit per second; a stream takes the best of
+    /// them as `circuit_get_best` does. Tor predicts port 80 from start-up and every port
+    /// used in the last hour (`PREDICTED_CIRCS_RELEVANCE_TIME`); the model has one port,
+    /// so a client predicts from its first stream until an hour after its last. Off by
+    /// default, unlike tor: with it off every circuit is built when a stream needs one, as
+    /// in every reproduction made before it existed (`docs/tor-model.md`).
+    pub predicted_circuits: bool,
+    /// `CircuitIdleTimeout` (tor 0.2.2 default 3600 s): a clean (never used) open circuit
+    /// this old is closed (`circuit_expire_old_circuits_clientside`). Only predicted
+    /// circuits are ever clean.
+    pub circuit_idle_timeout: SimDuration,
     /// `circ_max_cell_queue_size` (relay.c, consensus `circ_max_cell_queue_size`): a relay
     /// closes a circuit whose queue grows beyond this many cells.
     pub circ_max_cell_queue: u64,
@@ -121,6 +151,8 @@ impl Default for TorConfig {
             link_handshake_rtts: 2,
             max_circuit_dirtiness: SimDuration::from_secs(600),
             idle_channel_timeout: Some(SimDuration::from_secs(180)),
+            predicted_circuits: false,
+            circuit_idle_timeout: SimDuration::from_secs(3600),
             circ_max_cell_queue: 2500,
             outbuf_low_water: 16 * 1024,
             outbuf_high_water: 32 * 1024,
@@ -178,6 +210,9 @@ pub struct TorCounters {
     pub circuits_closed_queue_limit: u64,
     /// Circuits the client closed after MaxCircuitDirtiness with no stream left.
     pub circuits_expired: u64,
+    /// Clean (predicted, never used) circuits the client closed after
+    /// `CircuitIdleTimeout`.
+    pub circuits_closed_idle: u64,
     /// Channels closed after the idle timeout without circuits.
     pub channels_closed_idle: u64,
     pub streams_completed: u64,
@@ -214,6 +249,9 @@ pub struct TorNetwork {
     /// Channels whose last circuit closed during this event: their idle timers are
     /// scheduled when the event's processing ends.
     idle_timers: Vec<u32>,
+    /// Clients that lost a circuit able to take streams during this event: their
+    /// predicted-circuit checks are scheduled when the event's processing ends.
+    predict_checks: Vec<NodeId>,
     last_kist_run: Option<(NodeId, crate::kist::KistRun)>,
     pub counters: TorCounters,
 }
@@ -266,6 +304,7 @@ impl TorNetwork {
             notices: Vec::new(),
             dirty: Vec::new(),
             idle_timers: Vec::new(),
+            predict_checks: Vec::new(),
             last_kist_run: None,
             counters: TorCounters::default(),
         }
@@ -295,7 +334,8 @@ impl TorNetwork {
             dirty: false,
             guards: Vec::new(),
             bridge: None,
-            current_circ: None,
+            circs: Vec::new(),
+            predict: Default::default(),
             kist: None,
             kist_wanted: false,
             kist_pending: false,
@@ -470,8 +510,8 @@ impl TorNetwork {
 
     // ------------------------------------------------------------------ clients
 
-    /// Starts a stream from `client` fetching `bytes` from `server`. The stream uses the
-    /// client's current circuit if it is younger than MaxCircuitDirtiness, else a new one.
+    /// Starts a stream from `client` fetching `bytes` from `server`. The stream takes the
+    /// client's best circuit that can take it ([`Self::best_circuit`]), else a new one.
     /// Returns the stream's id, which names it until it finishes: a finished stream's id
     /// is given to a later stream (its [`StreamRecord`] keeps what it was).
     pub fn start_stream(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId, server: NodeId, bytes: u64, tag: u64) -> Result<u32, TorError> {
@@ -482,21 +522,12 @@ impl TorNetwork {
             return Err(TorError::WrongKind(server, "server"));
         }
         let now = q.now();
-        let usable = self.nodes[client as usize].current_circ.filter(|&c| {
-            let c = &self.circuits[c as usize];
-            c.state != CircuitState::Closed
-                && c.dirty_since.is_none_or(|d| now.saturating_since(d) < self.cfg.max_circuit_dirtiness)
-                // Stream ids are 16 bits; tor gives up on a circuit that has run out of them
-                // (`get_unique_stream_id_by_circ`).
-                && c.streams.len() <= u16::MAX as usize
-        });
-        let circ = match usable {
+        if self.cfg.predicted_circuits {
+            self.note_port_used(q, client)?;
+        }
+        let circ = match self.best_circuit(client, now) {
             Some(c) => c,
-            None => {
-                let c = self.build_circuit(q, client)?;
-                self.nodes[client as usize].current_circ = Some(c);
-                c
-            }
+            None => self.build_circuit(q, client)?,
         };
         let id = self.free_streams.pop().unwrap_or(self.streams.len() as u32);
         let c = &mut self.circuits[circ as usize];
@@ -540,8 +571,102 @@ impl TorNetwork {
         } else {
             self.circuits[circ as usize].pending_begins.push(idx);
         }
+        if self.cfg.predicted_circuits {
+            // A port predicted again after an hour without streams.
+            self.schedule_prediction(q, client);
+        }
         self.flush_dirty(q);
         Ok(id)
+    }
+
+    /// Whether `circ` could take a new stream now: not closed, clean or dirty for less
+    /// than MaxCircuitDirtiness, and with stream ids left (ids are 16 bits; tor gives up
+    /// on a circuit that has run out of them, `get_unique_stream_id_by_circ`).
+    fn takes_streams(&self, circ: u32, now: SimTime) -> bool {
+        let c = &self.circuits[circ as usize];
+        c.state != CircuitState::Closed
+            && c.dirty_since.is_none_or(|d| now.saturating_since(d) < self.cfg.max_circuit_dirtiness)
+            && c.streams.len() <= u16::MAX as usize
+    }
+
+    /// The circuit a new stream of `client` takes, as tor's `circuit_get_best` picks it:
+    /// an open circuit if there is one, else one being built; among those, a dirty circuit
+    /// before a clean one (`circuit_is_better`), the most recently dirtied of the dirty
+    /// ones and the most recently created of the clean ones. `None`: build a new one.
+    fn best_circuit(&self, client: NodeId, now: SimTime) -> Option<u32> {
+        let rank = |c: &Circuit| (c.state == CircuitState::Open, c.dirty_since.is_some(), c.dirty_since.unwrap_or(c.created_at));
+        let mut best: Option<u32> = None;
+        for &circ in &self.nodes[client as usize].circs {
+            if !self.takes_streams(circ, now) {
+                continue;
+            }
+            // Strictly better only: of equals, the oldest circuit in the list wins.
+            if best.is_none_or(|b| rank(&self.circuits[circ as usize]) > rank(&self.circuits[b as usize])) {
+                best = Some(circ);
+            }
+        }
+        best
+    }
+
+    // ------------------------------------------------------------- predicted circuits
+
+    /// A stream of `client` is starting: its tor starts now if it has not (and runs its
+    /// first check for predicted circuits at once), and the port is predicted for another
+    /// `PREDICTED_CIRCS_RELEVANCE_TIME` (`rep_hist_note_used_port`).
+    fn note_port_used(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<(), TorError> {
+        let now = q.now();
+        let p = &mut self.nodes[client as usize].predict;
+        p.until = now + PREDICTED_CIRCS_RELEVANCE_TIME;
+        if p.started.is_none() {
+            p.started = Some(now);
+            self.predict_and_launch(q, client)?;
+        }
+        Ok(())
+    }
+
+    /// Whether `client` would launch a predicted circuit now: its port is predicted, it
+    /// has fewer than `MAX_UNUSED_OPEN_CIRCUITS` clean circuits and fewer than
+    /// `MIN_CIRCUITS_HANDLING_STREAM` circuits that could take a stream
+    /// (`circuit_stream_is_being_handled`).
+    fn needs_predicted_circuit(&self, client: NodeId, now: SimTime) -> bool {
+        let n = &self.nodes[client as usize];
+        if !self.cfg.predicted_circuits || n.predict.started.is_none() || now >= n.predict.until {
+            return false;
+        }
+        let clean = n.circs.iter().filter(|&&c| self.circuits[c as usize].dirty_since.is_none()).count();
+        let handling = n.circs.iter().filter(|&&c| self.takes_streams(c, now)).count();
+        clean < MAX_UNUSED_OPEN_CIRCUITS && handling < MIN_CIRCUITS_HANDLING_STREAM
+    }
+
+    /// Tor's once-a-second `circuit_predict_and_launch_new`, which launches at most one
+    /// circuit per call. Run now (at a client's start-up) or from
+    /// [`TorEvent::PredictCircuits`]; schedules the next second's check if one more
+    /// circuit is still wanted.
+    fn predict_and_launch(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<(), TorError> {
+        if self.needs_predicted_circuit(client, q.now()) {
+            self.build_circuit(q, client)?;
+            self.schedule_prediction(q, client);
+        }
+        Ok(())
+    }
+
+    /// Schedules `client`'s next check at its next whole second, if a circuit would be
+    /// launched now and no check is pending. Called where the count of circuits that can
+    /// take a stream may have fallen: a circuit was dirtied, expired or closed.
+    fn schedule_prediction(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) {
+        let now = q.now();
+        if self.nodes[client as usize].predict.check_pending || !self.needs_predicted_circuit(client, now) {
+            return;
+        }
+        let p = &mut self.nodes[client as usize].predict;
+        let started = p.started.expect("only started clients need circuits");
+        let second = SimDuration::from_secs(1).as_nanos();
+        let since = now.saturating_since(started).as_nanos();
+        // The first whole second after `now`: tor's check runs once per second, and the
+        // one of this second (if any) has run already.
+        let next = (since / second + 1) * second;
+        p.check_pending = true;
+        q.schedule_in(SimDuration::from_nanos(next - since), TOR_EVENT_CLASS, TorEvent::PredictCircuits { client });
     }
 
     fn build_circuit(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<u32, TorError> {
@@ -603,6 +728,10 @@ impl TorNetwork {
                 self.circuits.len() as u32 - 1
             }
         };
+        self.nodes[client as usize].circs.push(id);
+        if self.cfg.predicted_circuits {
+            q.schedule_in(self.cfg.circuit_idle_timeout, TOR_EVENT_CLASS, TorEvent::CircuitIdle { circ: id });
+        }
         self.extend_to(q, id, 0);
         Ok(id)
     }
@@ -897,6 +1026,7 @@ impl TorNetwork {
         match reason {
             CloseReason::QueueLimit => self.counters.circuits_closed_queue_limit += 1,
             CloseReason::Expired => self.counters.circuits_expired += 1,
+            CloseReason::IdleTimeout => self.counters.circuits_closed_idle += 1,
         }
         for pos in 0..c.nodes.len() {
             for dir in [Direction::Out, Direction::In] {
@@ -925,8 +1055,9 @@ impl TorNetwork {
             }
         }
         let client = c.nodes[0];
-        if self.nodes[client as usize].current_circ == Some(circ) {
-            self.nodes[client as usize].current_circ = None;
+        self.nodes[client as usize].circs.retain(|&x| x != circ);
+        if self.cfg.predicted_circuits {
+            self.predict_checks.push(client);
         }
         for sid in std::mem::take(&mut self.circuits[circ as usize].live) {
             // Unfinished streams fail, and their exit connections close.
@@ -973,11 +1104,30 @@ impl TorNetwork {
                 // circuit, which this event is not for.
                 let due = c.dirty_since.is_some_and(|d| q.now() >= d + self.cfg.max_circuit_dirtiness);
                 if due && c.state != CircuitState::Closed {
+                    let client = c.nodes[0];
                     if c.live.is_empty() {
                         self.close_circuit(q.now(), circ, CloseReason::Expired);
                     } else {
                         c.expired = true;
+                        // It takes no more streams: one fewer ready for the predicted port.
+                        self.predict_checks.push(client);
                     }
+                }
+            }
+            TorEvent::PredictCircuits { client } => {
+                self.nodes[client as usize].predict.check_pending = false;
+                // The directory does not change during a run, so a path that could be
+                // chosen at the client's start-up (where an error is returned) can be now.
+                let launched = self.predict_and_launch(q, client);
+                debug_assert!(launched.is_ok(), "{launched:?}");
+            }
+            TorEvent::CircuitIdle { circ } => {
+                let c = &self.circuits[circ as usize];
+                // Only a clean open circuit this old: a used one, one still building, or a
+                // newer circuit in a reused slot is not for this timer.
+                let due = q.now() >= c.created_at + self.cfg.circuit_idle_timeout;
+                if due && c.state == CircuitState::Open && c.dirty_since.is_none() {
+                    self.close_circuit(q.now(), circ, CloseReason::IdleTimeout);
                 }
             }
             TorEvent::ChannelIdle { chan } => self.on_channel_idle(q, chan),
@@ -1010,6 +1160,9 @@ impl TorNetwork {
                 self.notices = notices;
                 if !self.idle_timers.is_empty() {
                     self.schedule_idle_timers(q);
+                }
+                for client in std::mem::take(&mut self.predict_checks) {
+                    self.schedule_prediction(q, client);
                 }
                 return;
             }
@@ -1619,12 +1772,17 @@ impl TorNetwork {
                 return Err(format!("free circuit slot {f} is in use, has cells out or is listed twice"));
             }
         }
-        for n in &self.nodes {
-            if let Some(c) = n.current_circ {
-                if self.circuits[c as usize].state == CircuitState::Closed {
-                    return Err(format!("node {} keeps closed circuit {c} as its current one", n.name));
+        let mut listed = vec![false; self.circuits.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &c in &n.circs {
+                let circ = &self.circuits[c as usize];
+                if circ.state == CircuitState::Closed || circ.nodes[0] != i as NodeId || std::mem::replace(&mut listed[c as usize], true) {
+                    return Err(format!("client {} lists circuit {c}, which is closed, not its own or listed twice", n.name));
                 }
             }
+        }
+        if let Some(c) = (0..self.circuits.len()).find(|&c| self.circuits[c].state != CircuitState::Closed && !listed[c]) {
+            return Err(format!("open circuit {c} is not listed by its client"));
         }
         if let Some(&c) = self.rate_limited.iter().find(|&&c| self.circuits[c as usize].state == CircuitState::Closed) {
             return Err(format!("closed circuit {c} is still rate-limited"));
@@ -1732,6 +1890,11 @@ impl TorNetwork {
     pub fn circuit_build_time(&self, circ: u32) -> Option<SimDuration> {
         let c = &self.circuits[circ as usize];
         c.opened_at.map(|t| t.saturating_since(c.created_at))
+    }
+
+    /// A client's circuits that are not closed, oldest first.
+    pub fn client_circuits(&self, client: NodeId) -> &[u32] {
+        &self.nodes[client as usize].circs
     }
 
     pub fn num_circuits(&self) -> usize {

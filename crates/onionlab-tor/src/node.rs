@@ -125,10 +125,24 @@ pub(crate) struct TorNode {
     /// Clients: a relay (index in the directory) every circuit enters through, as a
     /// bridge: the client's own relay (Tortoise's client-relays). Overrides guards.
     pub bridge: Option<usize>,
-    /// Clients: the circuit new streams attach to.
-    pub current_circ: Option<u32>,
+    /// Clients: their circuits that are not closed, oldest first.
+    pub circs: Vec<u32>,
+    /// Clients: predicted-circuit state.
+    pub predict: Prediction,
     /// Clients: path selection randomness.
     pub rng: Option<SimRng>,
+}
+
+/// A client's predicted-circuit state (tor's `circuit_predict_and_launch_new`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Prediction {
+    /// When the client's tor started (its first stream): its once-a-second checks run
+    /// at whole seconds after this.
+    pub started: Option<onionlab_core::SimTime>,
+    /// The port is predicted until then (an hour after the last stream).
+    pub until: onionlab_core::SimTime,
+    /// A check is scheduled.
+    pub check_pending: bool,
 }
 
 impl TorNode {

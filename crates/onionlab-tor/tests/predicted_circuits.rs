@@ -1,0 +1,173 @@
+//! Predicted circuits (tor's `circuit_predict_and_launch_new`) against hand-worked cases.
+//!
+//! Every case uses a line of three relays, so every circuit has the same path and builds
+//! in the same time (10 ms one way: under 0.2 s); the clock times below follow from
+//! tor's rules alone.
+
+mod common;
+
+use common::*;
+use onionlab_core::SimDuration;
+use onionlab_tor::*;
+use proptest::prelude::*;
+
+fn predicting(idle_timeout_s: u64) -> TorConfig {
+    TorConfig { predicted_circuits: true, circuit_idle_timeout: SimDuration::from_secs(idle_timeout_s), ..TorConfig::default() }
+}
+
+fn states(sim: &TorSim, client: NodeId) -> Vec<(u32, CircuitState)> {
+    sim.tor.client_circuits(client).iter().map(|&c| (c, sim.tor.circuit_state(c))).collect()
+}
+
+#[test]
+fn a_client_keeps_two_circuits_ready_and_streams_prefer_the_dirty_one() {
+    let (mut sim, _, c, s) = line(predicting(3600), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    // t = 0: the client's tor starts with its first stream. Its first check launches a
+    // circuit (no circuit can take a stream yet), which the stream then takes.
+    let a = sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    let circ_a = sim.tor.stream_circuit(a);
+    assert_eq!(sim.tor.client_circuits(c[0]), &[circ_a]);
+    assert_eq!(sim.tor.circuit_state(circ_a), CircuitState::Building);
+    // t = 1 s: the next check finds one circuit (dirty, but younger than
+    // MaxCircuitDirtiness) against MIN_CIRCUITS_HANDLING_STREAM = 2, so it launches a
+    // clean one; after that, two are ready and nothing more is launched.
+    sim.run_until(secs(0.99), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 1);
+    assert_eq!(sim.tor.client_circuits(c[0]).len(), 1);
+    sim.run_until(secs(1.5), |t| t.check_invariants().unwrap());
+    let circs = states(&sim, c[0]);
+    assert_eq!(circs.len(), 2, "{circs:?}");
+    let circ_b = circs[1].0;
+    assert!(circs.iter().all(|&(_, st)| st == CircuitState::Open), "{circs:?}");
+    // A later stream takes the dirty circuit, not the clean one (`circuit_is_better`).
+    let b = sim.start_stream(c[0], s, 10_000, 1).unwrap();
+    assert_eq!(sim.tor.stream_circuit(b), circ_a);
+    sim.run_until(secs(599.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 2, "two ready: no more launched");
+    // t = 600 s: the dirty circuit has no stream and has been dirty for 10 minutes, so it
+    // closes; one circuit is left ready, and the check at the next whole second (601 s)
+    // launches another.
+    sim.run_until(secs(600.5), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.circuit_state(circ_a), CircuitState::Closed);
+    assert_eq!(sim.tor.client_circuits(c[0]), &[circ_b]);
+    sim.run_until(secs(602.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 3);
+    let circs = states(&sim, c[0]);
+    let circ_c = circs[1].0;
+    assert_eq!(circs.len(), 2);
+    // Both clean now: a stream takes the more recently created one, and pays no build
+    // time: its first byte comes a round trip to the server after it starts.
+    let d = sim.start_stream(c[0], s, 10_000, 2).unwrap();
+    assert_eq!(sim.tor.stream_circuit(d), circ_c);
+    sim.run_until(secs(610.0), |t| t.check_invariants().unwrap());
+    let recs = sim.tor.take_records();
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| r.error.is_none()), "{recs:?}");
+    let ttfb = |r: &StreamRecord| r.ttfb.unwrap().as_secs_f64();
+    // Circuit build (the first stream waited for it) against none (the third): both pay
+    // the exit's TCP handshake and the request, 6 + 2 + 2 one-way trips of 10 ms or so.
+    assert!(ttfb(&recs[0]) > 0.15, "{recs:?}");
+    assert!(ttfb(&recs[2]) < 0.15, "{recs:?}");
+    assert!(ttfb(&recs[0]) - ttfb(&recs[2]) > 0.1, "{recs:?}");
+}
+
+#[test]
+fn clean_circuits_close_after_the_idle_timeout_and_are_replaced() {
+    // CircuitIdleTimeout 100 s: the clean circuit launched at 1 s closes at 101 s, and the
+    // next whole second (102 s) launches its replacement, which closes at 202 s...
+    let (mut sim, _, c, s) = line(predicting(100), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    let a = sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    let circ_a = sim.tor.stream_circuit(a);
+    sim.run_until(secs(100.9), |t| t.check_invariants().unwrap());
+    assert_eq!((sim.tor.counters.circuits_built, sim.tor.counters.circuits_closed_idle), (2, 0));
+    sim.run_until(secs(101.5), |t| t.check_invariants().unwrap());
+    assert_eq!((sim.tor.counters.circuits_built, sim.tor.counters.circuits_closed_idle), (2, 1));
+    assert_eq!(sim.tor.client_circuits(c[0]), &[circ_a], "the used circuit is not idle");
+    sim.run_until(secs(102.5), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 3);
+    sim.run_until(secs(250.0), |t| t.check_invariants().unwrap());
+    assert_eq!((sim.tor.counters.circuits_built, sim.tor.counters.circuits_closed_idle), (4, 2));
+    assert_eq!(sim.tor.client_circuits(c[0]).len(), 2);
+}
+
+#[test]
+fn a_port_unused_for_an_hour_is_no_longer_predicted() {
+    // One stream at t = 0: the port is predicted until 3600 s. The first circuit expires
+    // at 600 s and is replaced at 601 s; the clean circuits of 1 s and 601 s close after
+    // CircuitIdleTimeout (3601 s and 4201 s) and, the port no longer predicted, are not
+    // replaced. A stream at 5000 s builds its circuit on demand and predicts again.
+    let (mut sim, _, c, s) = line(predicting(3600), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    sim.run_until(secs(3600.5), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 3);
+    assert_eq!(sim.tor.counters.circuits_closed_idle, 0);
+    sim.run_until(secs(5000.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 3);
+    assert_eq!((sim.tor.counters.circuits_expired, sim.tor.counters.circuits_closed_idle), (1, 2));
+    assert!(sim.tor.client_circuits(c[0]).is_empty());
+    let b = sim.start_stream(c[0], s, 10_000, 1).unwrap();
+    assert_eq!(sim.tor.circuit_state(sim.tor.stream_circuit(b)), CircuitState::Building);
+    sim.run_until(secs(5002.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 5);
+    assert_eq!(sim.tor.take_records().len(), 2);
+}
+
+#[test]
+fn without_prediction_circuits_are_built_only_for_streams() {
+    let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    sim.run_until(secs(599.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 1);
+    sim.run_until(secs(5000.0), |t| t.check_invariants().unwrap());
+    assert_eq!((sim.tor.counters.circuits_built, sim.tor.counters.circuits_expired), (1, 1));
+    assert!(sim.tor.client_circuits(c[0]).is_empty());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// With prediction on, cells are conserved and SENDMEs accounted as without it, every
+    /// stream finishes, and a client never holds more than its streams' circuits plus
+    /// MIN_CIRCUITS_HANDLING_STREAM clean ones.
+    #[test]
+    fn predicted_circuits_keep_the_invariants(
+        rates in prop::array::uniform3(20u64..2000),
+        starts in prop::collection::vec((0usize..3, 0u64..1500), 1..12),
+        idle_s in 1u64..1000,
+        one_way_ms in 1u64..60,
+        seed in 0u64..1000,
+    ) {
+        let (mut sim, _, c, s) = line(predicting(idle_s), SimDuration::from_millis(one_way_ms), rates.map(|r| r * KIB), 3, seed);
+        let mut starts = starts;
+        starts.sort_by_key(|&(_, t)| t);
+        let mut violation = None;
+        for (i, &(client, t)) in starts.iter().enumerate() {
+            sim.run_until(secs(t as f64), |t| {
+                if violation.is_none() { violation = t.check_invariants().err(); }
+            });
+            sim.start_stream(c[client], s, 200 * KIB, i as u64).unwrap();
+        }
+        sim.run_until(secs(8000.0), |t| {
+            if violation.is_none() { violation = t.check_invariants().err(); }
+            for &cl in &c {
+                let clean = t.client_circuits(cl).iter().filter(|&&x| t.circuit_state(x) != CircuitState::Closed).count();
+                if violation.is_none() && clean > 2 + starts.len() {
+                    violation = Some(format!("client {cl} holds {clean} circuits"));
+                }
+            }
+        });
+        prop_assert!(violation.is_none(), "{:?}", violation);
+        let recs = sim.tor.take_records();
+        prop_assert_eq!(recs.len(), starts.len());
+        prop_assert!(recs.iter().all(|r| r.error.is_none()));
+        let k = &sim.tor.counters;
+        prop_assert_eq!(k.circuit_sendmes_sent, k.circuit_sendmes_received + k.circuit_sendmes_dropped);
+        prop_assert_eq!(k.stream_sendmes_sent, k.stream_sendmes_received + k.stream_sendmes_dropped);
+        prop_assert_eq!(k.cells_emitted, k.cells_consumed + k.cells_dropped);
+        prop_assert_eq!(k.cells_dropped, k.circuit_sendmes_dropped + k.stream_sendmes_dropped);
+        // An hour after the last stream nothing is predicted; every circuit has closed.
+        prop_assert_eq!(k.circuits_built, k.circuits_expired + k.circuits_closed_idle);
+        prop_assert!(c.iter().all(|&cl| sim.tor.client_circuits(cl).is_empty()));
+        prop_assert_eq!(sim.tor.cells_in_flight(), 0);
+    }
+}
