@@ -651,8 +651,9 @@ impl TorNetwork {
     }
 
     /// Schedules `client`'s next check at its next whole second, if a circuit would be
-    /// launched now and no check is pending. Called where the count of circuits that can
-    /// take a stream may have fallen: a circuit was dirtied, expired or closed.
+    /// launched now and no check is pending. Called where a check could newly launch one:
+    /// a circuit stopped taking streams (its dirtiness ran out, or it closed), a launch
+    /// left the client short, or a stream made the port predicted again.
     fn schedule_prediction(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) {
         let now = q.now();
         if self.nodes[client as usize].predict.check_pending || !self.needs_predicted_circuit(client, now) {
@@ -1110,7 +1111,9 @@ impl TorNetwork {
                     } else {
                         c.expired = true;
                         // It takes no more streams: one fewer ready for the predicted port.
-                        self.predict_checks.push(client);
+                        if self.cfg.predicted_circuits {
+                            self.predict_checks.push(client);
+                        }
                     }
                 }
             }

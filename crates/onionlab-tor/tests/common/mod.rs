@@ -44,3 +44,19 @@ pub fn line(cfg: TorConfig, one_way: SimDuration, rates: [u64; 3], clients: usiz
 pub fn secs(s: f64) -> SimTime {
     SimTime::ZERO + SimDuration::from_secs_f64(s)
 }
+
+/// End-to-end accounting once the network is quiet: every SENDME sent arrived or died
+/// with its circuit, every cell emitted was consumed or dropped, and only SENDMEs (a
+/// client's last, sent with a stream's last cells) outlive their streams.
+pub fn quiet_accounting(k: &TorCounters) -> Result<(), String> {
+    let checks = [
+        ("circuit SENDMEs sent = received + dropped", k.circuit_sendmes_sent, k.circuit_sendmes_received + k.circuit_sendmes_dropped),
+        ("stream SENDMEs sent = received + dropped", k.stream_sendmes_sent, k.stream_sendmes_received + k.stream_sendmes_dropped),
+        ("cells emitted = consumed + dropped", k.cells_emitted, k.cells_consumed + k.cells_dropped),
+        ("cells dropped = SENDMEs dropped", k.cells_dropped, k.circuit_sendmes_dropped + k.stream_sendmes_dropped),
+    ];
+    match checks.iter().find(|(_, a, b)| a != b) {
+        Some((what, a, b)) => Err(format!("{what}: {a} != {b} ({k:?})")),
+        None => Ok(()),
+    }
+}
