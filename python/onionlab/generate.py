@@ -19,6 +19,7 @@ import io
 import json
 import lzma
 import gzip
+import ipaddress
 import math
 import os
 import re
@@ -322,6 +323,15 @@ def map_params(params: dict) -> tuple:
 # Writing
 
 
+def _ipv4(address: str) -> bool:
+    """Whether `address` is a dotted-quad IPv4 address (what a consensus's r lines hold)."""
+    try:
+        ipaddress.IPv4Address(address)
+    except ValueError:
+        return False
+    return True
+
+
 def _toml_str(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
@@ -485,6 +495,9 @@ def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str =
         lines.append(f"consensus_weight = {r.bandwidth}")
         lines.append("flags = [" + ", ".join(_toml_str(f) for f in flags) + "]")
         lines.append(f"location = {first_slot[region_of(r.fingerprint)]}")
+        if _ipv4(r.address):
+            # Tor keeps two relays of one /16 off the same path (EnforceDistinctSubnets).
+            lines.append(f'address = "{r.address}"')
         for k, v in plan.relay_defaults.items():
             lines.append(f"{k} = {v}")
         lines.append("")

@@ -254,8 +254,11 @@ def test_2010_and_snapshot_networks_validate(c2010, tmp_path):
     gen.write_network(gen.plan_network(c2010, 0.1, seed=2), tmp_path / "n2010")
     text = (tmp_path / "n2010" / "network.toml").read_text()
     assert "[tor]" in text and "circ_window = 1000" in text and "bandwidth_weights" not in text
+    # Every relay keeps its consensus address, for tor's same-/16 path restriction.
+    assert text.count('address = "') == text.count("[[relays]]") > 0
     resolved = _core.check_config(str(tmp_path / "n2010" / "experiment.toml"))
     assert "circ_window = 1000" in resolved and 'type = "markov"' in resolved
+    assert resolved.count('address = "') == text.count("[[relays]]")
     snap = gen.read_capacity_snapshot(DATA / "tor-consensus-with-observed-weights-2021-04-30.json")
     gen.write_network(gen.plan_network(snap, 0.05), tmp_path / "snap")
     assert _core.load_network(str(tmp_path / "snap" / "experiment.toml"))["relays"] == 324

@@ -220,6 +220,8 @@ struct DocRelay<'a> {
     tortoise: DocTortoise<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mtbf: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    address: Option<String>,
 }
 
 /// A relay's Tortoise setting: "off" or its table.
@@ -402,6 +404,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     throttling: &r.throttling,
                     tortoise: DocTortoise::from(&r.tortoise),
                     mtbf: r.mtbf.map(format_duration),
+                    address: r.address.map(|a| a.to_string()),
                 })
                 .collect(),
             clients: c

@@ -134,6 +134,8 @@ pub struct RelayConfig {
     /// Mean time between failures, for `network.compute_flags`.
     #[serde(serialize_with = "ser_opt_duration")]
     pub mtbf: Option<SimDuration>,
+    /// IPv4 address, for tor's same-/16 path restriction; `None`: unknown.
+    pub address: Option<std::net::Ipv4Addr>,
 }
 
 /// Where the hosts of a group are placed.

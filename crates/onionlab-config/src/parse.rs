@@ -151,7 +151,7 @@ const TOR_KEYS: &[&str] = &[
 const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights", "compute_flags"];
 const LATENCY_KEYS: &[&str] = &["constant", "matrix", "gml"];
 const RELAY_KEYS: &[&str] =
-    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling", "tortoise", "mtbf"];
+    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling", "tortoise", "mtbf", "address"];
 const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
@@ -1113,9 +1113,11 @@ impl Ctx<'_> {
             Some(v) => self.tortoise(v, &join(p, "tortoise")).unwrap_or(None),
         };
         let mtbf = self.opt(t, p, "mtbf", Ctx::pos_duration);
+        let address = self.opt(t, p, "address", Ctx::ipv4);
         RelayConfig {
             tortoise,
             mtbf,
+            address,
             scheduler,
             throttling,
             name: name.to_string(),
@@ -1147,6 +1149,18 @@ impl Ctx<'_> {
             }
         }
         out
+    }
+
+    /// A relay's IPv4 address in dotted-quad form.
+    fn ipv4(&mut self, v: &Value, path: &str) -> Option<std::net::Ipv4Addr> {
+        let s = self.string(v, path)?;
+        match s.trim().parse() {
+            Ok(a) => Some(a),
+            Err(_) => {
+                self.err_hint(path, format!("{s:?} is not an IPv4 address"), "write it as four numbers 0-255, e.g. address = \"192.0.2.7\"");
+                None
+            }
+        }
     }
 
     /// `link` sets both directions; `link_up` / `link_down` override one.

@@ -439,6 +439,13 @@ fn relay_fields() {
         "unknown key",
     ]);
     err_at(&format!("relays = 5\n{}", no_relays()), "relays", &["array"]);
+    // IPv4 addresses, for tor's same-/16 path restriction.
+    let e = err_at(&after_guard("address = \"10.0.0.256\""), "relays[0].address", &["not an IPv4 address"]);
+    assert!(hint(&e).contains("192.0.2.7"), "{e}");
+    err_at(&after_guard("address = 10"), "relays[0].address", &["string"]);
+    let c = load(&after_guard("address = \"10.1.2.3\"")).unwrap();
+    assert_eq!(c.relays[0].address, Some("10.1.2.3".parse().unwrap()));
+    assert_eq!(c.relays[1].address, None);
 }
 
 #[test]

@@ -161,6 +161,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                 flags: RelayFlags::from_names(r.flags.iter().map(|s| s.as_str())),
                 perconn: r.perconn,
                 scheduler: scheduler(&r.scheduler),
+                address: r.address,
             },
             mtbf: r.mtbf,
             throttling: &r.throttling,
@@ -190,6 +191,8 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                     flags,
                     perconn: None,
                     scheduler: scheduler(&cfg.mechanisms.scheduler),
+                    // An operator's relay runs on its own host: its address is unknown.
+                    address: None,
                 },
                 mtbf: ops.mtbf,
                 throttling: &cfg.mechanisms.throttling,

@@ -236,6 +236,7 @@ pub fn run_inspected(
         ("circuits_closed_queue_limit", k.circuits_closed_queue_limit),
         ("circuits_expired", k.circuits_expired),
         ("circuits_closed_idle", k.circuits_closed_idle),
+        ("predicted_launches_failed", k.predicted_launches_failed),
         ("channels_closed_idle", k.channels_closed_idle),
         ("streams_completed", k.streams_completed),
         ("streams_failed", k.streams_failed),

@@ -200,6 +200,8 @@ struct GenRelay {
     /// `None`: the defaults of `[mechanisms]`.
     mech: Option<Mech>,
     mtbf_hours: u64,
+    /// The relay's /16 is 10.x/16 (few values, so that paths collide), or no address.
+    subnet: Option<u8>,
 }
 
 fn relay(w: bool) -> impl Strategy<Value = GenRelay> {
@@ -228,8 +230,9 @@ fn relay(w: bool) -> impl Strategy<Value = GenRelay> {
         proptest::option::of(scheduler(w)),
         proptest::option::of(mechanism(w)),
         1..2_000u64,
+        proptest::option::weighted(0.3, 0..4u8),
     )
-        .prop_map(|(rate, burst, link, flags, weight, location, perconn, scheduler, mech, mtbf_hours)| GenRelay {
+        .prop_map(|(rate, burst, link, flags, weight, location, perconn, scheduler, mech, mtbf_hours, subnet)| GenRelay {
             rate,
             burst,
             link,
@@ -240,6 +243,7 @@ fn relay(w: bool) -> impl Strategy<Value = GenRelay> {
             scheduler,
             mech,
             mtbf_hours,
+            subnet,
         })
 }
 
@@ -608,6 +612,9 @@ fn render(g: &Gen) -> (String, Option<String>) {
         }
         if g.compute_flags {
             writeln!(s, "mtbf = \"{} h\"", r.mtbf_hours).unwrap();
+        }
+        if let Some(x) = r.subnet {
+            writeln!(s, "address = \"10.{x}.{}.{}\"", i / 256, i % 256).unwrap();
         }
     }
 

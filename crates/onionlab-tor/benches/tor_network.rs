@@ -84,6 +84,7 @@ fn main() {
             flags,
             perconn: None,
             scheduler,
+            address: None,
         })
         .expect("valid relay");
     }

@@ -56,6 +56,9 @@ pub struct RelaySpec {
     /// `None` (tor's default 0) means off.
     pub perconn: Option<(u64, u64)>,
     pub scheduler: SchedulerKind,
+    /// The relay's IPv4 address, for tor's same-/16 path restriction
+    /// (`EnforceDistinctSubnets`); `None`: unknown, never restricted.
+    pub address: Option<std::net::Ipv4Addr>,
 }
 
 /// A client or a server: a host without tor relay configuration.

@@ -31,10 +31,14 @@
 //!   `need_capacity` set, so `node_is_unreliable` rejects relays without the `Fast` flag in
 //!   every position; we require [`RelayFlags::FAST`] everywhere.
 //!
+//! * `EnforceDistinctSubnets` (default 1; `nodelist_add_node_and_family`,
+//!   `addrs_in_same_network_family`): no two relays of a path, and no two entry guards, in
+//!   the same IPv4 /16. Applied to relays whose address is known ([`RelayInfo::subnet`]);
+//!   a relay without one is never excluded for its network.
+//!
 //! **Not modelled** (documented simplifications): relays are assumed `Running` and `Valid`
-//! (the flags are kept but not checked); tor's family and same-/16 exclusions
-//! (`nodelist_add_node_and_family`, `EnforceDistinctSubnets`) are not applied — only the
-//! explicit `exclude` list is; exit-policy matching for a particular port is not modelled, so
+//! (the flags are kept but not checked); tor's family exclusion (`MyFamily`, declared in
+//! server descriptors, which a consensus does not carry) is not applied; exit-policy matching for a particular port is not modelled, so
 //! the exit position is "has `Exit`, lacks `BadExit`" and `Weg`/`Wem` (weights for relays
 //! allowed to exit by "odd exit policies") are parsed but never used; the directory
 //! multipliers `Wgb`/`Wmb`/`Web`/`Wdb` are accepted and ignored (they are 10000, i.e. 1, in
@@ -154,6 +158,16 @@ pub struct RelayInfo {
     pub bandwidth: u64,
     /// Consensus flags.
     pub flags: RelayFlags,
+    /// The relay's IPv4 /16 (its address's first two octets); `None`: unknown.
+    pub subnet: Option<u16>,
+}
+
+impl RelayInfo {
+    /// The /16 of an IPv4 address, as tor compares them (`addrs_in_same_network_family`).
+    pub fn subnet_of(addr: std::net::Ipv4Addr) -> u16 {
+        let [a, b, _, _] = addr.octets();
+        u16::from_be_bytes([a, b])
+    }
 }
 
 /// A hop position in a three-hop circuit.
@@ -528,8 +542,9 @@ impl PathSelector {
 
     /// Chooses a relay for `pos` with probability proportional to its
     /// [`weight`](Self::weight), never returning an index in `exclude` (the relays already
-    /// on the path; out-of-range indices there are ignored). Tor also excludes relays of the
-    /// same family and the same /16; that is not modelled.
+    /// on the path; out-of-range indices there are ignored) or a relay in the same /16 as
+    /// one of them (`EnforceDistinctSubnets`). Tor also excludes relays of the same
+    /// declared family; that is not modelled.
     ///
     /// Returns `None` if no eligible, non-excluded relay has positive weight. (Tor's
     /// `choose_array_element_by_weight` picks uniformly when all weights are 0; we don't,
@@ -549,7 +564,7 @@ impl PathSelector {
             let x = rng.random_range(0..total);
             // First index whose running sum exceeds x; zero-weight relays are never hit.
             let i = cumulative.partition_point(|&c| c <= x);
-            if !exclude.contains(&i) {
+            if !self.excluded(i, exclude) {
                 return Some(i);
             }
         }
@@ -558,14 +573,14 @@ impl PathSelector {
         let remaining: u128 = weight
             .iter()
             .enumerate()
-            .filter(|(i, _)| !exclude.contains(i))
+            .filter(|&(i, _)| !self.excluded(i, exclude))
             .fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
         if remaining == 0 {
             return None;
         }
         let mut x = rng.random_range(0..remaining);
         for (i, &w) in weight.iter().enumerate() {
-            if w == 0 || exclude.contains(&i) {
+            if w == 0 || self.excluded(i, exclude) {
                 continue;
             }
             if x < w {
@@ -576,7 +591,16 @@ impl PathSelector {
         None // unreachable: x < remaining = sum of the weights walked
     }
 
-    /// Chooses a full path, returned as `[guard, middle, exit]` relay indices, all distinct.
+    /// Whether `relay` is in `exclude` or shares a known /16 with a relay there.
+    fn excluded(&self, relay: usize, exclude: &[usize]) -> bool {
+        exclude.contains(&relay)
+            || self.relays[relay]
+                .subnet
+                .is_some_and(|s| exclude.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
+    }
+
+    /// Chooses a full path, returned as `[guard, middle, exit]` relay indices, all distinct
+    /// and in distinct known /16s.
     ///
     /// Order follows tor's `onion_pick_cpath_exit` then `onion_extend_cpath`: the exit is
     /// chosen first, then the guard (excluding the exit), then the middle (excluding both).
@@ -625,7 +649,7 @@ mod tests {
     const B: RelayFlags = RelayFlags::BAD_EXIT;
 
     fn relay(nickname: &str, bandwidth: u64, flags: RelayFlags) -> RelayInfo {
-        RelayInfo { nickname: nickname.to_string(), bandwidth, flags }
+        RelayInfo { nickname: nickname.to_string(), bandwidth, flags, subnet: None }
     }
 
     /// The 2022 consensus bandwidth-weights line (includes keys we ignore).
@@ -949,6 +973,79 @@ mod tests {
         assert_eq!(sel.choose(Position::Guard, &mut rng, &[]), None);
         assert_eq!(sel.choose(Position::Exit, &mut rng, &[]), None);
         assert_eq!(sel.choose_path(&mut rng, None), None);
+    }
+
+    /// `stats_relays` with addresses: g1, e1 and m1 share 10.1/16, g2 and e3 share 10.2/16;
+    /// the rest have a /16 each, or (m2, m3) no known address.
+    fn relays_with_subnets() -> Vec<RelayInfo> {
+        let subnets = [Some(0x0a01), Some(0x0a02), Some(3), Some(4), Some(5), Some(0x0a01), Some(7), Some(0x0a02), Some(0x0a01), None, None, Some(12), Some(13)];
+        stats_relays().into_iter().zip(subnets).map(|(r, subnet)| RelayInfo { subnet, ..r }).collect()
+    }
+
+    #[test]
+    fn subnet_of_takes_the_first_two_octets() {
+        assert_eq!(RelayInfo::subnet_of("10.1.200.3".parse().unwrap()), 0x0a01);
+        assert_eq!(RelayInfo::subnet_of("192.0.2.7".parse().unwrap()), RelayInfo::subnet_of("192.0.99.1".parse().unwrap()));
+        assert_ne!(RelayInfo::subnet_of("192.0.2.7".parse().unwrap()), RelayInfo::subnet_of("192.1.2.7".parse().unwrap()));
+    }
+
+    #[test]
+    fn no_two_relays_of_a_path_share_a_known_subnet() {
+        let relays = relays_with_subnets();
+        let sel = PathSelector::new(&relays, w2022()).unwrap();
+        let mut rng = StdRng::seed_from_u64(5);
+        let mut unknown_with_g1 = 0;
+        for round in 0..5000 {
+            let guard = if round % 2 == 0 { None } else { Some([0, 1, 2][round % 3]) };
+            let path = sel.choose_path(&mut rng, guard).expect("path exists");
+            for (i, &a) in path.iter().enumerate() {
+                for &b in &path[i + 1..] {
+                    let (sa, sb) = (relays[a].subnet, relays[b].subnet);
+                    assert!(sa.is_none() || sa != sb, "{path:?} has two relays in /16 {sa:?}");
+                }
+            }
+            unknown_with_g1 += (path[0] == 0 && relays[path[1]].subnet.is_none()) as u32;
+        }
+        // A relay without an address (m2, m3) is never excluded for its network.
+        assert!(unknown_with_g1 > 100, "{unknown_with_g1}");
+        // A new entry guard is not in the /16 of the existing ones (routerlist_add_family).
+        for _ in 0..2000 {
+            let g = sel.choose(Position::Guard, &mut rng, &[0]).unwrap();
+            assert!(g != 0 && relays[g].subnet != Some(0x0a01), "{g}");
+        }
+    }
+
+    #[test]
+    fn a_shared_subnet_removes_its_relays_and_keeps_the_others_proportions() {
+        // Exits given guard g1 (10.1/16): e1 (also 10.1/16) is out; the others keep their
+        // relative weights (rejection sampling keeps the conditional distribution exact).
+        let relays = relays_with_subnets();
+        let sel = PathSelector::new(&relays, w2022()).unwrap();
+        let mut rng = StdRng::seed_from_u64(9);
+        let n = 60_000;
+        let mut count = vec![0u32; relays.len()];
+        for _ in 0..n {
+            count[sel.choose(Position::Exit, &mut rng, &[0]).unwrap()] += 1;
+        }
+        assert_eq!(count[5], 0, "e1 shares g1's /16");
+        let total: f64 = (0..relays.len()).filter(|&i| i != 0 && i != 5).map(|i| sel.weight(i, Position::Exit)).sum();
+        for i in (0..relays.len()).filter(|&i| i != 0 && i != 5) {
+            let want = sel.weight(i, Position::Exit) / total;
+            let got = count[i] as f64 / n as f64;
+            assert!((got - want).abs() < 0.01, "relay {i}: {got:.4} against {want:.4}");
+        }
+    }
+
+    #[test]
+    fn distinct_subnets_draw_exactly_as_no_addresses() {
+        let plain = stats_relays();
+        let distinct: Vec<RelayInfo> = plain.iter().enumerate().map(|(i, r)| RelayInfo { subnet: Some(i as u16), ..r.clone() }).collect();
+        let (a, b) = (PathSelector::new(&plain, w2022()).unwrap(), PathSelector::new(&distinct, w2022()).unwrap());
+        let (mut ra, mut rb) = (StdRng::seed_from_u64(3), StdRng::seed_from_u64(3));
+        for round in 0..2000 {
+            let guard = (round % 2 == 1).then_some(1);
+            assert_eq!(a.choose_path(&mut ra, guard), b.choose_path(&mut rb, guard));
+        }
     }
 
     #[test]

@@ -169,3 +169,35 @@ proptest! {
         prop_assert_eq!(sim.tor.cells_in_flight(), 0);
     }
 }
+
+#[test]
+fn a_launch_without_a_path_is_tried_again_a_second_later() {
+    // Two guards: A (also the only exit) and B. A circuit entering through A has no exit
+    // left (NoPath); one through B exits at A. A predicted launch that draws A fails, is
+    // counted, and the client tries again at its next check, as tor does. A stream that
+    // finds no circuit and draws A itself fails the run's way: a clean NoPath error.
+    let cfg = TorConfig { num_entry_guards: 2, ..predicting(3600) };
+    let (mut failures, mut ok_runs) = (0, 0);
+    for seed in 0..24 {
+        let mut tor = TorNetwork::new(cfg.clone(), onionlab_net::LatencyModel::constant(SimDuration::from_millis(10)), BandwidthWeights::uniform(), seed);
+        tor.add_relay(relay("a", 100 * MIB, RelayFlags::GUARD | RelayFlags::EXIT)).unwrap();
+        tor.add_relay(relay("b", 100 * MIB, RelayFlags::GUARD)).unwrap();
+        tor.add_relay(relay("m", 100 * MIB, RelayFlags::default())).unwrap();
+        let c = tor.add_client(endpoint("c")).unwrap();
+        let s = tor.add_server(endpoint("s")).unwrap();
+        let mut sim = TorSim::new(tor);
+        match sim.start_stream(c, s, 10_000, 0) {
+            Err(TorError::NoPath(Position::Exit)) => continue,
+            Err(e) => panic!("seed {seed}: {e}"),
+            Ok(_) => {}
+        }
+        sim.run_until(secs(30.0), |t| t.check_invariants().unwrap());
+        let k = &sim.tor.counters;
+        assert_eq!(sim.tor.client_circuits(c).len(), 2, "seed {seed}: two circuits ready within 30 s");
+        assert_eq!(k.circuits_built, 2, "seed {seed}");
+        failures += k.predicted_launches_failed;
+        ok_runs += 1;
+        assert_eq!(sim.tor.take_records().len(), 1);
+    }
+    assert!(ok_runs > 5 && failures > 5, "{ok_runs} runs, {failures} failed launches");
+}

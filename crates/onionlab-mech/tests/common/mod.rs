@@ -26,6 +26,7 @@ pub fn relay(name: &str, rate: u64, flags: RelayFlags) -> RelaySpec {
         flags,
         perconn: None,
         scheduler: SchedulerKind::RoundRobin,
+        address: None,
     }
 }
 

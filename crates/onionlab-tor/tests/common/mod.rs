@@ -22,6 +22,7 @@ pub fn relay(name: &str, rate: u64, flags: RelayFlags) -> RelaySpec {
         flags: flags | RelayFlags::FAST,
         perconn: None,
         scheduler: SchedulerKind::RoundRobin,
+        address: None,
     }
 }
 
