@@ -176,6 +176,7 @@ struct DocTor {
     request_size: String,
     circ_window: u64,
     circ_window_increment: u64,
+    congestion_control: &'static str,
     sndbuf: String,
     rcvbuf: String,
 }
@@ -372,6 +373,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 request_size: format_size(t.request_bytes),
                 circ_window: t.circ_window,
                 circ_window_increment: t.circ_window_increment,
+                congestion_control: t.congestion_control.name(),
                 sndbuf: format_size(t.sndbuf_bytes),
                 rcvbuf: format_size(t.rcvbuf_bytes),
             },

@@ -70,9 +70,32 @@ pub struct TorParams {
     pub request_bytes: u64,
     pub circ_window: u64,
     pub circ_window_increment: u64,
+    /// Circuit-level flow or congestion control.
+    pub congestion_control: CongestionControlConfig,
     /// Kernel socket buffers, bytes.
     pub sndbuf_bytes: u64,
     pub rcvbuf_bytes: u64,
+}
+
+/// `tor.congestion_control`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CongestionControlConfig {
+    /// Tor's SENDME windows (`cc_alg` 0, tor's code default).
+    FixedWindow,
+    /// Proposal 324's Vegas (`cc_alg` 2, what the live network's consensus sets), with
+    /// tor 0.4.8's code defaults.
+    Vegas,
+}
+
+impl CongestionControlConfig {
+    pub const NAMES: [&'static str; 2] = ["fixed-window", "vegas"];
+    pub fn name(self) -> &'static str {
+        match self {
+            CongestionControlConfig::FixedWindow => "fixed-window",
+            CongestionControlConfig::Vegas => "vegas",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

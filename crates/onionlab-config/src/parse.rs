@@ -145,6 +145,7 @@ const TOR_KEYS: &[&str] = &[
     "request_size",
     "circ_window",
     "circ_window_increment",
+    "congestion_control",
     "sndbuf",
     "rcvbuf",
 ];
@@ -187,6 +188,7 @@ pub fn default_tor_params() -> TorParams {
         request_bytes: 500,
         circ_window: 1000,
         circ_window_increment: 100,
+        congestion_control: CongestionControlConfig::FixedWindow,
         sndbuf_bytes: 4 * MIB,
         rcvbuf_bytes: 6 * MIB,
     }
@@ -810,6 +812,14 @@ impl Ctx<'_> {
             request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
             circ_window,
             circ_window_increment,
+            congestion_control: match t.get("congestion_control") {
+                None => d.congestion_control,
+                Some(v) => match self.choice(v, &join(p, "congestion_control"), &CongestionControlConfig::NAMES) {
+                    Some("vegas") => CongestionControlConfig::Vegas,
+                    Some(_) => CongestionControlConfig::FixedWindow,
+                    None => d.congestion_control,
+                },
+            },
             sndbuf_bytes: self.opt(t, p, "sndbuf", Ctx::pos_size).unwrap_or(d.sndbuf_bytes),
             rcvbuf_bytes: self.opt(t, p, "rcvbuf", Ctx::pos_size).unwrap_or(d.rcvbuf_bytes),
         }

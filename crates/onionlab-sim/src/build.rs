@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use onionlab_config::model::{ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig, TortoiseConfig};
+use onionlab_config::model::{CongestionControlConfig, ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig, TortoiseConfig};
 use onionlab_core::SimDuration;
 use onionlab_mech::throttling::*;
 use onionlab_mech::tortoise::{Directions, Tortoise};
@@ -16,7 +16,7 @@ use onionlab_tor::RelayHook;
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
 use onionlab_tor::kist::KistParams;
-use onionlab_tor::{BandwidthWeights, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork};
+use onionlab_tor::{BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork, VegasParams};
 
 use crate::run::SimError;
 
@@ -120,6 +120,10 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         request_bytes: t.request_bytes,
         circ_window: t.circ_window,
         circ_window_increment: t.circ_window_increment,
+        congestion_control: match t.congestion_control {
+            CongestionControlConfig::Vegas => CongestionControlKind::Vegas(VegasParams::default()),
+            CongestionControlConfig::FixedWindow => CongestionControlKind::FixedWindow,
+        },
         transport: TransportConfig { sndbuf_bytes: t.sndbuf_bytes, rcvbuf_bytes: t.rcvbuf_bytes, ..TransportConfig::default() },
         ..TorConfig::default()
     }

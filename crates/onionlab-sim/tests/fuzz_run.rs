@@ -301,6 +301,8 @@ struct GenTor {
     rcvbuf: Option<u64>,
     /// (predicted_circuits, circuit_idle_timeout).
     predicted: Option<(bool, Option<u64>)>,
+    /// `congestion_control = "vegas"`.
+    vegas: bool,
 }
 
 fn tor(w: bool) -> impl Strategy<Value = GenTor> {
@@ -317,10 +319,10 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(typ(w, 1, 100, 1_000, pick(w, 2_000, 1 << 40)).prop_flat_map(|n| (Just(n), 1..=n))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
-        of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)))),
+        (of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)))), any::<bool>()),
     )
-        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted)| {
-            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted }
+        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, (predicted, vegas))| {
+            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted, vegas }
         })
 }
 
@@ -551,6 +553,7 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("circ_window_increment", t.window.map(|w| w.1.to_string()));
     opt("sndbuf", t.sndbuf.map(size_b));
     opt("predicted_circuits", t.predicted.map(|p| p.0.to_string()));
+    opt("congestion_control", t.vegas.then(|| "\"vegas\"".to_string()));
     opt("circuit_idle_timeout", t.predicted.and_then(|p| p.1).map(dur_us));
     opt("rcvbuf", t.rcvbuf.map(size_b));
 

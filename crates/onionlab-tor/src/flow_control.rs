@@ -6,7 +6,8 @@
 //! 100 delivered cells. **Must not touch:** stream windows (fixed at 500/50 in
 //! [`crate::circuit`]) or how cells move.
 //!
-//! Proposal 324 (Vegas) and PredicTor replace [`FixedWindow`] through the same trait.
+//! Proposal 324's Vegas ([`crate::vegas`]) replaces [`FixedWindow`] through the same
+//! trait ([`CongestionControlKind`] picks one per network), as PredicTor would.
 
 use onionlab_core::SimTime;
 
@@ -32,7 +33,40 @@ pub trait CongestionControl {
     fn on_delivered(&mut self, cells: u64, now: SimTime) -> u64;
     /// Current package window in cells (for invariant checks and metrics).
     fn package_window(&self) -> u64;
+    /// Whether streams keep their SENDME windows (500 cells, a SENDME per 50). Tor
+    /// replaces them by XON/XOFF once congestion control is on (proposal 324 section 4).
+    fn stream_windows(&self) -> bool {
+        true
+    }
+    /// This controller's own invariants (the run fuzzers check them after every event).
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
     fn name(&self) -> &'static str;
+}
+
+/// Which circuit-level controller the circuits' edges run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CongestionControlKind {
+    /// Tor's SENDME windows ([`FixedWindow`], `cc_alg` 0): `circ_window` cells, a SENDME
+    /// per `circ_window_increment` (the network's [`crate::TorConfig`]).
+    FixedWindow,
+    /// Proposal 324's Vegas ([`crate::vegas::Vegas`], `cc_alg` 2), with its parameters.
+    Vegas(crate::vegas::VegasParams),
+}
+
+impl CongestionControlKind {
+    /// A controller for one circuit edge.
+    pub fn build(&self, circ_window: u64, circ_window_increment: u64) -> Box<dyn CongestionControl> {
+        match self {
+            CongestionControlKind::FixedWindow => Box::new(FixedWindow::new(circ_window, circ_window_increment)),
+            CongestionControlKind::Vegas(p) => Box::new(crate::vegas::Vegas::new(p.clone())),
+        }
+    }
+    /// Whether streams keep SENDME windows under this controller.
+    pub fn stream_windows(&self) -> bool {
+        matches!(self, CongestionControlKind::FixedWindow)
+    }
 }
 
 /// Tor's fixed SENDME windows.
@@ -82,6 +116,12 @@ impl CongestionControl for FixedWindow {
     }
     fn package_window(&self) -> u64 {
         self.package
+    }
+    fn check(&self) -> Result<(), String> {
+        if self.package > self.start || self.deliver > self.start {
+            return Err(format!("fixed window: package {} / deliver {} above the start {}", self.package, self.deliver, self.start));
+        }
+        Ok(())
     }
     fn name(&self) -> &'static str {
         "fixed-window"

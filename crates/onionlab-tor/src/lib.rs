@@ -27,6 +27,7 @@ pub mod node;
 pub mod path;
 pub mod scheduler;
 pub mod token_bucket;
+pub mod vegas;
 
 pub use circuit::{CircuitState, StreamRecord};
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
@@ -35,6 +36,8 @@ pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo};
 pub use scheduler::{CircuitScheduler, RoundRobin, SchedulerKind};
 pub use token_bucket::TokenBucket;
+pub use flow_control::CongestionControlKind;
+pub use vegas::VegasParams;
 
 /// The hot-path structs keep the fields one batch touches in one cache line each (see
 /// `docs/performance.md`); these checks fail if an edit moves one out of its line.

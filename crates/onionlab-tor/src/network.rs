@@ -37,7 +37,7 @@ use onionlab_net::{ConnId, HostId, HostSpec, LatencyModel, NetEvent, NetNotice, 
 use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel};
 use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES, NO_STREAM};
-use crate::flow_control::{FixedWindow, STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
+use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
 use crate::node::{bucket_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
@@ -80,6 +80,9 @@ impl From<NetEvent> for TorEvent {
         TorEvent::Net(e)
     }
 }
+
+/// A stream's package window when congestion control has replaced stream windows.
+const UNLIMITED_STREAM_WINDOW: u64 = u64::MAX / 4;
 
 /// `MIN_CIRCUITS_HANDLING_STREAM` (or.h): circuits a client keeps ready for a predicted
 /// port.
@@ -141,6 +144,10 @@ pub struct TorConfig {
     /// `CIRCWINDOW_START` and `CIRCWINDOW_INCREMENT`.
     pub circ_window: u64,
     pub circ_window_increment: u64,
+    /// Circuit-level flow or congestion control (`cc_alg`): tor's fixed SENDME windows
+    /// (the default here and tor's code default, 0) or proposal 324's Vegas (2, what the
+    /// live network's consensus sets).
+    pub congestion_control: crate::flow_control::CongestionControlKind,
     pub transport: TransportConfig,
 }
 
@@ -161,6 +168,7 @@ impl Default for TorConfig {
             request_bytes: 500,
             circ_window: crate::flow_control::CIRCWINDOW_START,
             circ_window_increment: crate::flow_control::CIRCWINDOW_INCREMENT,
+            congestion_control: crate::flow_control::CongestionControlKind::FixedWindow,
             transport: TransportConfig::default(),
         }
     }
@@ -554,7 +562,9 @@ impl TorNetwork {
             exit_conn: None,
             exit_read: 0,
             exit_inbuf: 0,
-            package_window: STREAMWINDOW_START,
+            // With congestion control on, XON/XOFF replaces stream windows; the client
+            // reads what arrives at once, so it never sends XOFF: no limit.
+            package_window: if self.cfg.congestion_control.stream_windows() { STREAMWINDOW_START } else { UNLIMITED_STREAM_WINDOW },
             packaged_cells: 0,
             sendmes_sent: 0,
             sendmes_received: 0,
@@ -722,8 +732,8 @@ impl TorNetwork {
             live: Vec::new(),
             expired: false,
             pending_begins: Vec::new(),
-            cc_client: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
-            cc_exit: Box::new(FixedWindow::new(self.cfg.circ_window, self.cfg.circ_window_increment)),
+            cc_client: self.cfg.congestion_control.build(self.cfg.circ_window, self.cfg.circ_window_increment),
+            cc_exit: self.cfg.congestion_control.build(self.cfg.circ_window, self.cfg.circ_window_increment),
             rate_limit: None,
         };
         let id = match self.free_circuits.pop() {
@@ -943,15 +953,18 @@ impl TorNetwork {
     fn deliver_at_client(&mut self, now: SimTime, circ: u32, run: CellRun) {
         let Some(sid) = self.live_stream(circ, run.stream) else { return };
         let n = run.count as u64;
+        let stream_windows = self.cfg.congestion_control.stream_windows();
         let s = &mut self.streams[sid as usize];
         s.first_byte.get_or_insert(now);
         s.delivered_cells += n;
-        s.deliver_window -= n.min(s.deliver_window);
-        // relay.c: a stream SENDME each time the deliver window falls an increment.
         let mut stream_sendmes = 0u32;
-        while s.deliver_window <= STREAMWINDOW_START - STREAMWINDOW_INCREMENT {
-            s.deliver_window += STREAMWINDOW_INCREMENT;
-            stream_sendmes += 1;
+        if stream_windows {
+            s.deliver_window -= n.min(s.deliver_window);
+            // relay.c: a stream SENDME each time the deliver window falls an increment.
+            while s.deliver_window <= STREAMWINDOW_START - STREAMWINDOW_INCREMENT {
+                s.deliver_window += STREAMWINDOW_INCREMENT;
+                stream_sendmes += 1;
+            }
         }
         let finished = !s.done && s.delivered_cells * RELAY_PAYLOAD_SIZE >= s.bytes;
         let exit = self.circuits[circ as usize].exit_pos() as u8;
@@ -1727,9 +1740,7 @@ impl TorNetwork {
                 }
             }
             for cc in [&circ.cc_client, &circ.cc_exit] {
-                if cc.package_window() > self.cfg.circ_window {
-                    return Err(format!("circuit {i}: package window {} above its start", cc.package_window()));
-                }
+                cc.check().map_err(|e| format!("circuit {i}: {e}"))?;
             }
         }
         for (i, ch) in self.chans.iter().enumerate() {
@@ -1737,7 +1748,14 @@ impl TorNetwork {
                 return Err(format!("channel {i}: counts {} circuits, {} use it", ch.circuits, uses[i]));
             }
         }
+        let stream_windows = self.cfg.congestion_control.stream_windows();
         for (i, s) in self.streams.iter().enumerate() {
+            if !stream_windows {
+                if s.sendmes_sent > 0 {
+                    return Err(format!("stream {i}: {} stream SENDMEs sent under congestion control", s.sendmes_sent));
+                }
+                continue;
+            }
             if s.package_window > STREAMWINDOW_START || s.deliver_window > STREAMWINDOW_START {
                 return Err(format!("stream {i}: window out of range"));
             }

@@ -1,0 +1,470 @@
+//! Proposal 324's congestion control, the Vegas variant tor runs (`cc_alg` 2), behind the
+//! [`CongestionControl`] trait.
+//!
+//! **Owns:** one circuit edge's congestion window, its count of cells in flight, the send
+//! times of the cells a SENDME will acknowledge, and the RTT and BDP estimates made from
+//! them. **Must not touch:** stream flow control (with congestion control on, tor replaces
+//! stream SENDMEs by XON/XOFF; the network turns stream windows off, see
+//! [`CongestionControl::stream_windows`]) or how cells move.
+//!
+//! Source: tor 0.4.8 `congestion_control_common.c` and `congestion_control_vegas.c`, with
+//! the consensus parameters' code defaults (`../shared/specs/tor-constants.md` section
+//! 3.5; where proposal 324 section 6.5 says otherwise, the value is a parameter). Units:
+//! cells and microseconds, in integers, as tor computes them.
+//!
+//! - **Sending.** The package window is `cwnd - inflight`. Every `sendme_inc`-th cell
+//!   packaged records its send time (`congestion_control_note_cell_sent`).
+//! - **Receiving.** The other edge sends one circuit SENDME per `sendme_inc` cells
+//!   delivered (`sendme_circuit_consider_sending` with congestion control).
+//! - **On a SENDME** (`congestion_control_vegas_process_sendme`): the RTT sample is now
+//!   minus the oldest recorded send time; the RTT EWMA (`n_count_ewma`, N = `ewma_ss` in
+//!   slow start, else `min(update_rate * ewma_cwnd_pct / 100, ewma_max)`), the minimum
+//!   RTT (the EWMA's minimum; raised by `rtt_reset_pct` when cwnd sits at its minimum),
+//!   BDP = cwnd * min_rtt / ewma_rtt and queue use = cwnd - BDP follow. In slow start, a
+//!   queue below gamma grows cwnd by the RFC 3742 increment while the window is full, and
+//!   a queue at gamma or more sets cwnd = BDP + gamma and ends slow start; slow start also
+//!   ends at `ss_max`. After slow start, once per cwnd of SENDMEs: queue above delta sets
+//!   cwnd = BDP + delta - inc; above beta, cwnd -= inc; a full window with queue below
+//!   alpha, cwnd += inc. cwnd never falls below `cwnd_min` nor rises above `cwnd_max`.
+//!
+//! Not modelled: the "blocked channel" signal (tor also cuts cwnd while the edge's
+//! outgoing channel is blocked; here that input is always false) and the RTT sanity
+//! checks against clock jumps (the simulated clock does not jump).
+
+use std::collections::VecDeque;
+
+use onionlab_core::SimTime;
+
+use crate::flow_control::CongestionControl;
+
+/// Vegas parameters: tor 0.4.8's code defaults for exits (consensus `cc_vegas_*_exit`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct VegasParams {
+    /// `cc_sendme_inc`: cells per circuit SENDME (31).
+    pub sendme_inc: u64,
+    /// `cc_cwnd_init`: initial window, cells (4 * 31 = 124).
+    pub cwnd_init: u64,
+    /// `cc_cwnd_min`: 62 in the code (proposal 324 says 31).
+    pub cwnd_min: u64,
+    /// `cc_cwnd_max` (INT32_MAX).
+    pub cwnd_max: u64,
+    /// `cc_cwnd_inc`: steady-state step, cells (31).
+    pub cwnd_inc: u64,
+    /// `cc_cwnd_inc_pct_ss`: slow-start step as a percentage of `sendme_inc`; 100 in the
+    /// code (proposal 324 says 50).
+    pub cwnd_inc_pct_ss: u64,
+    /// `cc_cwnd_inc_rate`: steady-state updates happen once per this many cwnds (1).
+    pub cwnd_inc_rate: u64,
+    /// `cc_vegas_alpha_exit`, `_beta_`, `_gamma_`, `_delta_` (cells): 124, 248, 186, 372
+    /// (3, 6, 4.5 and 9 times `OUTBUF_CELLS`/... as tor writes them).
+    pub alpha: u64,
+    pub beta: u64,
+    pub gamma: u64,
+    pub delta: u64,
+    /// `cc_sscap_exit`: above this cwnd slow start grows by RFC 3742's limited increment (500).
+    pub ss_cap: u64,
+    /// `cc_ss_max`: slow start ends at this cwnd (5000).
+    pub ss_max: u64,
+    /// `cc_ewma_cwnd_pct` (50), `cc_ewma_max` (10), `cc_ewma_ss` (2): the RTT EWMA's N.
+    pub ewma_cwnd_pct: u64,
+    pub ewma_max: u64,
+    pub ewma_ss: u64,
+    /// `cc_rtt_reset_pct` (100): how far the minimum RTT moves to the EWMA when cwnd sits
+    /// at `cwnd_min`.
+    pub rtt_reset_pct: u64,
+    /// `cc_cwnd_full_gap` (1, in SENDMEs), `cc_cwnd_full_minpct` (75),
+    /// `cc_cwnd_full_per_cwnd` (true): when the window counts as full.
+    pub cwnd_full_gap: u64,
+    pub cwnd_full_minpct: u64,
+    pub cwnd_full_per_cwnd: bool,
+}
+
+impl Default for VegasParams {
+    fn default() -> Self {
+        VegasParams {
+            sendme_inc: 31,
+            cwnd_init: 124,
+            cwnd_min: 62,
+            cwnd_max: i32::MAX as u64,
+            cwnd_inc: 31,
+            cwnd_inc_pct_ss: 100,
+            cwnd_inc_rate: 1,
+            alpha: 124,
+            beta: 248,
+            gamma: 186,
+            delta: 372,
+            ss_cap: 500,
+            ss_max: 5000,
+            ewma_cwnd_pct: 50,
+            ewma_max: 10,
+            ewma_ss: 2,
+            rtt_reset_pct: 100,
+            cwnd_full_gap: 1,
+            cwnd_full_minpct: 75,
+            cwnd_full_per_cwnd: true,
+        }
+    }
+}
+
+/// One circuit edge's Vegas state (tor's `congestion_control_t`).
+#[derive(Clone, Debug)]
+pub struct Vegas {
+    p: VegasParams,
+    cwnd: u64,
+    inflight: u64,
+    in_slow_start: bool,
+    cwnd_full: bool,
+    /// SENDMEs until the next steady-state update, and until the next cwnd-full reset.
+    next_cc_event: u64,
+    next_cwnd_event: u64,
+    /// Send times of cells still to be acknowledged, one per `sendme_inc` cells.
+    sent_at: VecDeque<SimTime>,
+    ewma_rtt_us: u64,
+    min_rtt_us: u64,
+    /// Cells delivered at this edge since its last SENDME.
+    delivered_since_sendme: u64,
+}
+
+impl Vegas {
+    pub fn new(p: VegasParams) -> Self {
+        let mut v = Vegas {
+            cwnd: p.cwnd_init,
+            inflight: 0,
+            in_slow_start: true,
+            cwnd_full: false,
+            next_cc_event: 0,
+            next_cwnd_event: 0,
+            sent_at: VecDeque::new(),
+            ewma_rtt_us: 0,
+            min_rtt_us: 0,
+            delivered_since_sendme: 0,
+            p,
+        };
+        v.next_cc_event = v.update_rate();
+        v.next_cwnd_event = v.sendmes_per_cwnd();
+        v
+    }
+
+    pub fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+    pub fn inflight(&self) -> u64 {
+        self.inflight
+    }
+    pub fn in_slow_start(&self) -> bool {
+        self.in_slow_start
+    }
+    /// (EWMA RTT, minimum RTT) in microseconds; 0 before the first SENDME.
+    pub fn rtt_us(&self) -> (u64, u64) {
+        (self.ewma_rtt_us, self.min_rtt_us)
+    }
+    /// cwnd * min_rtt / ewma_rtt (`vegas_bdp`, BDP_ALG_CWND_RTT).
+    pub fn bdp(&self) -> u64 {
+        if self.ewma_rtt_us == 0 {
+            return self.cwnd;
+        }
+        self.cwnd * self.min_rtt_us / self.ewma_rtt_us
+    }
+
+    /// `SENDME_PER_CWND`: SENDMEs per cwnd, rounded.
+    fn sendmes_per_cwnd(&self) -> u64 {
+        (self.cwnd + self.p.sendme_inc / 2) / self.p.sendme_inc
+    }
+    /// `CWND_UPDATE_RATE`: SENDMEs between steady-state updates.
+    fn update_rate(&self) -> u64 {
+        let per = self.p.sendme_inc * self.p.cwnd_inc_rate;
+        (self.cwnd + per / 2) / per
+    }
+    /// `rfc3742_ss_inc`.
+    fn slow_start_inc(&self) -> u64 {
+        if self.cwnd <= self.p.ss_cap {
+            (self.p.cwnd_inc_pct_ss * self.p.sendme_inc + 50) / 100
+        } else {
+            ((self.p.sendme_inc * self.p.ss_cap + self.cwnd) / (2 * self.cwnd)).max(1)
+        }
+    }
+
+    /// The RTT sample of this SENDME (`congestion_control_update_circuit_rtt`); false if
+    /// there was no recorded send time.
+    fn update_rtt(&mut self, now: SimTime) -> bool {
+        let Some(sent) = self.sent_at.pop_front() else { return false };
+        let rtt = now.saturating_since(sent).as_nanos() / 1000;
+        // n_ewma_count: every SENDME is checked in slow start, so a short average there.
+        let n = if self.in_slow_start { self.p.ewma_ss } else { (self.update_rate() * self.p.ewma_cwnd_pct / 100).min(self.p.ewma_max) }.max(2);
+        // n_count_ewma: (2 * curr + (N - 1) * prev) / (N + 1); the first sample is taken whole.
+        self.ewma_rtt_us = if self.ewma_rtt_us == 0 { rtt } else { (2 * rtt + (n - 1) * self.ewma_rtt_us) / (n + 1) };
+        if self.min_rtt_us == 0 {
+            self.min_rtt_us = self.ewma_rtt_us;
+        } else if self.cwnd == self.p.cwnd_min && !self.in_slow_start {
+            // percent_max_mix: out of a wedge where an abnormally low RTT pinned cwnd at its
+            // minimum.
+            let (hi, lo) = (self.ewma_rtt_us.max(self.min_rtt_us), self.ewma_rtt_us.min(self.min_rtt_us));
+            let pct = self.p.rtt_reset_pct.min(100);
+            self.min_rtt_us = pct * hi / 100 + (100 - pct) * lo / 100;
+        } else if self.ewma_rtt_us < self.min_rtt_us {
+            // The EWMA, not the sample, averages out other connections' effects.
+            self.min_rtt_us = self.ewma_rtt_us;
+        }
+        self.ewma_rtt_us > 0
+    }
+
+    fn exit_slow_start(&mut self) {
+        self.in_slow_start = false;
+    }
+}
+
+impl CongestionControl for Vegas {
+    fn package_allowance(&self) -> u64 {
+        self.cwnd.saturating_sub(self.inflight)
+    }
+
+    fn on_packaged(&mut self, cells: u64, now: SimTime) {
+        // The cells that complete a multiple of sendme_inc each record a send time.
+        let before = self.inflight;
+        self.inflight += cells;
+        let marks = self.inflight / self.p.sendme_inc - before / self.p.sendme_inc;
+        for _ in 0..marks {
+            self.sent_at.push_back(now);
+        }
+    }
+
+    fn on_sendme(&mut self, now: SimTime) {
+        self.next_cc_event = self.next_cc_event.saturating_sub(1);
+        self.next_cwnd_event = self.next_cwnd_event.saturating_sub(1);
+        if !self.update_rtt(now) {
+            self.inflight = self.inflight.saturating_sub(self.p.sendme_inc);
+            return;
+        }
+        let queue = self.cwnd.saturating_sub(self.bdp());
+        let p = &self.p;
+        if self.inflight + p.cwnd_full_gap * p.sendme_inc >= self.cwnd {
+            self.cwnd_full = true;
+        } else if 100 * self.inflight < p.cwnd_full_minpct * self.cwnd {
+            self.cwnd_full = false;
+        }
+        if self.in_slow_start {
+            if queue < self.p.gamma {
+                // A window not fully in use does not grow.
+                if self.cwnd_full {
+                    let inc = self.slow_start_inc();
+                    self.cwnd += inc;
+                    // Slow start ends when its step falls to steady state's.
+                    if inc * self.sendmes_per_cwnd() <= self.p.cwnd_inc * self.p.cwnd_inc_rate {
+                        self.exit_slow_start();
+                    }
+                }
+            } else {
+                // Congestion signal: down to the gamma threshold.
+                self.cwnd = self.bdp() + self.p.gamma;
+                self.exit_slow_start();
+            }
+            if self.cwnd >= self.p.ss_max {
+                self.cwnd = self.p.ss_max;
+                self.exit_slow_start();
+            }
+        } else if self.next_cc_event == 0 {
+            // After slow start, one update per window.
+            if queue > self.p.delta {
+                self.cwnd = (self.bdp() + self.p.delta).saturating_sub(self.p.cwnd_inc);
+            } else if queue > self.p.beta {
+                self.cwnd = self.cwnd.saturating_sub(self.p.cwnd_inc);
+            } else if self.cwnd_full && queue < self.p.alpha {
+                self.cwnd += self.p.cwnd_inc;
+            }
+            // "cwnd can never fall below 1 increment".
+            self.cwnd = self.cwnd.clamp(self.p.cwnd_min, self.p.cwnd_max);
+        }
+        if self.next_cwnd_event == 0 {
+            self.next_cwnd_event = self.sendmes_per_cwnd();
+        }
+        if self.next_cc_event == 0 {
+            self.next_cc_event = self.update_rate();
+        }
+        // cwnd_full_reset: once per cwnd (or per update), the window must prove full again.
+        let reset = if self.p.cwnd_full_per_cwnd { self.next_cwnd_event == self.sendmes_per_cwnd() } else { self.next_cc_event == self.update_rate() };
+        if reset {
+            self.cwnd_full = false;
+        }
+        self.inflight = self.inflight.saturating_sub(self.p.sendme_inc);
+    }
+
+    fn on_delivered(&mut self, cells: u64, _now: SimTime) -> u64 {
+        self.delivered_since_sendme += cells;
+        let sendmes = self.delivered_since_sendme / self.p.sendme_inc;
+        self.delivered_since_sendme %= self.p.sendme_inc;
+        sendmes
+    }
+
+    fn package_window(&self) -> u64 {
+        self.package_allowance()
+    }
+
+    fn stream_windows(&self) -> bool {
+        false
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.cwnd < self.p.cwnd_min.min(self.p.cwnd_init) || self.cwnd > self.p.cwnd_max.max(self.p.cwnd_init) {
+            return Err(format!("vegas: cwnd {} outside {}..={}", self.cwnd, self.p.cwnd_min, self.p.cwnd_max));
+        }
+        // One send time per whole sendme_inc of cells in flight.
+        if self.sent_at.len() as u64 != self.inflight / self.p.sendme_inc {
+            return Err(format!("vegas: {} send times for {} cells in flight", self.sent_at.len(), self.inflight));
+        }
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        "vegas"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onionlab_core::SimDuration;
+
+    fn at(ms: u64) -> SimTime {
+        SimTime::ZERO + SimDuration::from_millis(ms)
+    }
+
+    /// One SENDME at `now_ms` whose cell was sent `rtt_ms` earlier. With `fill`, the edge
+    /// first packages all its window allows, as a bulk sender does.
+    fn sendme(v: &mut Vegas, now_ms: u64, rtt_ms: u64, fill: bool) {
+        if fill {
+            let n = v.package_allowance();
+            v.on_packaged(n, at(now_ms));
+        }
+        *v.sent_at.front_mut().expect("a cell awaits its SENDME") = at(now_ms - rtt_ms);
+        v.on_sendme(at(now_ms));
+    }
+
+    #[test]
+    fn starts_at_124_cells_and_times_every_31st() {
+        let mut v = Vegas::new(VegasParams::default());
+        assert_eq!(v.package_allowance(), 124);
+        v.on_packaged(30, at(0));
+        assert_eq!(v.sent_at.len(), 0);
+        v.on_packaged(1, at(1));
+        assert_eq!(v.sent_at, [at(1)]);
+        v.on_packaged(93, at(2));
+        assert_eq!(v.sent_at.len(), 4);
+        assert_eq!(v.package_allowance(), 0);
+        v.check().unwrap();
+    }
+
+    #[test]
+    fn the_receiver_sends_a_sendme_per_31_cells() {
+        let mut v = Vegas::new(VegasParams::default());
+        assert_eq!(v.on_delivered(30, at(0)), 0);
+        assert_eq!(v.on_delivered(1, at(0)), 1);
+        assert_eq!(v.on_delivered(93, at(0)), 3);
+        assert_eq!(v.on_delivered(40, at(0)), 1);
+        assert_eq!(v.on_delivered(22, at(0)), 1, "9 + 22 = 31");
+        assert!(!v.stream_windows(), "XON/XOFF replaces stream windows");
+    }
+
+    #[test]
+    fn slow_start_grows_a_full_window_by_31_cells_a_sendme() {
+        // Constant 100 ms RTT: min = EWMA, BDP = cwnd, queue 0 < gamma; every SENDME of a
+        // full window adds the RFC 3742 step, 100 % of sendme_inc below ss_cap (500).
+        let mut v = Vegas::new(VegasParams::default());
+        for k in 1..=12u64 {
+            sendme(&mut v, 100 * k, 100, true);
+            assert_eq!(v.cwnd(), 124 + 31 * k, "after SENDME {k}");
+            assert!(v.in_slow_start());
+            v.check().unwrap();
+        }
+        assert_eq!(v.rtt_us(), (100_000, 100_000));
+        // A window not in use does not grow. With nothing more packaged, inflight falls by
+        // 31 a SENDME; once it is below 75 % of cwnd (cc_cwnd_full_minpct) the window no
+        // longer counts as full and cwnd stays.
+        let mut k = 13;
+        while !v.sent_at.is_empty() {
+            let (cwnd, inflight) = (v.cwnd(), v.inflight());
+            sendme(&mut v, 100 * k, 100, false);
+            if 100 * inflight < 75 * cwnd {
+                assert_eq!(v.cwnd(), cwnd, "SENDME {k}: inflight {inflight} of {cwnd}");
+            }
+            k += 1;
+        }
+        assert!(v.cwnd() < 496 + 31 * 4, "{}", v.cwnd());
+    }
+
+    #[test]
+    fn a_queue_of_gamma_ends_slow_start_at_bdp_plus_gamma() {
+        // cwnd 496 after 12 SENDMEs at 100 ms. Then a 250 ms sample: EWMA (N = 2 in slow
+        // start) = (2 * 250 + 100) / 3 = 200 ms, BDP = 496 * 100 / 200 = 248 cells, queue
+        // 248 >= gamma (186): cwnd = 248 + 186 = 434 and slow start ends.
+        let mut v = Vegas::new(VegasParams::default());
+        for k in 1..=12 {
+            sendme(&mut v, 100 * k, 100, true);
+        }
+        assert_eq!(v.cwnd(), 496);
+        sendme(&mut v, 1300, 250, true);
+        assert_eq!(v.rtt_us(), (200_000, 100_000));
+        assert_eq!(v.cwnd(), 434);
+        assert!(!v.in_slow_start());
+    }
+
+    #[test]
+    fn after_slow_start_cwnd_moves_once_per_window() {
+        // ss_max 186 ends slow start at the second SENDME (124 -> 155 -> 186). With a full
+        // window and queue 0 < alpha, cwnd then grows by cwnd_inc (31) once per
+        // CWND_UPDATE_RATE SENDMEs: the counter started at (124 + 15) / 31 = 4, so the
+        // 4th SENDME updates (217); the next update is (217 + 15) / 31 = 7 SENDMEs later
+        // (the 11th: 248), then (248 + 15) / 31 = 8 later (the 19th: 279).
+        let mut v = Vegas::new(VegasParams { ss_max: 186, ..VegasParams::default() });
+        let mut cwnds = Vec::new();
+        for k in 1..=19 {
+            sendme(&mut v, 100 * k, 100, true);
+            cwnds.push(v.cwnd());
+        }
+        assert!(!v.in_slow_start());
+        let mut want = vec![155, 186, 186];
+        want.extend([217; 7]);
+        want.extend([248; 8]);
+        want.push(279);
+        assert_eq!(cwnds, want);
+    }
+
+    #[test]
+    fn steady_state_holds_the_queue_between_alpha_and_beta() {
+        // Out of slow start at 434 cells (EWMA 200 ms, min 100 ms), then every RTT is 2 s:
+        // the EWMA climbs towards 2 s while the minimum stays 100 ms, so BDP falls to about
+        // cwnd / 20 and the queue estimate to 95 % of cwnd. The first updates see queue
+        // above delta (372) and reset cwnd to BDP + delta - inc; then each update above
+        // beta (248) takes one step off, and below alpha (124) adds one, so cwnd settles
+        // where the queue lies between alpha and beta.
+        let mut v = Vegas::new(VegasParams::default());
+        for k in 1..=12 {
+            sendme(&mut v, 100 * k, 100, true);
+        }
+        sendme(&mut v, 1300, 250, true);
+        assert_eq!(v.cwnd(), 434);
+        let mut cwnds = Vec::new();
+        for k in 14..=400 {
+            sendme(&mut v, 10_000 + 100 * k, 2_000, true);
+            v.check().unwrap();
+            cwnds.push(v.cwnd());
+        }
+        assert!(cwnds.windows(2).take(60).all(|w| w[1] <= w[0]), "falls first: {cwnds:?}");
+        let queue = v.cwnd() - v.bdp();
+        assert!((124..=248 + 31).contains(&queue), "queue {queue} at cwnd {}", v.cwnd());
+        assert_eq!(v.rtt_us().1, 100_000, "the minimum RTT is the lowest EWMA");
+    }
+
+    #[test]
+    fn cwnd_never_falls_below_cwnd_min() {
+        // With every threshold at 0 any queue is "above delta": cwnd = BDP - inc, floored
+        // at cc_cwnd_min (62).
+        let p = VegasParams { alpha: 0, beta: 0, gamma: 0, delta: 0, ..VegasParams::default() };
+        let mut v = Vegas::new(p);
+        sendme(&mut v, 100, 100, true);
+        for k in 2..=100 {
+            sendme(&mut v, 10_000 + 100 * k, 1_000, true);
+            assert!(v.cwnd() >= 62);
+        }
+        assert_eq!(v.cwnd(), 62);
+    }
+}
