@@ -260,6 +260,52 @@ def latency_matrix(slots: list) -> list:
 # Consensus parameters
 
 
+#: Consensus parameters of proposal 324's Vegas at exits -> `tor.congestion_control` keys.
+VEGAS_PARAMS = {
+    "cc_sendme_inc": "sendme_inc",
+    "cc_cwnd_init": "cwnd_init",
+    "cc_cwnd_min": "cwnd_min",
+    "cc_cwnd_inc": "cwnd_inc",
+    "cc_cwnd_inc_rate": "cwnd_inc_rate",
+    "cc_cwnd_inc_pct_ss": "cwnd_inc_pct_ss",
+    "cc_vegas_alpha_exit": "alpha",
+    "cc_vegas_beta_exit": "beta",
+    "cc_vegas_gamma_exit": "gamma",
+    "cc_vegas_delta_exit": "delta",
+    "cc_sscap_exit": "ss_cap",
+    "cc_ss_max": "ss_max",
+}
+
+
+def _map_congestion_control(params: dict, tor: dict, notes: dict) -> None:
+    """`cc_alg` 2 (Vegas) becomes `tor.congestion_control`, with the consensus's exit
+    parameters; 0 keeps tor's fixed SENDME windows (onionlab's default)."""
+    alg = params.get("cc_alg", 0)
+    vegas = {}
+    for k, v in sorted(params.items()):
+        if not k.startswith("cc_") or k == "cc_alg":
+            continue
+        if alg != 2:
+            notes[k] = f"not applied: cc_alg is {alg}, not Vegas (2)"
+        elif k in VEGAS_PARAMS:
+            vegas[VEGAS_PARAMS[k]] = v
+            notes[k] = f"tor.congestion_control.{VEGAS_PARAMS[k]}"
+        elif k.endswith("_onion") or k.endswith("_sbws"):
+            notes[k] = "not modelled: onion-service and bandwidth-scanner circuits"
+        else:
+            notes[k] = "not modelled: onionlab keeps this Vegas parameter at tor's code default"
+    if "cc_alg" not in params:
+        return
+    if alg == 2:
+        table = ", ".join(f"{k} = {v}" for k, v in vegas.items())
+        tor["congestion_control"] = f'{{ kind = "vegas"{", " if table else ""}{table} }}'
+        notes["cc_alg"] = "tor.congestion_control: vegas (proposal 324)"
+    elif alg == 0:
+        notes["cc_alg"] = "tor.congestion_control: fixed-window (tor's SENDME windows, onionlab's default)"
+    else:
+        notes["cc_alg"] = f"unsupported: cc_alg {alg}; onionlab has fixed windows (0) and Vegas (2)"
+
+
 def map_params(params: dict) -> tuple:
     """(relay defaults, [tor] defaults, notes): consensus params onionlab models, and a note
     for every param, saying where it went or that onionlab does not model it."""
@@ -293,12 +339,15 @@ def map_params(params: dict) -> tuple:
         elif k == "guard-n-primary-guards-to-use":
             tor["num_entry_guards"] = v
             notes[k] = "tor.num_entry_guards (guards a client spreads its circuits over)"
-        elif k.startswith("cc_") or k == "sendme_emit_min_version":
-            notes[k] = "unsupported: onionlab has fixed SENDME windows, no congestion control here"
+        elif k.startswith("cc_"):
+            pass  # below, with cc_alg
+        elif k == "sendme_emit_min_version":
+            notes[k] = "not modelled: SENDMEs carry no version or digest here"
         elif k == "KISTSchedRunInterval":
             pass  # with the circuit priority below: KIST's circuitmux is EWMA
         else:
             notes[k] = "not modelled (no onionlab counterpart)"
+    _map_congestion_control(params, tor, notes)
     kist = params.get("KISTSchedRunInterval")
     if kist is not None:
         # Tor's default Schedulers list is KIST,KISTLite,Vanilla: KIST runs every

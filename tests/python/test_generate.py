@@ -104,9 +104,15 @@ def test_params_map_to_config_and_the_rest_is_recorded(c2022, c2010):
     relay, tor, notes = gen.map_params(c2022.params)
     # 2022 relays ran KIST every 2 ms (KISTSchedRunInterval=2) over EWMA circuitmuxes.
     assert relay == {"scheduler": '{ kind = "kist", run_interval = "2 ms", halflife = "30000 ms", tick = "10 s" }'}
-    assert tor == {"circ_max_cell_queue": 2000, "num_entry_guards": 2}
+    # The 2022 network ran proposal 324's Vegas (cc_alg=2) with these exit parameters.
+    vegas = '{ kind = "vegas", cwnd_inc = 1, cwnd_inc_rate = 31, ss_cap = 400, alpha = 155, delta = 310 }'
+    assert tor == {"circ_max_cell_queue": 2000, "num_entry_guards": 2, "congestion_control": vegas}
     assert set(notes) == set(c2022.params)
-    assert "unsupported" in notes["cc_alg"] and "kist, run every 2 ms" in notes["KISTSchedRunInterval"]
+    assert "vegas" in notes["cc_alg"] and "kist, run every 2 ms" in notes["KISTSchedRunInterval"]
+    assert "onion" in notes["cc_vegas_beta_onion"] and notes["cc_vegas_alpha_exit"] == "tor.congestion_control.alpha"
+    _, tor, notes = gen.map_params({"cc_alg": 0, "cc_vegas_alpha_exit": 155})
+    assert "congestion_control" not in tor and "not applied" in notes["cc_vegas_alpha_exit"]
+    assert "unsupported" in gen.map_params({"cc_alg": 1})[2]["cc_alg"]
     # KIST disabled (0), or EWMA disabled: no KIST, and the note says why.
     relay, _, notes = gen.map_params({"KISTSchedRunInterval": 0, "CircuitPriorityHalflifeMsec": 30000})
     assert relay["scheduler"].startswith('{ kind = "ewma"') and "disables KIST" in notes["KISTSchedRunInterval"]
@@ -185,9 +191,10 @@ def test_output_is_deterministic_per_seed(c2022, tmp_path):
     a = text(5, "a")
     assert a == text(5, "b")
     assert a != text(6, "c")
-    assert "Unsupported consensus params" in a and "cc_alg" in a
+    assert "Unsupported consensus params" in a and 'congestion_control = { kind = "vegas"' in a
     meta = json.loads((tmp_path / "a" / "generate.json").read_text())
-    assert "cc_alg" in meta["unsupported_params"] and "CircuitPriorityHalflifeMsec" not in meta["unsupported_params"]
+    unsupported = meta["unsupported_params"]
+    assert "cc_vegas_beta_onion" in unsupported and "cc_alg" not in unsupported and "CircuitPriorityHalflifeMsec" not in unsupported
 
 
 def test_regions_are_stable_and_matrix_is_symmetric():

@@ -162,6 +162,18 @@ struct DocExperiment<'a> {
     connection_metrics_interval: Option<String>,
 }
 
+/// `tor.congestion_control` as written back: a name, or the Vegas table in full.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DocCongestionControl {
+    Name(&'static str),
+    Vegas {
+        kind: &'static str,
+        #[serde(flatten)]
+        params: VegasConfig,
+    },
+}
+
 #[derive(Serialize)]
 struct DocTor {
     refill_interval: String,
@@ -176,7 +188,7 @@ struct DocTor {
     request_size: String,
     circ_window: u64,
     circ_window_increment: u64,
-    congestion_control: &'static str,
+    congestion_control: DocCongestionControl,
     sndbuf: String,
     rcvbuf: String,
 }
@@ -373,7 +385,10 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 request_size: format_size(t.request_bytes),
                 circ_window: t.circ_window,
                 circ_window_increment: t.circ_window_increment,
-                congestion_control: t.congestion_control.name(),
+                congestion_control: match t.congestion_control {
+                    CongestionControlConfig::FixedWindow => DocCongestionControl::Name("fixed-window"),
+                    CongestionControlConfig::Vegas(v) => DocCongestionControl::Vegas { kind: "vegas", params: v },
+                },
                 sndbuf: format_size(t.sndbuf_bytes),
                 rcvbuf: format_size(t.rcvbuf_bytes),
             },

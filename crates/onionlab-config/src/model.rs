@@ -83,19 +83,50 @@ pub struct TorParams {
 pub enum CongestionControlConfig {
     /// Tor's SENDME windows (`cc_alg` 0, tor's code default).
     FixedWindow,
-    /// Proposal 324's Vegas (`cc_alg` 2, what the live network's consensus sets), with
-    /// tor 0.4.8's code defaults.
-    Vegas,
+    /// Proposal 324's Vegas (`cc_alg` 2, what the live network's consensus sets).
+    Vegas(VegasConfig),
+}
+
+/// Vegas parameters in cells, named after tor's consensus parameters (`cc_sendme_inc`,
+/// `cc_cwnd_init`, ..., `cc_vegas_alpha_exit`, `cc_sscap_exit`, `cc_ss_max`); defaults are
+/// tor 0.4.8's code defaults (`onionlab_tor::VegasParams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct VegasConfig {
+    pub sendme_inc: u64,
+    pub cwnd_init: u64,
+    pub cwnd_min: u64,
+    pub cwnd_inc: u64,
+    pub cwnd_inc_rate: u64,
+    pub cwnd_inc_pct_ss: u64,
+    pub alpha: u64,
+    pub beta: u64,
+    pub gamma: u64,
+    pub delta: u64,
+    pub ss_cap: u64,
+    pub ss_max: u64,
+}
+
+impl Default for VegasConfig {
+    fn default() -> Self {
+        VegasConfig {
+            sendme_inc: 31,
+            cwnd_init: 124,
+            cwnd_min: 62,
+            cwnd_inc: 31,
+            cwnd_inc_rate: 1,
+            cwnd_inc_pct_ss: 100,
+            alpha: 124,
+            beta: 248,
+            gamma: 186,
+            delta: 372,
+            ss_cap: 500,
+            ss_max: 5000,
+        }
+    }
 }
 
 impl CongestionControlConfig {
     pub const NAMES: [&'static str; 2] = ["fixed-window", "vegas"];
-    pub fn name(self) -> &'static str {
-        match self {
-            CongestionControlConfig::FixedWindow => "fixed-window",
-            CongestionControlConfig::Vegas => "vegas",
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

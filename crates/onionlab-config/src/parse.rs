@@ -814,11 +814,7 @@ impl Ctx<'_> {
             circ_window_increment,
             congestion_control: match t.get("congestion_control") {
                 None => d.congestion_control,
-                Some(v) => match self.choice(v, &join(p, "congestion_control"), &CongestionControlConfig::NAMES) {
-                    Some("vegas") => CongestionControlConfig::Vegas,
-                    Some(_) => CongestionControlConfig::FixedWindow,
-                    None => d.congestion_control,
-                },
+                Some(v) => self.congestion_control(v, &join(p, "congestion_control")).unwrap_or(d.congestion_control),
             },
             sndbuf_bytes: self.opt(t, p, "sndbuf", Ctx::pos_size).unwrap_or(d.sndbuf_bytes),
             rcvbuf_bytes: self.opt(t, p, "rcvbuf", Ctx::pos_size).unwrap_or(d.rcvbuf_bytes),
@@ -1581,6 +1577,60 @@ impl Ctx<'_> {
             Some(v) => self.pos_duration(v, &join(p, "check_interval")),
         };
         Some(Some(TortoiseConfig { rate: rate?, burst: burst?, directions: directions?, check_interval: check_interval? }))
+    }
+
+    /// `"fixed-window"`, `"vegas"` (tor's code defaults), or a table `{ kind = "vegas", ... }`
+    /// that sets some of the Vegas parameters (cells).
+    fn congestion_control(&mut self, v: &Value, p: &str) -> Option<CongestionControlConfig> {
+        let example = "congestion_control = \"vegas\", or { kind = \"vegas\", alpha = 155, delta = 310 } to set parameters";
+        let t = match v {
+            Value::String(_) => {
+                return match self.choice(v, p, &CongestionControlConfig::NAMES)? {
+                    "vegas" => Some(CongestionControlConfig::Vegas(VegasConfig::default())),
+                    _ => Some(CongestionControlConfig::FixedWindow),
+                };
+            }
+            Value::Table(t) => t,
+            other => {
+                self.err_hint(p, format!("expected a name or a table, found {}", describe(other)), example);
+                return None;
+            }
+        };
+        const KEYS: [&str; 12] =
+            ["sendme_inc", "cwnd_init", "cwnd_min", "cwnd_inc", "cwnd_inc_rate", "cwnd_inc_pct_ss", "alpha", "beta", "gamma", "delta", "ss_cap", "ss_max"];
+        let mut keys = vec!["kind"];
+        keys.extend(KEYS);
+        self.keys(t, p, &keys);
+        let kind = self.req(t, p, "kind", Ctx::string, example)?;
+        if kind != "vegas" {
+            self.err_hint(join(p, "kind"), format!("unknown kind {kind:?}"), "only \"vegas\" has parameters");
+            return None;
+        }
+        let d = VegasConfig::default();
+        let mut get = |key: &str, default: u64, lo: u64, hi: u64| -> Option<u64> {
+            let n = self.opt(t, p, key, Ctx::u64).unwrap_or(default);
+            if !(lo..=hi).contains(&n) {
+                self.err(join(p, key), format!("{n} is outside tor's range {lo}..={hi}"));
+                return None;
+            }
+            Some(n)
+        };
+        // Ranges are tor's (congestion_control_common.c, congestion_control_vegas.c).
+        let c = VegasConfig {
+            sendme_inc: get("sendme_inc", d.sendme_inc, 1, 254)?,
+            cwnd_init: get("cwnd_init", d.cwnd_init, 31, 10_000)?,
+            cwnd_min: get("cwnd_min", d.cwnd_min, 31, 1000)?,
+            cwnd_inc: get("cwnd_inc", d.cwnd_inc, 1, 1000)?,
+            cwnd_inc_rate: get("cwnd_inc_rate", d.cwnd_inc_rate, 1, 250)?,
+            cwnd_inc_pct_ss: get("cwnd_inc_pct_ss", d.cwnd_inc_pct_ss, 1, 500)?,
+            alpha: get("alpha", d.alpha, 0, 1000)?,
+            beta: get("beta", d.beta, 0, 1000)?,
+            gamma: get("gamma", d.gamma, 0, 1000)?,
+            delta: get("delta", d.delta, 0, 1000)?,
+            ss_cap: get("ss_cap", d.ss_cap, 100, 100_000)?,
+            ss_max: get("ss_max", d.ss_max, 500, 100_000)?,
+        };
+        Some(CongestionControlConfig::Vegas(c))
     }
 
     /// `relay_operators = { count = 2, exit = true, mtbf = "30 days" }` of a client group.

@@ -363,7 +363,18 @@ fn tor_parameters() {
     let e = err_at(&tor("congestion_control = \"vegass\""), "tor.congestion_control", &["unknown value"]);
     assert!(hint(&e).contains("vegas"), "{e}");
     let c = load(&tor("congestion_control = \"vegas\"")).unwrap();
-    assert_eq!(c.tor.congestion_control, CongestionControlConfig::Vegas);
+    assert_eq!(c.tor.congestion_control, CongestionControlConfig::Vegas(VegasConfig::default()));
+    // A table sets some parameters (the 2022 consensus's exit values here) and keeps
+    // tor's code defaults for the rest; the resolved config writes it back in full.
+    let c = load(&tor("congestion_control = { kind = \"vegas\", alpha = 155, delta = 310, cwnd_inc = 1, cwnd_inc_rate = 31 }")).unwrap();
+    let want = VegasConfig { alpha: 155, delta: 310, cwnd_inc: 1, cwnd_inc_rate: 31, ..VegasConfig::default() };
+    assert_eq!(c.tor.congestion_control, CongestionControlConfig::Vegas(want));
+    let again = load_str(&to_toml(&c), Path::new(".")).unwrap();
+    assert_eq!(again.tor.congestion_control, c.tor.congestion_control);
+    err_at(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 0 }"), "tor.congestion_control.sendme_inc", &["outside tor's range"]);
+    err_at(&tor("congestion_control = { kind = \"vegas\", alpah = 3 }"), "tor.congestion_control.alpah", &["unknown key"]);
+    err_at(&tor("congestion_control = { kind = \"fixed-window\" }"), "tor.congestion_control.kind", &["unknown kind"]);
+    err_at(&tor("congestion_control = 2"), "tor.congestion_control", &["a name or a table"]);
 }
 
 // ---- [network] ----

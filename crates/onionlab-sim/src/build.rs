@@ -121,7 +121,21 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         circ_window: t.circ_window,
         circ_window_increment: t.circ_window_increment,
         congestion_control: match t.congestion_control {
-            CongestionControlConfig::Vegas => CongestionControlKind::Vegas(VegasParams::default()),
+            CongestionControlConfig::Vegas(v) => CongestionControlKind::Vegas(VegasParams {
+                sendme_inc: v.sendme_inc,
+                cwnd_init: v.cwnd_init,
+                cwnd_min: v.cwnd_min,
+                cwnd_inc: v.cwnd_inc,
+                cwnd_inc_rate: v.cwnd_inc_rate,
+                cwnd_inc_pct_ss: v.cwnd_inc_pct_ss,
+                alpha: v.alpha,
+                beta: v.beta,
+                gamma: v.gamma,
+                delta: v.delta,
+                ss_cap: v.ss_cap,
+                ss_max: v.ss_max,
+                ..VegasParams::default()
+            }),
             CongestionControlConfig::FixedWindow => CongestionControlKind::FixedWindow,
         },
         transport: TransportConfig { sndbuf_bytes: t.sndbuf_bytes, rcvbuf_bytes: t.rcvbuf_bytes, ..TransportConfig::default() },
@@ -301,4 +315,18 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         servers.push(tor.add_server(spec).map_err(err("servers".into()))?);
     }
     Ok(Built { tor, clients, servers, hooks })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_defaults_for_vegas_are_the_models() {
+        let d = onionlab_config::model::VegasConfig::default();
+        let p = VegasParams::default();
+        let from_config = [d.sendme_inc, d.cwnd_init, d.cwnd_min, d.cwnd_inc, d.cwnd_inc_rate, d.cwnd_inc_pct_ss, d.alpha, d.beta, d.gamma, d.delta, d.ss_cap, d.ss_max];
+        let model = [p.sendme_inc, p.cwnd_init, p.cwnd_min, p.cwnd_inc, p.cwnd_inc_rate, p.cwnd_inc_pct_ss, p.alpha, p.beta, p.gamma, p.delta, p.ss_cap, p.ss_max];
+        assert_eq!(from_config, model);
+    }
 }
