@@ -124,6 +124,9 @@ def test_config_text_turns_predicted_circuits_on_only_when_asked():
     on = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", predicted_circuits=True)
     assert "predicted_circuits" not in tomllib.loads(off)["tor"]
     assert tomllib.loads(on)["tor"]["predicted_circuits"] is True
+    vegas = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", congestion_control="vegas")
+    assert tomllib.loads(vegas)["tor"]["congestion_control"] == "vegas"
+    assert "congestion_control" not in tomllib.loads(off)["tor"]
 
 
 def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
