@@ -5,7 +5,8 @@
 //! network's), a third guards, a third exits, the rest middles; 100 Mbit/s links; one-way
 //! latencies 5-60 ms from a random matrix of 20 locations. Prints wall time, CPU time,
 //! events (and their mix), cell-hops per wall second and peak memory. Override with
-//! BENCH_CLIENTS, BENCH_SECS; BENCH_LINK_LOG=1 also prints transport batch sizes by sender.
+//! BENCH_CLIENTS, BENCH_SECS; BENCH_LINK_LOG=1 also prints transport batch sizes by sender;
+//! BENCH_CC=vegas runs proposal 324's Vegas instead of tor's fixed SENDME windows.
 //! Under `cargo test` (no `--bench` argument) it runs 10 simulated seconds as a smoke test.
 
 use std::time::Instant;
@@ -61,6 +62,11 @@ fn main() {
         (0..locs).map(|_| (0..locs).map(|_| SimDuration::from_millis(rng.random_range(5..60))).collect()).collect();
     let latency = LatencyModel::Matrix(LatencyMatrix::new(lat, None).expect("square"));
     let mut cfg = TorConfig::default();
+    match std::env::var("BENCH_CC").as_deref() {
+        Err(_) | Ok("fixed") => {}
+        Ok("vegas") => cfg.congestion_control = CongestionControlKind::Vegas(VegasParams::default()),
+        Ok(other) => panic!("BENCH_CC must be fixed or vegas (got {other:?})"),
+    }
     // BENCH_LINK_LOG=1: also print the transport's batch sizes by sender kind.
     let link_log = env("BENCH_LINK_LOG", 0) == 1;
     cfg.transport.record_link_log = link_log;
