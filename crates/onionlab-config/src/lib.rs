@@ -189,6 +189,10 @@ struct DocTor {
     circ_window: u64,
     circ_window_increment: u64,
     congestion_control: DocCongestionControl,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cellq_high: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cellq_low: Option<u64>,
     sndbuf: String,
     rcvbuf: String,
 }
@@ -389,6 +393,8 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     CongestionControlConfig::FixedWindow => DocCongestionControl::Name("fixed-window"),
                     CongestionControlConfig::Vegas(v) => DocCongestionControl::Vegas { kind: "vegas", params: v },
                 },
+                cellq_high: t.cell_queue_watermarks.map(|w| w.0),
+                cellq_low: t.cell_queue_watermarks.map(|w| w.1),
                 sndbuf: format_size(t.sndbuf_bytes),
                 rcvbuf: format_size(t.rcvbuf_bytes),
             },

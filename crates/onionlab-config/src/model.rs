@@ -72,6 +72,9 @@ pub struct TorParams {
     pub circ_window_increment: u64,
     /// Circuit-level flow or congestion control.
     pub congestion_control: CongestionControlConfig,
+    /// (`cellq_high`, `cellq_low`), cells: an exit stops reading a circuit's streams at
+    /// `high` queued cells and resumes at `low`; `None`: off.
+    pub cell_queue_watermarks: Option<(u64, u64)>,
     /// Kernel socket buffers, bytes.
     pub sndbuf_bytes: u64,
     pub rcvbuf_bytes: u64,

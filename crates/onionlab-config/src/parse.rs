@@ -146,6 +146,8 @@ const TOR_KEYS: &[&str] = &[
     "circ_window",
     "circ_window_increment",
     "congestion_control",
+    "cellq_high",
+    "cellq_low",
     "sndbuf",
     "rcvbuf",
 ];
@@ -189,6 +191,7 @@ pub fn default_tor_params() -> TorParams {
         circ_window: 1000,
         circ_window_increment: 100,
         congestion_control: CongestionControlConfig::FixedWindow,
+        cell_queue_watermarks: None,
         sndbuf_bytes: 4 * MIB,
         rcvbuf_bytes: 6 * MIB,
     }
@@ -812,6 +815,7 @@ impl Ctx<'_> {
             request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
             circ_window,
             circ_window_increment,
+            cell_queue_watermarks: self.cell_queue_watermarks(t, p),
             congestion_control: match t.get("congestion_control") {
                 None => d.congestion_control,
                 Some(v) => self.congestion_control(v, &join(p, "congestion_control")).unwrap_or(d.congestion_control),
@@ -1577,6 +1581,29 @@ impl Ctx<'_> {
             Some(v) => self.pos_duration(v, &join(p, "check_interval")),
         };
         Some(Some(TortoiseConfig { rate: rate?, burst: burst?, directions: directions?, check_interval: check_interval? }))
+    }
+
+    /// `cellq_high` and `cellq_low` (cells), both or neither, low below high.
+    fn cell_queue_watermarks(&mut self, t: &Table, p: &str) -> Option<(u64, u64)> {
+        let hint = "tor's values: cellq_high = 256, cellq_low = 10 (tor 0.2.2: 256 and 64)";
+        let high = self.opt(t, p, "cellq_high", Ctx::u64);
+        let low = self.opt(t, p, "cellq_low", Ctx::u64);
+        match (high, low) {
+            (None, None) => None,
+            (Some(_), None) | (None, Some(_)) => {
+                let missing = if high.is_none() { "cellq_high" } else { "cellq_low" };
+                if t.contains_key("cellq_high") && t.contains_key("cellq_low") {
+                    return None; // one of them was malformed and is reported already
+                }
+                self.err_hint(join(p, missing), "missing: cellq_high and cellq_low go together", hint);
+                None
+            }
+            (Some(h), Some(l)) if h == 0 || l >= h => {
+                self.err_hint(join(p, "cellq_low"), format!("cellq_low ({l}) must be below cellq_high ({h}), and cellq_high above 0"), hint);
+                None
+            }
+            (Some(h), Some(l)) => Some((h, l)),
+        }
     }
 
     /// `"fixed-window"`, `"vegas"` (tor's code defaults), or a table `{ kind = "vegas", ... }`

@@ -375,6 +375,15 @@ fn tor_parameters() {
     err_at(&tor("congestion_control = { kind = \"vegas\", alpah = 3 }"), "tor.congestion_control.alpah", &["unknown key"]);
     err_at(&tor("congestion_control = { kind = \"fixed-window\" }"), "tor.congestion_control.kind", &["unknown kind"]);
     err_at(&tor("congestion_control = 2"), "tor.congestion_control", &["a name or a table"]);
+    // Edge blocking on a full circuit queue: off unless both watermarks are given.
+    assert_eq!(c.tor.cell_queue_watermarks, None);
+    let c = load(&tor("cellq_high = 256\ncellq_low = 10")).unwrap();
+    assert_eq!(c.tor.cell_queue_watermarks, Some((256, 10)));
+    let again = load_str(&to_toml(&c), Path::new(".")).unwrap();
+    assert_eq!(again.tor.cell_queue_watermarks, Some((256, 10)));
+    err_at(&tor("cellq_high = 256"), "tor.cellq_low", &["go together"]);
+    err_at(&tor("cellq_high = 10\ncellq_low = 10"), "tor.cellq_low", &["below cellq_high"]);
+    err_at(&tor("cellq_high = \"256\"\ncellq_low = 10"), "tor.cellq_high", &["integer"]);
 }
 
 // ---- [network] ----

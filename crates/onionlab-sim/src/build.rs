@@ -138,6 +138,7 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
             }),
             CongestionControlConfig::FixedWindow => CongestionControlKind::FixedWindow,
         },
+        cell_queue_watermarks: t.cell_queue_watermarks,
         transport: TransportConfig { sndbuf_bytes: t.sndbuf_bytes, rcvbuf_bytes: t.rcvbuf_bytes, ..TransportConfig::default() },
         ..TorConfig::default()
     }

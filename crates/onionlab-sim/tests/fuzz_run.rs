@@ -303,6 +303,8 @@ struct GenTor {
     predicted: Option<(bool, Option<u64>)>,
     /// `congestion_control = "vegas"`.
     vegas: bool,
+    /// (`cellq_high`, `cellq_low`).
+    cellq: Option<(u64, u64)>,
 }
 
 fn tor(w: bool) -> impl Strategy<Value = GenTor> {
@@ -319,10 +321,14 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(typ(w, 1, 100, 1_000, pick(w, 2_000, 1 << 40)).prop_flat_map(|n| (Just(n), 1..=n))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
-        (of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)))), any::<bool>()),
+        (
+            of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)))),
+            any::<bool>(),
+            of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
+        ),
     )
-        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, (predicted, vegas))| {
-            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted, vegas }
+        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, (predicted, vegas, cellq))| {
+            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted, vegas, cellq }
         })
 }
 
@@ -554,6 +560,8 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("sndbuf", t.sndbuf.map(size_b));
     opt("predicted_circuits", t.predicted.map(|p| p.0.to_string()));
     opt("congestion_control", t.vegas.then(|| "\"vegas\"".to_string()));
+    opt("cellq_high", t.cellq.map(|c| c.0.to_string()));
+    opt("cellq_low", t.cellq.map(|c| c.1.to_string()));
     opt("circuit_idle_timeout", t.predicted.and_then(|p| p.1).map(dur_us));
     opt("rcvbuf", t.rcvbuf.map(size_b));
 

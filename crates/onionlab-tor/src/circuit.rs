@@ -67,6 +67,9 @@ pub(crate) struct Circuit {
     pub state: CircuitState,
     /// Dirty for longer than MaxCircuitDirtiness: closes when its last stream finishes.
     pub expired: bool,
+    /// The exit has stopped reading this circuit's streams: its queue toward the client
+    /// reached `cellq_high` ([`crate::TorConfig::cell_queue_watermarks`]).
+    pub edge_blocked: bool,
     pub close_reason: Option<CloseReason>,
     /// Cells of this circuit in channel outbufs or on the wire (moved out of its queues
     /// and not yet read at the next hop): a closed circuit's slot is reused only at 0.

@@ -33,6 +33,10 @@ pub trait CongestionControl {
     fn on_delivered(&mut self, cells: u64, now: SimTime) -> u64;
     /// Current package window in cells (for invariant checks and metrics).
     fn package_window(&self) -> u64;
+    /// The edge's streams were blocked (true) or unblocked (false) on a full circuit queue
+    /// (`circuit_blocked_on_p_chan`). Fixed windows ignore it; Vegas takes it as a
+    /// congestion signal.
+    fn set_blocked(&mut self, _blocked: bool) {}
     /// Whether streams keep their SENDME windows (500 cells, a SENDME per 50). Tor
     /// replaces them by XON/XOFF once congestion control is on (proposal 324 section 4).
     fn stream_windows(&self) -> bool {

@@ -131,6 +131,13 @@ pub struct TorConfig {
     /// `circ_max_cell_queue_size` (relay.c, consensus `circ_max_cell_queue_size`): a relay
     /// closes a circuit whose queue grows beyond this many cells.
     pub circ_max_cell_queue: u64,
+    /// `(cellq_high, cellq_low)`, cells (tor 0.4.8: 256 and 10; tor 0.2.2's
+    /// `CELL_QUEUE_HIGHWATER_SIZE`/`_LOWWATER_SIZE`: 256 and 64): an exit stops reading a
+    /// circuit's streams once the circuit's queue toward the client holds `high` cells, and
+    /// resumes when it is down to `low` (relay.c, `set_circuit_blocked_on_chan`). `None`
+    /// (the default here, unlike tor; `docs/tor-model.md`): the exit packages whatever the
+    /// windows allow.
+    pub cell_queue_watermarks: Option<(u64, u64)>,
     /// `OR_CONN_LOWWATER` / `OR_CONN_HIGHWATER` (or.h): outbuf refill thresholds, bytes.
     pub outbuf_low_water: u64,
     pub outbuf_high_water: u64,
@@ -161,6 +168,7 @@ impl Default for TorConfig {
             predicted_circuits: false,
             circuit_idle_timeout: SimDuration::from_secs(3600),
             circ_max_cell_queue: 2500,
+            cell_queue_watermarks: None,
             outbuf_low_water: 16 * 1024,
             outbuf_high_water: 32 * 1024,
             num_entry_guards: 1,
@@ -262,6 +270,8 @@ pub struct TorNetwork {
     /// Clients that lost a circuit able to take streams during this event: their
     /// predicted-circuit checks are scheduled when the event's processing ends.
     predict_checks: Vec<NodeId>,
+    /// Circuits unblocked during the current write pass or KIST run.
+    unblocked: Vec<u32>,
     last_kist_run: Option<(NodeId, crate::kist::KistRun)>,
     pub counters: TorCounters,
 }
@@ -315,6 +325,7 @@ impl TorNetwork {
             dirty: Vec::new(),
             idle_timers: Vec::new(),
             predict_checks: Vec::new(),
+            unblocked: Vec::new(),
             last_kist_run: None,
             counters: TorCounters::default(),
         }
@@ -731,6 +742,7 @@ impl TorNetwork {
             streams: Vec::new(),
             live: Vec::new(),
             expired: false,
+            edge_blocked: false,
             pending_begins: Vec::new(),
             cc_client: self.cfg.congestion_control.build(self.cfg.circ_window, self.cfg.circ_window_increment),
             cc_exit: self.cfg.congestion_control.build(self.cfg.circ_window, self.cfg.circ_window_increment),
@@ -1458,9 +1470,22 @@ impl TorNetwork {
         for &(chan, side) in &ends {
             self.net.sync_socket(now, self.chans[chan as usize].conn, side);
         }
-        let mut view = KistView { net: &self.net, chans: &mut self.chans, circuits: &mut self.circuits, ends: &ends, node, high_water: self.cfg.outbuf_high_water };
+        let unblock_at = self.cfg.cell_queue_watermarks.map_or(0, |w| w.1);
+        let mut view = KistView {
+            net: &self.net,
+            chans: &mut self.chans,
+            circuits: &mut self.circuits,
+            ends: &ends,
+            node,
+            high_water: self.cfg.outbuf_high_water,
+            unblock_at,
+            unblocked: &mut self.unblocked,
+        };
         let run = kist_run(&mut view, &params, now);
         self.last_kist_run = Some((node, run));
+        if !self.unblocked.is_empty() {
+            self.wake_unblocked(node);
+        }
         // Every run queues each end with outbuf bytes for the write pass; an end stays in
         // the list while its outbuf holds bytes (they came from a run), so no other end
         // needs a visit.
@@ -1577,7 +1602,12 @@ impl TorNetwork {
         }
         let conn = s.exit_conn.expect("edges in the read ring are connected");
         let avail = self.net.readable_bytes(conn, Side::Initiator);
-        let mut allowance = c.cc_exit.package_allowance().min(s.package_window);
+        let mut allowance = if c.edge_blocked { 0 } else { c.cc_exit.package_allowance().min(s.package_window) };
+        if let Some((high, _)) = self.cfg.cell_queue_watermarks {
+            // Tor blocks the circuit's streams on the cell that fills its queue to `high`.
+            let queued = c.queues[c.exit_pos()][Direction::In.index()].cells.len();
+            allowance = allowance.min(high.saturating_sub(queued));
+        }
         if let Some(b) = c.rate_limit.as_ref() {
             allowance = allowance.min(b.tokens() / CELL_WIRE_BYTES);
         }
@@ -1609,6 +1639,13 @@ impl TorNetwork {
             let exit = c.exit_pos();
             let run = CellRun { circ, count: cells as u32, dir: Direction::In, kind: CellKind::Data, target: 0, stream: self.streams[sid as usize].idx };
             self.emit(now, circ, exit, run);
+            if let Some((high, _)) = self.cfg.cell_queue_watermarks {
+                let c = &mut self.circuits[circ as usize];
+                if c.queues[exit][Direction::In.index()].cells.len() >= high && c.state != CircuitState::Closed {
+                    c.edge_blocked = true;
+                    c.cc_exit.set_blocked(true);
+                }
+            }
         }
         if got > 0 || cells > 0 {
             // Progress: look again next round (the loop ends when a round does nothing).
@@ -1673,6 +1710,9 @@ impl TorNetwork {
             end.note_written(w);
             self.nodes[node as usize].write_ring.push_back(io);
         }
+        if !self.unblocked.is_empty() {
+            self.wake_unblocked(node);
+        }
     }
 
     /// Moves cells from circuit queues to the outbuf in the scheduler's order once the
@@ -1687,7 +1727,20 @@ impl TorNetwork {
         }
         let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
         let ChanEnd { sched, outbuf, .. } = end;
-        sched.fill(room, now, &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan });
+        let unblock_at = self.cfg.cell_queue_watermarks.map_or(0, |w| w.1);
+        sched.fill(room, now, &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked });
+    }
+
+    /// Wakes the streams of circuits whose queues fell to `cellq_low` (their exit reads
+    /// them again).
+    fn wake_unblocked(&mut self, exit: NodeId) {
+        while let Some(circ) = self.unblocked.pop() {
+            let c = &self.circuits[circ as usize];
+            for k in 0..c.live.len() {
+                let sid = self.circuits[circ as usize].live[k];
+                self.wake_edge(exit, sid);
+            }
+        }
     }
 
     // ------------------------------------------------------------------ checks
@@ -1741,6 +1794,14 @@ impl TorNetwork {
             }
             for cc in [&circ.cc_client, &circ.cc_exit] {
                 cc.check().map_err(|e| format!("circuit {i}: {e}"))?;
+            }
+            // A blocked circuit unblocks as soon as its queue falls to cellq_low.
+            if circ.edge_blocked && circ.state != CircuitState::Closed {
+                let queued = circ.queues[circ.exit_pos()][Direction::In.index()].cells.len();
+                match self.cfg.cell_queue_watermarks {
+                    Some((_, low)) if queued > low => {}
+                    _ => return Err(format!("circuit {i}: edge blocked with {queued} cells queued at its exit")),
+                }
             }
         }
         for (i, ch) in self.chans.iter().enumerate() {
@@ -1957,6 +2018,10 @@ struct ChannelCells<'a> {
     outbuf: &'a mut crate::cell::CellFifo,
     node: NodeId,
     chan: u32,
+    /// `cellq_low`: a blocked circuit whose queue falls to this unblocks its exit's
+    /// streams, which are woken (by [`TorNetwork::wake_unblocked`]) from `unblocked`.
+    unblock_at: u64,
+    unblocked: &'a mut Vec<u32>,
 }
 
 impl ChannelCells<'_> {
@@ -1980,6 +2045,13 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
         let c = &mut self.circuits[circ as usize];
         let moved = c.queues[pos][dir].cells.move_to(self.outbuf, n);
         c.cells_out += moved as u32;
+        // Only the exit's queue toward the client blocks its streams; other hops' queues of
+        // the same circuit say nothing about it.
+        if c.edge_blocked && pos == c.exit_pos() && c.queues[pos][dir].cells.len() <= self.unblock_at {
+            c.edge_blocked = false;
+            c.cc_exit.set_blocked(false);
+            self.unblocked.push(circ);
+        }
         moved
     }
 
@@ -1991,9 +2063,10 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
 
 /// Moves up to `max` cells to `end`'s outbuf in its scheduler's order; returns the number
 /// moved (0 when no circuit is active).
-fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64) -> u64 {
+#[allow(clippy::too_many_arguments)]
+fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64, unblock_at: u64, unblocked: &mut Vec<u32>) -> u64 {
     let ChanEnd { sched, outbuf, .. } = end;
-    crate::scheduler::fill_by_picks(sched, max, now, &mut ChannelCells { circuits, outbuf, node, chan })
+    crate::scheduler::fill_by_picks(sched, max, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked })
 }
 
 /// A KIST relay's channel ends as [`kist_run`] sees them.
@@ -2004,6 +2077,8 @@ struct KistView<'a> {
     ends: &'a [(u32, Side)],
     node: NodeId,
     high_water: u64,
+    unblock_at: u64,
+    unblocked: &'a mut Vec<u32>,
 }
 
 impl KistChannels for KistView<'_> {
@@ -2036,7 +2111,7 @@ impl KistChannels for KistView<'_> {
     fn flush_one(&mut self, i: usize, now: SimTime) -> bool {
         let (chan, side) = self.ends[i];
         let end = &mut self.chans[chan as usize].ends[side_index(side)];
-        move_cells(self.circuits, end, self.node, chan, now, 1) == 1
+        move_cells(self.circuits, end, self.node, chan, now, 1, self.unblock_at, self.unblocked) == 1
     }
 }
 

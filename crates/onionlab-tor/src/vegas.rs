@@ -27,9 +27,13 @@
 //!   cwnd = BDP + delta - inc; above beta, cwnd -= inc; a full window with queue below
 //!   alpha, cwnd += inc. cwnd never falls below `cwnd_min` nor rises above `cwnd_max`.
 //!
-//! Not modelled: the "blocked channel" signal (tor also cuts cwnd while the edge's
-//! outgoing channel is blocked; here that input is always false) and the RTT sanity
-//! checks against clock jumps (the simulated clock does not jump).
+//! - **Blocked streams.** While the circuit's streams are blocked on a full circuit queue
+//!   ([`CongestionControl::set_blocked`], with `tor.cell_queue_watermarks` on), a SENDME
+//!   ends slow start at BDP + gamma and steady-state updates step cwnd down; blocking and
+//!   unblocking each make the next SENDME an update.
+//!
+//! Not modelled: the RTT sanity checks against clock jumps (the simulated clock does not
+//! jump).
 
 use std::collections::VecDeque;
 
@@ -123,6 +127,10 @@ pub struct Vegas {
     min_rtt_us: u64,
     /// Cells delivered at this edge since its last SENDME.
     delivered_since_sendme: u64,
+    /// The circuit's streams are blocked on a full queue now (`circuit_blocked_on_p_chan`),
+    /// and as of the last SENDME (`blocked_chan`).
+    chan_blocked_now: bool,
+    blocked_chan: bool,
 }
 
 impl Vegas {
@@ -138,6 +146,8 @@ impl Vegas {
             ewma_rtt_us: 0,
             min_rtt_us: 0,
             delivered_since_sendme: 0,
+            chan_blocked_now: false,
+            blocked_chan: false,
             p,
         };
         v.next_cc_event = v.update_rate();
@@ -235,6 +245,12 @@ impl CongestionControl for Vegas {
             self.inflight = self.inflight.saturating_sub(self.p.sendme_inc);
             return;
         }
+        // A change of the blocked state is an immediate congestion event
+        // (congestion_control_update_circuit_bdp).
+        if self.chan_blocked_now != self.blocked_chan {
+            self.blocked_chan = self.chan_blocked_now;
+            self.next_cc_event = 0;
+        }
         let queue = self.cwnd.saturating_sub(self.bdp());
         let p = &self.p;
         if self.inflight + p.cwnd_full_gap * p.sendme_inc >= self.cwnd {
@@ -243,7 +259,7 @@ impl CongestionControl for Vegas {
             self.cwnd_full = false;
         }
         if self.in_slow_start {
-            if queue < self.p.gamma {
+            if queue < self.p.gamma && !self.blocked_chan {
                 // A window not fully in use does not grow.
                 if self.cwnd_full {
                     let inc = self.slow_start_inc();
@@ -266,7 +282,7 @@ impl CongestionControl for Vegas {
             // After slow start, one update per window.
             if queue > self.p.delta {
                 self.cwnd = (self.bdp() + self.p.delta).saturating_sub(self.p.cwnd_inc);
-            } else if queue > self.p.beta {
+            } else if queue > self.p.beta || self.blocked_chan {
                 self.cwnd = self.cwnd.saturating_sub(self.p.cwnd_inc);
             } else if self.cwnd_full && queue < self.p.alpha {
                 self.cwnd += self.p.cwnd_inc;
@@ -301,6 +317,10 @@ impl CongestionControl for Vegas {
 
     fn stream_windows(&self) -> bool {
         false
+    }
+
+    fn set_blocked(&mut self, blocked: bool) {
+        self.chan_blocked_now = blocked;
     }
 
     fn check(&self) -> Result<(), String> {
@@ -466,5 +486,30 @@ mod tests {
             assert!(v.cwnd() >= 62);
         }
         assert_eq!(v.cwnd(), 62);
+    }
+
+    #[test]
+    fn a_blocked_edge_ends_slow_start_and_steps_cwnd_down() {
+        // 124 -> 155 -> 186 in slow start at a constant RTT (queue 0). Blocked: the next
+        // SENDME takes the congestion branch, cwnd = BDP + gamma = 186 + 186 = 372, and
+        // slow start ends. The counter restarts at CWND_UPDATE_RATE(372) = 12: twelve
+        // SENDMEs later, still blocked, cwnd steps down by 31 (queue 0, but blocked).
+        // Unblocking makes the next SENDME an update: queue 0 < alpha, window full: +31.
+        let mut v = Vegas::new(VegasParams::default());
+        sendme(&mut v, 100, 100, true);
+        sendme(&mut v, 200, 100, true);
+        assert_eq!(v.cwnd(), 186);
+        v.set_blocked(true);
+        sendme(&mut v, 300, 100, true);
+        assert_eq!((v.cwnd(), v.in_slow_start()), (372, false));
+        for k in 4..=14 {
+            sendme(&mut v, 100 * k, 100, true);
+            assert_eq!(v.cwnd(), 372, "SENDME {k}");
+        }
+        sendme(&mut v, 1500, 100, true);
+        assert_eq!(v.cwnd(), 341);
+        v.set_blocked(false);
+        sendme(&mut v, 1600, 100, true);
+        assert_eq!(v.cwnd(), 372);
     }
 }

@@ -95,3 +95,51 @@ proptest! {
         prop_assert_eq!(sim.tor.cells_in_flight(), 0);
     }
 }
+
+/// A 5 MiB download whose exit-to-middle connection is the bottleneck: the middle's
+/// downlink is 2 Mbit/s and socket buffers are 32 KiB, so TCP pushes back into the exit's
+/// outbuf and circuit queue. Returns (transfer seconds, the most cells the exit held).
+fn exit_backlog(cfg: TorConfig) -> (f64, u64) {
+    let mut cfg = cfg;
+    cfg.transport.sndbuf_bytes = 32 * KIB;
+    cfg.transport.rcvbuf_bytes = 32 * KIB;
+    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(10)), BandwidthWeights::uniform(), 1);
+    tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
+    tor.add_relay(RelaySpec { down_bits_per_sec: 2_000_000, ..relay("middle", 100 * MIB, RelayFlags::default()) }).unwrap();
+    let exit = tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
+    let c = tor.add_client(endpoint("c")).unwrap();
+    let s = tor.add_server(endpoint("s")).unwrap();
+    let mut sim = TorSim::new(tor);
+    sim.start_stream(c, s, 5 * MIB, 0).unwrap();
+    let (mut peak, mut t) = (0, 0.0);
+    while !sim.tor.has_records() && t < 300.0 {
+        t += 0.02;
+        sim.run_until(secs(t), |t| t.check_invariants().unwrap());
+        peak = peak.max(sim.tor.queued_cells_per_node()[exit as usize]);
+    }
+    let rec = sim.tor.take_records().pop().expect("the download finished");
+    assert_eq!(rec.error, None);
+    (rec.ttlb.unwrap().as_secs_f64() - rec.ttfb.unwrap().as_secs_f64(), peak)
+}
+
+#[test]
+fn an_exit_stops_reading_at_cellq_high_and_resumes_at_cellq_low() {
+    // Without the watermarks the exit packages up to a stream window (500 cells) into its
+    // circuit queue. With tor's (256, 10) it stops reading the stream at 256 queued cells
+    // (plus the outbuf's 32 KiB, 64 cells) and resumes once the queue is down to 10: the
+    // download takes the same time.
+    let (t_off, q_off) = exit_backlog(TorConfig::default());
+    let (t_on, q_on) = exit_backlog(TorConfig { cell_queue_watermarks: Some((256, 10)), ..TorConfig::default() });
+    eprintln!("exit backlog: without watermarks {q_off} cells ({t_off:.2} s), with (256, 10) {q_on} cells ({t_on:.2} s)");
+    assert!(q_off > 400, "{q_off}");
+    assert!(q_on <= 256 + 64, "{q_on}");
+    assert!((t_on - t_off).abs() < 0.05 * t_off, "{t_on} s against {t_off} s");
+    // Vegas with the watermarks: the blocked edge is its congestion signal; the download
+    // still runs at the bottleneck's rate and the backlog stays under the watermark.
+    let vegas = TorConfig { cell_queue_watermarks: Some((256, 10)), ..vegas() };
+    let (t_v, q_v) = exit_backlog(vegas);
+    eprintln!("vegas with watermarks: {q_v} cells ({t_v:.2} s)");
+    assert!(q_v <= 256 + 64, "{q_v}");
+    assert!((t_v - t_off).abs() < 0.1 * t_off, "{t_v} s against {t_off} s");
+}
+
