@@ -127,6 +127,18 @@ def test_config_text_turns_predicted_circuits_on_only_when_asked():
     vegas = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", congestion_control="vegas")
     assert tomllib.loads(vegas)["tor"]["congestion_control"] == "vegas"
     assert "congestion_control" not in tomllib.loads(off)["tor"]
+    cellq = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", cellq=(256, 64))
+    assert (tomllib.loads(cellq)["tor"]["cellq_high"], tomllib.loads(cellq)["tor"]["cellq_low"]) == (256, 64)
+    assert "cellq_high" not in tomllib.loads(off)["tor"]
+
+
+def test_cellq_option_takes_high_comma_low():
+    import argparse
+
+    assert T._cellq("256,64") == (256, 64)
+    for bad in ("256", "64,256", "a,b", "256,-1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            T._cellq(bad)
 
 
 def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
