@@ -1623,39 +1623,56 @@ impl Ctx<'_> {
                 return None;
             }
         };
-        const KEYS: [&str; 12] =
-            ["sendme_inc", "cwnd_init", "cwnd_min", "cwnd_inc", "cwnd_inc_rate", "cwnd_inc_pct_ss", "alpha", "beta", "gamma", "delta", "ss_cap", "ss_max"];
+        let d = VegasConfig::default();
+        // Key, default, and tor's range (congestion_control_common.c, _vegas.c).
+        let spec: [(&str, u64, u64, u64); 12] = [
+            ("sendme_inc", d.sendme_inc, 1, 254),
+            ("cwnd_init", d.cwnd_init, 31, 10_000),
+            ("cwnd_min", d.cwnd_min, 31, 1000),
+            ("cwnd_inc", d.cwnd_inc, 1, 1000),
+            ("cwnd_inc_rate", d.cwnd_inc_rate, 1, 250),
+            ("cwnd_inc_pct_ss", d.cwnd_inc_pct_ss, 1, 500),
+            ("alpha", d.alpha, 0, 1000),
+            ("beta", d.beta, 0, 1000),
+            ("gamma", d.gamma, 0, 1000),
+            ("delta", d.delta, 0, 1000),
+            ("ss_cap", d.ss_cap, 100, 100_000),
+            ("ss_max", d.ss_max, 500, 100_000),
+        ];
         let mut keys = vec!["kind"];
-        keys.extend(KEYS);
+        keys.extend(spec.iter().map(|s| s.0));
         self.keys(t, p, &keys);
         let kind = self.req(t, p, "kind", Ctx::string, example)?;
         if kind != "vegas" {
             self.err_hint(join(p, "kind"), format!("unknown kind {kind:?}"), "only \"vegas\" has parameters");
             return None;
         }
-        let d = VegasConfig::default();
-        let mut get = |key: &str, default: u64, lo: u64, hi: u64| -> Option<u64> {
-            let n = self.opt(t, p, key, Ctx::u64).unwrap_or(default);
-            if !(lo..=hi).contains(&n) {
-                self.err(join(p, key), format!("{n} is outside tor's range {lo}..={hi}"));
-                return None;
-            }
-            Some(n)
-        };
-        // Ranges are tor's (congestion_control_common.c, congestion_control_vegas.c).
+        // Every key is checked, so that each bad one is reported.
+        let values: Vec<Option<u64>> = spec
+            .iter()
+            .map(|&(key, default, lo, hi)| {
+                let n = self.opt(t, p, key, Ctx::u64).unwrap_or(default);
+                if !(lo..=hi).contains(&n) {
+                    self.err(join(p, key), format!("{n} is outside tor's range {lo}..={hi}"));
+                    return None;
+                }
+                Some(n)
+            })
+            .collect();
+        let v: Vec<u64> = values.into_iter().collect::<Option<_>>()?;
         let c = VegasConfig {
-            sendme_inc: get("sendme_inc", d.sendme_inc, 1, 254)?,
-            cwnd_init: get("cwnd_init", d.cwnd_init, 31, 10_000)?,
-            cwnd_min: get("cwnd_min", d.cwnd_min, 31, 1000)?,
-            cwnd_inc: get("cwnd_inc", d.cwnd_inc, 1, 1000)?,
-            cwnd_inc_rate: get("cwnd_inc_rate", d.cwnd_inc_rate, 1, 250)?,
-            cwnd_inc_pct_ss: get("cwnd_inc_pct_ss", d.cwnd_inc_pct_ss, 1, 500)?,
-            alpha: get("alpha", d.alpha, 0, 1000)?,
-            beta: get("beta", d.beta, 0, 1000)?,
-            gamma: get("gamma", d.gamma, 0, 1000)?,
-            delta: get("delta", d.delta, 0, 1000)?,
-            ss_cap: get("ss_cap", d.ss_cap, 100, 100_000)?,
-            ss_max: get("ss_max", d.ss_max, 500, 100_000)?,
+            sendme_inc: v[0],
+            cwnd_init: v[1],
+            cwnd_min: v[2],
+            cwnd_inc: v[3],
+            cwnd_inc_rate: v[4],
+            cwnd_inc_pct_ss: v[5],
+            alpha: v[6],
+            beta: v[7],
+            gamma: v[8],
+            delta: v[9],
+            ss_cap: v[10],
+            ss_max: v[11],
         };
         Some(CongestionControlConfig::Vegas(c))
     }

@@ -372,6 +372,8 @@ fn tor_parameters() {
     let again = load_str(&to_toml(&c), Path::new(".")).unwrap();
     assert_eq!(again.tor.congestion_control, c.tor.congestion_control);
     err_at(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 0 }"), "tor.congestion_control.sendme_inc", &["outside tor's range"]);
+    let errs = errors(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 0, ss_max = 3 }"));
+    assert!(errs.at("tor.congestion_control.sendme_inc").is_some() && errs.at("tor.congestion_control.ss_max").is_some(), "{errs}");
     err_at(&tor("congestion_control = { kind = \"vegas\", alpah = 3 }"), "tor.congestion_control.alpah", &["unknown key"]);
     err_at(&tor("congestion_control = { kind = \"fixed-window\" }"), "tor.congestion_control.kind", &["unknown kind"]);
     err_at(&tor("congestion_control = 2"), "tor.congestion_control", &["a name or a table"]);

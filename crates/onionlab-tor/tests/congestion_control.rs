@@ -5,7 +5,6 @@ mod common;
 use common::*;
 use onionlab_core::SimDuration;
 use onionlab_tor::*;
-use proptest::prelude::*;
 
 fn vegas() -> TorConfig {
     TorConfig { congestion_control: CongestionControlKind::Vegas(VegasParams::default()), ..TorConfig::default() }
@@ -63,37 +62,6 @@ fn vegas_keeps_the_bottleneck_queue_short_at_the_same_rate() {
     assert!((cc - fixed).abs() < 0.05 * fixed, "vegas {cc} s against fixed {fixed} s");
     assert!(qf > 400.0, "fixed windows keep most of a stream window in flight: {qf}");
     assert!(qv < 0.7 * qf && qv > 24.0 + 124.0 * 0.8, "vegas {qv} cells against fixed {qf}");
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
-
-    /// Under Vegas every cell is conserved and every SENDME accounted, as under fixed
-    /// windows; the invariants (Vegas's own included) hold after every event.
-    #[test]
-    fn vegas_conserves_cells_and_sendmes(
-        rates in prop::array::uniform3(20u64..2000),
-        sizes in prop::collection::vec(1u64..3_000_000, 1..6),
-        one_way_ms in 1u64..60,
-        seed in 0u64..1000,
-    ) {
-        let (mut sim, _, c, s) = line(vegas(), SimDuration::from_millis(one_way_ms), rates.map(|r| r * KIB), sizes.len(), seed);
-        for (i, &b) in sizes.iter().enumerate() {
-            sim.start_stream(c[i], s, b, i as u64).unwrap();
-        }
-        let mut violation = None;
-        sim.run_until(secs(2000.0), |t| {
-            if violation.is_none() { violation = t.check_invariants().err(); }
-        });
-        prop_assert!(violation.is_none(), "{:?}", violation);
-        let recs = sim.tor.take_records();
-        prop_assert_eq!(recs.len(), sizes.len());
-        prop_assert!(recs.iter().all(|r| r.error.is_none()));
-        let accounting = quiet_accounting(&sim.tor.counters);
-        prop_assert!(accounting.is_ok(), "{:?}", accounting);
-        prop_assert_eq!(sim.tor.counters.stream_sendmes_sent, 0);
-        prop_assert_eq!(sim.tor.cells_in_flight(), 0);
-    }
 }
 
 /// A 5 MiB download whose exit-to-middle connection is the bottleneck: the middle's
