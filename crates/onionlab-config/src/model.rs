@@ -59,6 +59,9 @@ pub struct TorParams {
     pub idle_channel_timeout: Option<SimDuration>,
     /// Clients keep circuits ready for their predicted port (tor's predicted circuits).
     pub predicted_circuits: bool,
+    /// Clients launch circuit-build-timeout test circuits (tor 0.2.2-0.2.3); needs
+    /// `predicted_circuits`.
+    pub cbt_learning: bool,
     /// `CircuitIdleTimeout`: a clean open circuit this old closes.
     #[serde(serialize_with = "ser_duration")]
     pub circuit_idle_timeout: SimDuration,

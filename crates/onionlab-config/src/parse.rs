@@ -138,6 +138,7 @@ const TOR_KEYS: &[&str] = &[
     "max_circuit_dirtiness",
     "idle_channel_timeout",
     "predicted_circuits",
+    "cbt_learning",
     "circuit_idle_timeout",
     "circ_max_cell_queue",
     "num_entry_guards",
@@ -183,6 +184,7 @@ pub fn default_tor_params() -> TorParams {
         max_circuit_dirtiness: SimDuration::from_secs(600),
         idle_channel_timeout: Some(SimDuration::from_secs(180)),
         predicted_circuits: false,
+        cbt_learning: false,
         circuit_idle_timeout: SimDuration::from_secs(3600),
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
@@ -806,6 +808,15 @@ impl Ctx<'_> {
                 }
             },
             predicted_circuits: self.opt(t, p, "predicted_circuits", Ctx::boolean).unwrap_or(d.predicted_circuits),
+            cbt_learning: match self.opt(t, p, "cbt_learning", Ctx::boolean) {
+                Some(true) if t.get("predicted_circuits").and_then(Value::as_bool) != Some(true) => {
+                    let hint = "tor launches its build-time test circuits where it predicts circuits: set predicted_circuits = true too";
+                    self.err_hint(join(p, "cbt_learning"), "needs predicted_circuits = true", hint);
+                    d.cbt_learning
+                }
+                Some(b) => b,
+                None => d.cbt_learning,
+            },
             circuit_idle_timeout: self
                 .opt(t, p, "circuit_idle_timeout", Ctx::pos_duration)
                 .unwrap_or(d.circuit_idle_timeout),

@@ -358,6 +358,9 @@ fn tor_parameters() {
     let c = load(&tor("predicted_circuits = true\ncircuit_idle_timeout = \"30 min\"")).unwrap();
     assert!(c.tor.predicted_circuits);
     assert_eq!(c.tor.circuit_idle_timeout, SimDuration::from_secs(1800));
+    assert!(!c.tor.cbt_learning);
+    assert!(load(&tor("predicted_circuits = true\ncbt_learning = true")).unwrap().tor.cbt_learning);
+    err_at(&tor("cbt_learning = true"), "tor.cbt_learning", &["needs predicted_circuits"]);
     // Congestion control: tor's fixed windows unless asked for Vegas.
     assert_eq!(c.tor.congestion_control, CongestionControlConfig::FixedWindow);
     let e = err_at(&tor("congestion_control = \"vegass\""), "tor.congestion_control", &["unknown value"]);

@@ -113,6 +113,7 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         max_circuit_dirtiness: t.max_circuit_dirtiness,
         idle_channel_timeout: t.idle_channel_timeout,
         predicted_circuits: t.predicted_circuits,
+        cbt_learning: t.cbt_learning,
         circuit_idle_timeout: t.circuit_idle_timeout,
         circ_max_cell_queue: t.circ_max_cell_queue,
         num_entry_guards: t.num_entry_guards as usize,

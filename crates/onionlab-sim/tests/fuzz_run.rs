@@ -299,8 +299,8 @@ struct GenTor {
     window: Option<(u64, u64)>,
     sndbuf: Option<u64>,
     rcvbuf: Option<u64>,
-    /// (predicted_circuits, circuit_idle_timeout).
-    predicted: Option<(bool, Option<u64>)>,
+    /// (predicted_circuits, circuit_idle_timeout, cbt_learning when predicting).
+    predicted: Option<(bool, Option<u64>, bool)>,
     /// `congestion_control = "vegas"`.
     vegas: bool,
     /// (`cellq_high`, `cellq_low`).
@@ -322,7 +322,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         (
-            of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)))),
+            of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)), any::<bool>())),
             any::<bool>(),
             of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
         ),
@@ -563,6 +563,7 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("cellq_high", t.cellq.map(|c| c.0.to_string()));
     opt("cellq_low", t.cellq.map(|c| c.1.to_string()));
     opt("circuit_idle_timeout", t.predicted.and_then(|p| p.1).map(dur_us));
+    opt("cbt_learning", t.predicted.filter(|p| p.0 && p.2).map(|_| "true".to_string()));
     opt("rcvbuf", t.rcvbuf.map(size_b));
 
     s += "\n[network]\n";

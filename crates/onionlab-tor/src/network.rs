@@ -90,6 +90,12 @@ pub const MIN_CIRCUITS_HANDLING_STREAM: usize = 2;
 /// `MAX_UNUSED_OPEN_CIRCUITS` (circuituse.c): no circuit is predicted while a client has
 /// this many clean ones.
 pub const MAX_UNUSED_OPEN_CIRCUITS: usize = 14;
+/// `CBT_DEFAULT_MIN_CIRCUITS_TO_OBSERVE` (100): build times a client learns from.
+pub const CBT_MIN_CIRCUITS_TO_OBSERVE: u32 = 100;
+/// `CBT_DEFAULT_TEST_FREQUENCY` in tor 0.2.2-0.2.3 (60 s): a test circuit is launched when
+/// no circuit was launched for this long.
+pub const CBT_TEST_FREQUENCY: SimDuration = SimDuration::from_secs(60);
+
 /// `PREDICTED_CIRCS_RELEVANCE_TIME` (rephist.c, 60 min): a port stays predicted this long
 /// after it was last used.
 pub const PREDICTED_CIRCS_RELEVANCE_TIME: SimDuration = SimDuration::from_secs(3600);
@@ -124,6 +130,14 @@ pub struct TorConfig {
     /// default, unlike tor: with it off every circuit is built when a stream needs one, as
     /// in every reproduction made before it existed (`docs/tor-model.md`).
     pub predicted_circuits: bool,
+    /// Circuit-build-timeout learning circuits (tor 0.2.2-0.2.3 with `LearnCircuitBuildTimeout`
+    /// on, its default; needs `predicted_circuits`): while a client has completed fewer
+    /// than [`CBT_MIN_CIRCUITS_TO_OBSERVE`] circuits and has fewer than
+    /// `MAX_UNUSED_OPEN_CIRCUITS - 2` clean ones, its check launches a test circuit when no
+    /// circuit was launched for [`CBT_TEST_FREQUENCY`]. Test circuits are general-purpose:
+    /// streams may use them. Off by default; tor >= 0.2.4 tests every 10 s
+    /// (`cbttestfreq`) and caps open test circuits at 10 (`cbtmaxopencircs`).
+    pub cbt_learning: bool,
     /// `CircuitIdleTimeout` (tor 0.2.2 default 3600 s): a clean (never used) open circuit
     /// this old is closed (`circuit_expire_old_circuits_clientside`). Only predicted
     /// circuits are ever clean.
@@ -166,6 +180,7 @@ impl Default for TorConfig {
             max_circuit_dirtiness: SimDuration::from_secs(600),
             idle_channel_timeout: Some(SimDuration::from_secs(180)),
             predicted_circuits: false,
+            cbt_learning: false,
             circuit_idle_timeout: SimDuration::from_secs(3600),
             circ_max_cell_queue: 2500,
             cell_queue_watermarks: None,
@@ -647,55 +662,83 @@ impl TorNetwork {
         }
     }
 
-    /// Whether `client` would launch a predicted circuit now: its port is predicted, it
-    /// has fewer than `MAX_UNUSED_OPEN_CIRCUITS` clean circuits and fewer than
-    /// `MIN_CIRCUITS_HANDLING_STREAM` circuits that could take a stream
+    /// Whether `client` would launch a circuit for its predicted port now: the port is
+    /// predicted, it has fewer than `MAX_UNUSED_OPEN_CIRCUITS` clean circuits and fewer
+    /// than `MIN_CIRCUITS_HANDLING_STREAM` circuits that could take a stream
     /// (`circuit_stream_is_being_handled`).
     fn needs_predicted_circuit(&self, client: NodeId, now: SimTime) -> bool {
         let n = &self.nodes[client as usize];
         if !self.cfg.predicted_circuits || n.predict.started.is_none() || now >= n.predict.until {
             return false;
         }
-        let clean = n.circs.iter().filter(|&&c| self.circuits[c as usize].dirty_since.is_none()).count();
         let handling = n.circs.iter().filter(|&&c| self.takes_streams(c, now)).count();
-        clean < MAX_UNUSED_OPEN_CIRCUITS && handling < MIN_CIRCUITS_HANDLING_STREAM
+        self.clean_circuits(client) < MAX_UNUSED_OPEN_CIRCUITS && handling < MIN_CIRCUITS_HANDLING_STREAM
+    }
+
+    fn clean_circuits(&self, client: NodeId) -> usize {
+        self.nodes[client as usize].circs.iter().filter(|&&c| self.circuits[c as usize].dirty_since.is_none()).count()
+    }
+
+    /// When `client` will want a build-time test circuit, if it learns build times:
+    /// `CBT_TEST_FREQUENCY` after its last launch, while it has completed fewer than
+    /// `CBT_MIN_CIRCUITS_TO_OBSERVE` and has fewer than `MAX_UNUSED_OPEN_CIRCUITS - 2`
+    /// clean circuits (`circuit_build_times_needs_circuits_now`). A check launches one
+    /// at a time strictly later than that.
+    fn test_circuit_due(&self, client: NodeId) -> Option<SimTime> {
+        let p = &self.nodes[client as usize].predict;
+        let wanted = self.cfg.predicted_circuits
+            && self.cfg.cbt_learning
+            && p.started.is_some()
+            && p.built < CBT_MIN_CIRCUITS_TO_OBSERVE
+            && self.clean_circuits(client) < MAX_UNUSED_OPEN_CIRCUITS - 2;
+        wanted.then(|| p.last_launch + CBT_TEST_FREQUENCY)
     }
 
     /// Tor's once-a-second `circuit_predict_and_launch_new`, which launches at most one
-    /// circuit per call. Run now (at a client's start-up) or from
-    /// [`TorEvent::PredictCircuits`]; schedules the next second's check if one more
-    /// circuit is still wanted. A launch can fail where a path was found before: the
-    /// client's guard is drawn afresh for each circuit, and one guard may leave no exit
-    /// (`NoPath`). Tor logs such a failure and tries again at its next check; so does the
-    /// model, counting it (`predicted_launches_failed`). A stream that finds no circuit
-    /// builds its own, and its failure is the run's error, as without prediction.
+    /// circuit per call: for the predicted port first, else a build-time test circuit.
+    /// Run now (at a client's start-up) or from [`TorEvent::PredictCircuits`]; schedules
+    /// the next check that would launch one. A launch can fail where a path was found
+    /// before: the client's guard is drawn afresh for each circuit, and one guard may
+    /// leave no exit (`NoPath`). Tor logs such a failure and tries again at its next
+    /// check; so does the model, counting it (`predicted_launches_failed`). A stream that
+    /// finds no circuit builds its own, and its failure is the run's error, as without
+    /// prediction.
     fn predict_and_launch(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) {
-        if self.needs_predicted_circuit(client, q.now()) {
-            if self.build_circuit(q, client).is_err() {
-                self.counters.predicted_launches_failed += 1;
-            }
-            self.schedule_prediction(q, client);
+        let now = q.now();
+        let launch = self.needs_predicted_circuit(client, now) || self.test_circuit_due(client).is_some_and(|due| now > due);
+        if launch && self.build_circuit(q, client).is_err() {
+            self.counters.predicted_launches_failed += 1;
         }
+        self.schedule_prediction(q, client);
     }
 
-    /// Schedules `client`'s next check at its next whole second, if a circuit would be
-    /// launched now and no check is pending. Called where a check could newly launch one:
-    /// a circuit stopped taking streams (its dirtiness ran out, or it closed), a launch
-    /// left the client short, or a stream made the port predicted again.
+    /// Schedules `client`'s next check that would launch a circuit: the first whole
+    /// second (counted from its start) after now for its port, or after a test circuit
+    /// falls due; an earlier need than the scheduled check schedules another. Called
+    /// where a need may arise: a circuit stopped taking streams (its dirtiness ran out,
+    /// or it closed), a check or launch, or a stream made the port predicted again.
     fn schedule_prediction(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) {
         let now = q.now();
-        if self.nodes[client as usize].predict.check_pending || !self.needs_predicted_circuit(client, now) {
-            return;
-        }
+        let after = if self.needs_predicted_circuit(client, now) {
+            now
+        } else {
+            match self.test_circuit_due(client) {
+                Some(due) => due.max(now),
+                None => return,
+            }
+        };
         let p = &mut self.nodes[client as usize].predict;
         let started = p.started.expect("only started clients need circuits");
         let second = SimDuration::from_secs(1).as_nanos();
-        let since = now.saturating_since(started).as_nanos();
-        // The first whole second after `now`: tor's check runs once per second, and the
-        // one of this second (if any) has run already.
-        let next = (since / second + 1) * second;
-        p.check_pending = true;
-        q.schedule_in(SimDuration::from_nanos(next - since), TOR_EVENT_CLASS, TorEvent::PredictCircuits { client });
+        let since = after.saturating_since(started).as_nanos();
+        // The first whole second strictly after `after`: tor's check runs once per second,
+        // and the one of this second (if any) has run already.
+        let at = started + SimDuration::from_nanos((since / second + 1) * second);
+        if p.check_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        p.check_at = Some(at);
+        q.schedule_in(at.saturating_since(now), TOR_EVENT_CLASS, TorEvent::PredictCircuits { client });
     }
 
     fn build_circuit(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<u32, TorError> {
@@ -759,6 +802,7 @@ impl TorNetwork {
             }
         };
         self.nodes[client as usize].circs.push(id);
+        self.nodes[client as usize].predict.last_launch = q.now();
         if self.cfg.predicted_circuits {
             q.schedule_in(self.cfg.circuit_idle_timeout, TOR_EVENT_CLASS, TorEvent::CircuitIdle { circ: id });
         }
@@ -957,6 +1001,9 @@ impl TorNetwork {
         c.state = CircuitState::Open;
         c.opened_at = Some(now);
         self.counters.circuits_built += 1;
+        let client = c.nodes[0];
+        let p = &mut self.nodes[client as usize].predict;
+        p.built = p.built.saturating_add(1);
         for idx in std::mem::take(&mut c.pending_begins) {
             self.send_begin(q, circ, idx);
         }
@@ -1150,8 +1197,11 @@ impl TorNetwork {
                 }
             }
             TorEvent::PredictCircuits { client } => {
-                self.nodes[client as usize].predict.check_pending = false;
-                self.predict_and_launch(q, client);
+                // A check superseded by an earlier one is stale.
+                if self.nodes[client as usize].predict.check_at == Some(q.now()) {
+                    self.nodes[client as usize].predict.check_at = None;
+                    self.predict_and_launch(q, client);
+                }
             }
             TorEvent::CircuitIdle { circ } => {
                 let c = &self.circuits[circ as usize];

@@ -144,8 +144,13 @@ pub(crate) struct Prediction {
     pub started: Option<onionlab_core::SimTime>,
     /// The port is predicted until then (an hour after the last stream).
     pub until: onionlab_core::SimTime,
-    /// A check is scheduled.
-    pub check_pending: bool,
+    /// The time of the scheduled check, if any (an earlier need schedules another; the
+    /// event whose time is not this one is stale).
+    pub check_at: Option<onionlab_core::SimTime>,
+    /// Circuit-build-timeout learning: circuits launched (last at `last_launch`) and
+    /// completed.
+    pub last_launch: onionlab_core::SimTime,
+    pub built: u32,
 }
 
 impl TorNode {

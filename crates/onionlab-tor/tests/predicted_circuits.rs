@@ -201,3 +201,51 @@ fn a_launch_without_a_path_is_tried_again_a_second_later() {
     }
     assert!(ok_runs > 5 && failures > 5, "{ok_runs} runs, {failures} failed launches");
 }
+
+fn learning(idle_timeout_s: u64) -> TorConfig {
+    TorConfig { cbt_learning: true, ..predicting(idle_timeout_s) }
+}
+
+#[test]
+fn build_time_learning_launches_a_test_circuit_a_minute_up_to_twelve_clean() {
+    // Streams at t = 0 only. Circuits A (0 s, the stream's) and B (1 s, predicted) leave
+    // no port need; the last launch was at 1 s, so a test circuit is due once more than
+    // 60 s have passed: the check at 62 s launches C, then 123 s, 184 s, ... each 61 s
+    // after the last. A expires at 600 s (no stream left); the test circuits go on until
+    // 12 are clean (MAX_UNUSED_OPEN_CIRCUITS - 2): B and 10 tests by 611 s, the 11th test
+    // at 672 s. Then none, while all 12 stay clean (CircuitIdleTimeout 1 h).
+    let (mut sim, _, c, s) = line(learning(3600), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    let built = |sim: &TorSim| sim.tor.counters.circuits_built;
+    sim.run_until(secs(61.9), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 2);
+    sim.run_until(secs(62.5), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 3);
+    sim.run_until(secs(122.9), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 3);
+    sim.run_until(secs(123.5), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 4);
+    sim.run_until(secs(671.9), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 12);
+    sim.run_until(secs(672.5), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 13);
+    sim.run_until(secs(3000.0), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 13);
+    let open = sim.tor.client_circuits(c[0]);
+    assert_eq!(open.len(), 12);
+    assert!(open.iter().all(|&x| sim.tor.circuit_state(x) == CircuitState::Open));
+}
+
+#[test]
+fn build_time_learning_stops_after_100_circuits() {
+    // CircuitIdleTimeout 100 s keeps the clean count low, so test circuits go on a
+    // minute apart until the client has completed CBT_MIN_CIRCUITS_TO_OBSERVE (100);
+    // the port stops being predicted at 3600 s, so nothing else launches after that.
+    let (mut sim, _, c, s) = line(learning(100), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    sim.run_until(secs(12_000.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 100);
+    sim.run_until(secs(20_000.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.counters.circuits_built, 100);
+    assert!(sim.tor.client_circuits(c[0]).is_empty(), "every clean circuit timed out");
+}

@@ -135,11 +135,13 @@ think = { dist = "fixed", value = "120 s" }
 def config_text(
     name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
-    cellq: tuple | None = None,
+    cellq: tuple | None = None, cbt_learning: bool = False,
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     # [tor] lines beyond the defaults: sensitivities only, so the main runs' configs stay as they were.
-    tor_extra = "\npredicted_circuits = true" if predicted_circuits else ""
+    tor_extra = "\npredicted_circuits = true" if predicted_circuits or cbt_learning else ""
+    if cbt_learning:
+        tor_extra += "\ncbt_learning = true"
     if congestion_control != "fixed-window":
         tor_extra += f'\ncongestion_control = "{congestion_control}"'
     if cellq:
@@ -216,11 +218,12 @@ def all_guards(relays_text: str) -> str:
 
 def client_settings(args) -> dict:
     """The `config_text` settings every run of one reproduction shares: the web think time,
-    the entry guards per client, whether clients build predicted circuits, the circuits'
-    congestion control, and the exits' edge-blocking watermarks."""
+    the entry guards per client, whether clients build predicted circuits (and build-time
+    test circuits), the circuits' congestion control, and the exits' edge-blocking
+    watermarks."""
     return {
         "think": THINK[args.think], "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
-        "congestion_control": args.congestion_control, "cellq": args.cellq,
+        "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
     }
 
 
@@ -255,6 +258,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--predicted-circuits", action="store_true",
         help="clients keep two circuits ready, as tor does (predicted circuits; default off: circuits are built when a stream needs one)",
+    )
+    p.add_argument(
+        "--cbt-learning", action="store_true",
+        help="clients also launch tor 0.2.2's circuit-build-time test circuits, one a minute up to 12 clean (implies --predicted-circuits)",
     )
     p.add_argument(
         "--congestion-control", choices=("fixed-window", "vegas"), default="fixed-window",
@@ -897,7 +904,7 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
-        "congestion_control": args.congestion_control, "cellq": args.cellq,
+        "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
         "sweep": dict(zip(("seeds", "duration", "warmup"), (args.sweep_seeds, *sweep_settings(args)))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
