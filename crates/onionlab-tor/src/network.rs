@@ -1001,6 +1001,11 @@ impl TorNetwork {
         c.state = CircuitState::Open;
         c.opened_at = Some(now);
         self.counters.circuits_built += 1;
+        if self.cfg.predicted_circuits && c.dirty_since.is_none() && now >= c.created_at + self.cfg.circuit_idle_timeout {
+            // Its idle timer fired while it was still being built; tor's periodic expiry
+            // check would find it open and old now.
+            q.schedule_in(SimDuration::ZERO, TOR_EVENT_CLASS, TorEvent::CircuitIdle { circ });
+        }
         let client = c.nodes[0];
         let p = &mut self.nodes[client as usize].predict;
         p.built = p.built.saturating_add(1);
