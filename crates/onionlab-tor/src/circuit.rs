@@ -115,6 +115,12 @@ impl Circuit {
         self.nodes.len() - 1
     }
 
+    /// Cells queued at the exit toward the client (what edge blocking watches).
+    #[inline]
+    pub fn exit_queued(&self) -> u64 {
+        self.queues[self.exit_pos()][Direction::In.index()].cells.len()
+    }
+
     /// The channel the queue `queues[pos][dir]` feeds: towards the exit from `pos` (Out),
     /// towards the client (In); `None` until that hop is extended to, and for the edges'
     /// non-existent outer channels.

@@ -972,10 +972,7 @@ impl TorNetwork {
                 for _ in 0..run.count {
                     c.cc_exit.on_sendme(now);
                 }
-                for k in 0..c.live.len() {
-                    let sid = self.circuits[circ as usize].live[k];
-                    self.wake_edge(node, sid);
-                }
+                self.wake_circuit_streams(node, circ);
             }
             CellKind::StreamSendme => {
                 self.counters.stream_sendmes_received += run.count as u64;
@@ -1409,6 +1406,15 @@ impl TorNetwork {
     }
 
     /// Puts an exit connection in the exit's read ring if it has data and may package.
+    /// Wakes every running stream of `circ` at its exit (its window opened, its rate
+    /// limit refilled, or its queue drained).
+    fn wake_circuit_streams(&mut self, exit: NodeId, circ: u32) {
+        for k in 0..self.circuits[circ as usize].live.len() {
+            let sid = self.circuits[circ as usize].live[k];
+            self.wake_edge(exit, sid);
+        }
+    }
+
     fn wake_edge(&mut self, exit: NodeId, sid: u32) {
         let s = &mut self.streams[sid as usize];
         if s.in_read_ring || s.done || s.exit_conn.is_none() {
@@ -1473,10 +1479,7 @@ impl TorNetwork {
                 if let Some(b) = c.rate_limit.as_mut() {
                     b.refill(iv);
                 }
-                for j in 0..c.live.len() {
-                    let sid = self.circuits[circ].live[j];
-                    self.wake_edge(node, sid);
-                }
+                self.wake_circuit_streams(node, circ as u32);
             }
         }
         // A relay with finite buckets refills forever, as tor's timer does.
@@ -1525,7 +1528,7 @@ impl TorNetwork {
         for &(chan, side) in &ends {
             self.net.sync_socket(now, self.chans[chan as usize].conn, side);
         }
-        let unblock_at = self.cfg.cell_queue_watermarks.map_or(0, |w| w.1);
+        let unblock_at = self.cellq_low();
         let mut view = KistView {
             net: &self.net,
             chans: &mut self.chans,
@@ -1660,8 +1663,7 @@ impl TorNetwork {
         let mut allowance = if c.edge_blocked { 0 } else { c.cc_exit.package_allowance().min(s.package_window) };
         if let Some((high, _)) = self.cfg.cell_queue_watermarks {
             // Tor blocks the circuit's streams on the cell that fills its queue to `high`.
-            let queued = c.queues[c.exit_pos()][Direction::In.index()].cells.len();
-            allowance = allowance.min(high.saturating_sub(queued));
+            allowance = allowance.min(high.saturating_sub(c.exit_queued()));
         }
         if let Some(b) = c.rate_limit.as_ref() {
             allowance = allowance.min(b.tokens() / CELL_WIRE_BYTES);
@@ -1696,7 +1698,7 @@ impl TorNetwork {
             self.emit(now, circ, exit, run);
             if let Some((high, _)) = self.cfg.cell_queue_watermarks {
                 let c = &mut self.circuits[circ as usize];
-                if c.queues[exit][Direction::In.index()].cells.len() >= high && c.state != CircuitState::Closed {
+                if c.exit_queued() >= high && c.state != CircuitState::Closed {
                     c.edge_blocked = true;
                     c.cc_exit.set_blocked(true);
                 }
@@ -1775,6 +1777,7 @@ impl TorNetwork {
     fn fill_outbuf(&mut self, now: SimTime, node: NodeId, chan: u32, si: usize) {
         let low = self.cfg.outbuf_low_water;
         let high = self.cfg.outbuf_high_water;
+        let unblock_at = self.cellq_low();
         let ch = &mut self.chans[chan as usize];
         let end = &mut ch.ends[si];
         if end.outbuf_bytes() >= low {
@@ -1782,7 +1785,6 @@ impl TorNetwork {
         }
         let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
         let ChanEnd { sched, outbuf, .. } = end;
-        let unblock_at = self.cfg.cell_queue_watermarks.map_or(0, |w| w.1);
         sched.fill(room, now, &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked });
     }
 
@@ -1790,12 +1792,13 @@ impl TorNetwork {
     /// them again).
     fn wake_unblocked(&mut self, exit: NodeId) {
         while let Some(circ) = self.unblocked.pop() {
-            let c = &self.circuits[circ as usize];
-            for k in 0..c.live.len() {
-                let sid = self.circuits[circ as usize].live[k];
-                self.wake_edge(exit, sid);
-            }
+            self.wake_circuit_streams(exit, circ);
         }
+    }
+
+    /// `cellq_low`, or 0 with edge blocking off (no circuit is ever blocked then).
+    fn cellq_low(&self) -> u64 {
+        self.cfg.cell_queue_watermarks.map_or(0, |w| w.1)
     }
 
     // ------------------------------------------------------------------ checks
@@ -1852,7 +1855,7 @@ impl TorNetwork {
             }
             // A blocked circuit unblocks as soon as its queue falls to cellq_low.
             if circ.edge_blocked && circ.state != CircuitState::Closed {
-                let queued = circ.queues[circ.exit_pos()][Direction::In.index()].cells.len();
+                let queued = circ.exit_queued();
                 match self.cfg.cell_queue_watermarks {
                     Some((_, low)) if queued > low => {}
                     _ => return Err(format!("circuit {i}: edge blocked with {queued} cells queued at its exit")),
@@ -1892,8 +1895,8 @@ impl TorNetwork {
     }
 
     /// Circuit slots: each circuit counts exactly its cells in outbufs and on the wire; a
-    /// free slot is a closed circuit with none left, listed once; no client's current
-    /// circuit and no rate-limited circuit is closed.
+    /// free slot is a closed circuit with none left, listed once; every circuit that is not
+    /// closed is listed by its client, and only those; no rate-limited circuit is closed.
     fn check_circuit_slots(&self) -> Result<(), String> {
         let mut out = vec![0u64; self.circuits.len()];
         for e in self.chans.iter().flat_map(|c| c.ends.iter()) {
@@ -2102,7 +2105,7 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
         c.cells_out += moved as u32;
         // Only the exit's queue toward the client blocks its streams; other hops' queues of
         // the same circuit say nothing about it.
-        if c.edge_blocked && pos == c.exit_pos() && c.queues[pos][dir].cells.len() <= self.unblock_at {
+        if c.edge_blocked && pos == c.exit_pos() && c.exit_queued() <= self.unblock_at {
             c.edge_blocked = false;
             c.cc_exit.set_blocked(false);
             self.unblocked.push(circ);
@@ -2114,14 +2117,6 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
         let (pos, dir) = self.locate(circ);
         &mut self.circuits[circ as usize].policy[pos][dir]
     }
-}
-
-/// Moves up to `max` cells to `end`'s outbuf in its scheduler's order; returns the number
-/// moved (0 when no circuit is active).
-#[allow(clippy::too_many_arguments)]
-fn move_cells(circuits: &mut [Circuit], end: &mut ChanEnd, node: NodeId, chan: u32, now: SimTime, max: u64, unblock_at: u64, unblocked: &mut Vec<u32>) -> u64 {
-    let ChanEnd { sched, outbuf, .. } = end;
-    crate::scheduler::fill_by_picks(sched, max, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked })
 }
 
 /// A KIST relay's channel ends as [`kist_run`] sees them.
@@ -2165,8 +2160,10 @@ impl KistChannels for KistView<'_> {
 
     fn flush_one(&mut self, i: usize, now: SimTime) -> bool {
         let (chan, side) = self.ends[i];
-        let end = &mut self.chans[chan as usize].ends[side_index(side)];
-        move_cells(self.circuits, end, self.node, chan, now, 1, self.unblock_at, self.unblocked) == 1
+        let ChanEnd { sched, outbuf, .. } = &mut self.chans[chan as usize].ends[side_index(side)];
+        let (circuits, node, unblock_at, unblocked) = (&mut *self.circuits, self.node, self.unblock_at, &mut *self.unblocked);
+        // One cell in the scheduler's order.
+        crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked }) == 1
     }
 }
 
