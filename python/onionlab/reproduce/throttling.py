@@ -221,8 +221,13 @@ def client_settings(args) -> dict:
     the entry guards per client, whether clients build predicted circuits (and build-time
     test circuits), the circuits' congestion control, and the exits' edge-blocking
     watermarks."""
+    return {"think": THINK[args.think], **tor_settings(args)}
+
+
+def tor_settings(args) -> dict:
+    """The `[tor]` settings of `client_settings` (also recorded in summary.json)."""
     return {
-        "think": THINK[args.think], "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
+        "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
         "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
     }
 
@@ -903,8 +908,7 @@ def main(out: Path, args) -> int:
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
 
     summary = {
-        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
-        "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
+        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, **tor_settings(args),
         "sweep": dict(zip(("seeds", "duration", "warmup"), (args.sweep_seeds, *sweep_settings(args)))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
