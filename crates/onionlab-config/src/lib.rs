@@ -174,6 +174,14 @@ enum DocCongestionControl {
     },
 }
 
+/// `cbt_learning = false`, or the table with both parameters spelled out.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DocCbtLearning {
+    Off(bool),
+    On { test_frequency: String, max_clean: u32 },
+}
+
 #[derive(Serialize)]
 struct DocTor {
     refill_interval: String,
@@ -181,7 +189,7 @@ struct DocTor {
     max_circuit_dirtiness: String,
     idle_channel_timeout: String,
     predicted_circuits: bool,
-    cbt_learning: bool,
+    cbt_learning: DocCbtLearning,
     circuit_idle_timeout: String,
     circ_max_cell_queue: u64,
     num_entry_guards: u32,
@@ -383,7 +391,10 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 max_circuit_dirtiness: format_duration(t.max_circuit_dirtiness),
                 idle_channel_timeout: t.idle_channel_timeout.map_or_else(|| "never".to_string(), format_duration),
                 predicted_circuits: t.predicted_circuits,
-                cbt_learning: t.cbt_learning,
+                cbt_learning: match t.cbt_learning {
+                    None => DocCbtLearning::Off(false),
+                    Some(c) => DocCbtLearning::On { test_frequency: format_duration(c.test_frequency), max_clean: c.max_clean },
+                },
                 circuit_idle_timeout: format_duration(t.circuit_idle_timeout),
                 circ_max_cell_queue: t.circ_max_cell_queue,
                 num_entry_guards: t.num_entry_guards,

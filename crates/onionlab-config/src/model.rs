@@ -59,9 +59,9 @@ pub struct TorParams {
     pub idle_channel_timeout: Option<SimDuration>,
     /// Clients keep circuits ready for their predicted port (tor's predicted circuits).
     pub predicted_circuits: bool,
-    /// Clients launch circuit-build-timeout test circuits (tor 0.2.2-0.2.3); needs
-    /// `predicted_circuits`.
-    pub cbt_learning: bool,
+    /// Clients launch circuit-build-timeout test circuits; needs `predicted_circuits`.
+    /// `None`: no test circuits.
+    pub cbt_learning: Option<CbtLearningConfig>,
     /// `CircuitIdleTimeout`: a clean open circuit this old closes.
     #[serde(serialize_with = "ser_duration")]
     pub circuit_idle_timeout: SimDuration,
@@ -81,6 +81,25 @@ pub struct TorParams {
     /// Kernel socket buffers, bytes.
     pub sndbuf_bytes: u64,
     pub rcvbuf_bytes: u64,
+}
+
+/// `tor.cbt_learning`: tor's circuit-build-timeout test circuits (`onionlab_tor::CbtLearning`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CbtLearningConfig {
+    /// `cbttestfreq`: a test circuit once no circuit was launched for this long (tor
+    /// 0.4.8: 10 s; tor 0.2.2: 60 s).
+    #[serde(serialize_with = "ser_duration")]
+    pub test_frequency: SimDuration,
+    /// `cbtmaxopencircs`: testing pauses at this many clean circuits (tor 0.4.8: 10;
+    /// tor 0.2.2: 12).
+    pub max_clean: u32,
+}
+
+impl Default for CbtLearningConfig {
+    /// Tor 0.4.8's code defaults.
+    fn default() -> Self {
+        CbtLearningConfig { test_frequency: SimDuration::from_secs(10), max_clean: 10 }
+    }
 }
 
 /// `tor.congestion_control`.

@@ -184,7 +184,7 @@ pub fn default_tor_params() -> TorParams {
         max_circuit_dirtiness: SimDuration::from_secs(600),
         idle_channel_timeout: Some(SimDuration::from_secs(180)),
         predicted_circuits: false,
-        cbt_learning: false,
+        cbt_learning: None,
         circuit_idle_timeout: SimDuration::from_secs(3600),
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
@@ -808,14 +808,20 @@ impl Ctx<'_> {
                 }
             },
             predicted_circuits: self.opt(t, p, "predicted_circuits", Ctx::boolean).unwrap_or(d.predicted_circuits),
-            cbt_learning: match self.opt(t, p, "cbt_learning", Ctx::boolean) {
-                Some(true) if t.get("predicted_circuits").and_then(Value::as_bool) != Some(true) => {
-                    let hint = "tor launches its build-time test circuits where it predicts circuits: set predicted_circuits = true too";
-                    self.err_hint(join(p, "cbt_learning"), "needs predicted_circuits = true", hint);
-                    d.cbt_learning
-                }
-                Some(b) => b,
+            cbt_learning: match t.get("cbt_learning") {
                 None => d.cbt_learning,
+                Some(v) => {
+                    let path = join(p, "cbt_learning");
+                    match self.cbt_learning(v, &path) {
+                        Some(Some(_)) if t.get("predicted_circuits").and_then(Value::as_bool) != Some(true) => {
+                            let hint = "tor launches its build-time test circuits where it predicts circuits: set predicted_circuits = true too";
+                            self.err_hint(path, "needs predicted_circuits = true", hint);
+                            d.cbt_learning
+                        }
+                        Some(c) => c,
+                        None => d.cbt_learning,
+                    }
+                }
             },
             circuit_idle_timeout: self
                 .opt(t, p, "circuit_idle_timeout", Ctx::pos_duration)
@@ -1615,6 +1621,38 @@ impl Ctx<'_> {
             }
             (Some(h), Some(l)) => Some((h, l)),
         }
+    }
+
+    /// `true` (tor 0.4.8's test circuits), `false`, or a table `{ test_frequency = "60 s",
+    /// max_clean = 12 }` (tor 0.2.2's); a missing key of the table is tor 0.4.8's.
+    fn cbt_learning(&mut self, v: &Value, p: &str) -> Option<Option<CbtLearningConfig>> {
+        let example = "cbt_learning = true (tor 0.4.8: a test circuit every 10 s up to 10 clean), \
+                       or { test_frequency = \"60 s\", max_clean = 12 } (tor 0.2.2)";
+        let t = match v {
+            Value::Boolean(b) => return Some(b.then(CbtLearningConfig::default)),
+            Value::Table(t) => t,
+            other => {
+                self.err_hint(p, format!("expected true, false or a table, found {}", describe(other)), example);
+                return None;
+            }
+        };
+        self.keys(t, p, &["test_frequency", "max_clean"]);
+        let d = CbtLearningConfig::default();
+        let test_frequency = self.opt(t, p, "test_frequency", Ctx::pos_duration);
+        let max_clean = self.opt(t, p, "max_clean", Ctx::u32);
+        // Tor's range for cbtmaxopencircs: 0..=MAX_UNUSED_OPEN_CIRCUITS (14).
+        if let Some(n) = max_clean.filter(|&n| n > 14) {
+            self.err_hint(join(p, "max_clean"), format!("{n} is outside tor's range 0..=14"), "cbtmaxopencircs: 10 in tor 0.4.8, 12 in tor 0.2.2");
+            return None;
+        }
+        let bad = |k: &str| t.contains_key(k);
+        if (test_frequency.is_none() && bad("test_frequency")) || (max_clean.is_none() && bad("max_clean")) {
+            return None; // reported already
+        }
+        Some(Some(CbtLearningConfig {
+            test_frequency: test_frequency.unwrap_or(d.test_frequency),
+            max_clean: max_clean.unwrap_or(d.max_clean),
+        }))
     }
 
     /// `"fixed-window"`, `"vegas"` (tor's code defaults), or a table `{ kind = "vegas", ... }`

@@ -358,9 +358,26 @@ fn tor_parameters() {
     let c = load(&tor("predicted_circuits = true\ncircuit_idle_timeout = \"30 min\"")).unwrap();
     assert!(c.tor.predicted_circuits);
     assert_eq!(c.tor.circuit_idle_timeout, SimDuration::from_secs(1800));
-    assert!(!c.tor.cbt_learning);
-    assert!(load(&tor("predicted_circuits = true\ncbt_learning = true")).unwrap().tor.cbt_learning);
+    assert_eq!(c.tor.cbt_learning, None);
+    // Build-time learning: `true` is tor 0.4.8's (10 s, 10 clean); a table sets either
+    // parameter, the other staying tor 0.4.8's; it prints back as the table.
+    let today = CbtLearningConfig { test_frequency: SimDuration::from_secs(10), max_clean: 10 };
+    let c = load(&tor("predicted_circuits = true\ncbt_learning = true")).unwrap();
+    assert_eq!(c.tor.cbt_learning, Some(today));
+    assert_eq!(load(&tor("predicted_circuits = true\ncbt_learning = false")).unwrap().tor.cbt_learning, None);
+    let c = load(&tor("predicted_circuits = true\ncbt_learning = { test_frequency = \"60 s\", max_clean = 12 }")).unwrap();
+    let old = CbtLearningConfig { test_frequency: SimDuration::from_secs(60), max_clean: 12 };
+    assert_eq!(c.tor.cbt_learning, Some(old));
+    assert_eq!(load_str(&to_toml(&c), Path::new("again.toml")).unwrap().tor.cbt_learning, Some(old));
+    let c = load(&tor("predicted_circuits = true\ncbt_learning = { max_clean = 3 }")).unwrap();
+    assert_eq!(c.tor.cbt_learning, Some(CbtLearningConfig { max_clean: 3, ..today }));
     err_at(&tor("cbt_learning = true"), "tor.cbt_learning", &["needs predicted_circuits"]);
+    err_at(&tor("cbt_learning = { max_clean = 3 }"), "tor.cbt_learning", &["needs predicted_circuits"]);
+    err_at(&tor("predicted_circuits = true\ncbt_learning = \"yes\""), "tor.cbt_learning", &["true, false or a table"]);
+    err_at(&tor("predicted_circuits = true\ncbt_learning = { max_clean = 15 }"), "tor.cbt_learning.max_clean", &["range 0..=14"]);
+    err_at(&tor("predicted_circuits = true\ncbt_learning = { test_frequency = \"0 s\" }"), "tor.cbt_learning.test_frequency", &["longer than 0"]);
+    err_at(&tor("predicted_circuits = true\ncbt_learning = { every = \"10 s\" }"), "tor.cbt_learning.every", &["unknown"]);
+    let c = load(&tor("predicted_circuits = true\ncircuit_idle_timeout = \"30 min\"")).unwrap();
     // Congestion control: tor's fixed windows unless asked for Vegas.
     assert_eq!(c.tor.congestion_control, CongestionControlConfig::FixedWindow);
     let e = err_at(&tor("congestion_control = \"vegass\""), "tor.congestion_control", &["unknown value"]);

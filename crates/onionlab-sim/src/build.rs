@@ -113,7 +113,10 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         max_circuit_dirtiness: t.max_circuit_dirtiness,
         idle_channel_timeout: t.idle_channel_timeout,
         predicted_circuits: t.predicted_circuits,
-        cbt_learning: t.cbt_learning,
+        cbt_learning: t.cbt_learning.map(|c| onionlab_tor::CbtLearning {
+            test_frequency: c.test_frequency,
+            max_clean: c.max_clean as usize,
+        }),
         circuit_idle_timeout: t.circuit_idle_timeout,
         circ_max_cell_queue: t.circ_max_cell_queue,
         num_entry_guards: t.num_entry_guards as usize,

@@ -300,12 +300,16 @@ struct GenTor {
     sndbuf: Option<u64>,
     rcvbuf: Option<u64>,
     /// (predicted_circuits, circuit_idle_timeout, cbt_learning when predicting).
-    predicted: Option<(bool, Option<u64>, bool)>,
+    predicted: Option<(bool, Option<u64>, Option<GenCbt>)>,
     /// `congestion_control = "vegas"`.
     vegas: bool,
     /// (`cellq_high`, `cellq_low`).
     cellq: Option<(u64, u64)>,
 }
+
+/// `cbt_learning`: `None` is `true` (tor 0.4.8's), else a table of test frequency (us) and
+/// max clean circuits.
+type GenCbt = Option<(u64, u32)>;
 
 fn tor(w: bool) -> impl Strategy<Value = GenTor> {
     use proptest::option::of;
@@ -322,7 +326,11 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         (
-            of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)), any::<bool>())),
+            of((
+                any::<bool>(),
+                of(logu(pick(w, 1_000, 1), 7_200_000_000)),
+                of(of((logu(pick(w, 100_000, 1), 120_000_000), 0..=14u32))),
+            )),
             any::<bool>(),
             of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
         ),
@@ -563,7 +571,13 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("cellq_high", t.cellq.map(|c| c.0.to_string()));
     opt("cellq_low", t.cellq.map(|c| c.1.to_string()));
     opt("circuit_idle_timeout", t.predicted.and_then(|p| p.1).map(dur_us));
-    opt("cbt_learning", t.predicted.filter(|p| p.0 && p.2).map(|_| "true".to_string()));
+    opt(
+        "cbt_learning",
+        t.predicted.filter(|p| p.0).and_then(|p| p.2).map(|c| match c {
+            None => "true".to_string(),
+            Some((freq, max_clean)) => format!("{{ test_frequency = {}, max_clean = {max_clean} }}", dur_us(freq)),
+        }),
+    );
     opt("rcvbuf", t.rcvbuf.map(size_b));
 
     s += "\n[network]\n";

@@ -92,9 +92,36 @@ pub const MIN_CIRCUITS_HANDLING_STREAM: usize = 2;
 pub const MAX_UNUSED_OPEN_CIRCUITS: usize = 14;
 /// `CBT_DEFAULT_MIN_CIRCUITS_TO_OBSERVE` (100): build times a client learns from.
 pub const CBT_MIN_CIRCUITS_TO_OBSERVE: u32 = 100;
-/// `CBT_DEFAULT_TEST_FREQUENCY` in tor 0.2.2-0.2.3 (60 s): a test circuit is launched when
-/// no circuit was launched for this long.
-pub const CBT_TEST_FREQUENCY: SimDuration = SimDuration::from_secs(60);
+
+/// Circuit-build-timeout learning (`circuit_build_times_needs_circuits_now`,
+/// `needs_circuits_for_build` in circuituse.c): while a client has completed fewer than
+/// [`CBT_MIN_CIRCUITS_TO_OBSERVE`] circuits and has fewer than `max_clean` clean ones, its
+/// once-a-second check launches a test circuit when no circuit was launched for
+/// `test_frequency`. The default is today's tor ([`CbtLearning::TOR_0_4_8`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CbtLearning {
+    /// `CBT_DEFAULT_TEST_FREQUENCY` (consensus `cbttestfreq`): 10 s in tor 0.4.8, 60 s in
+    /// tor 0.2.2-0.2.3.
+    pub test_frequency: SimDuration,
+    /// Clean circuits at which testing pauses: consensus `cbtmaxopencircs` (tor 0.4.8's
+    /// `DFLT_CBT_UNUSED_OPEN_CIRCS`, 10; range 0..=14); tor 0.2.2 used
+    /// `MAX_UNUSED_OPEN_CIRCUITS - 2` (12).
+    pub max_clean: usize,
+}
+
+impl CbtLearning {
+    /// Tor 0.4.8: a test circuit every 10 s, up to 10 clean circuits.
+    pub const TOR_0_4_8: CbtLearning = CbtLearning { test_frequency: SimDuration::from_secs(10), max_clean: 10 };
+    /// Tor 0.2.2-0.2.3: a test circuit every 60 s, up to 12 clean circuits.
+    pub const TOR_0_2_2: CbtLearning =
+        CbtLearning { test_frequency: SimDuration::from_secs(60), max_clean: MAX_UNUSED_OPEN_CIRCUITS - 2 };
+}
+
+impl Default for CbtLearning {
+    fn default() -> Self {
+        CbtLearning::TOR_0_4_8
+    }
+}
 
 /// `PREDICTED_CIRCS_RELEVANCE_TIME` (rephist.c, 60 min): a port stays predicted this long
 /// after it was last used.
@@ -130,14 +157,11 @@ pub struct TorConfig {
     /// default, unlike tor: with it off every circuit is built when a stream needs one, as
     /// in every reproduction made before it existed (`docs/tor-model.md`).
     pub predicted_circuits: bool,
-    /// Circuit-build-timeout learning circuits (tor 0.2.2-0.2.3 with `LearnCircuitBuildTimeout`
-    /// on, its default; needs `predicted_circuits`): while a client has completed fewer
-    /// than [`CBT_MIN_CIRCUITS_TO_OBSERVE`] circuits and has fewer than
-    /// `MAX_UNUSED_OPEN_CIRCUITS - 2` clean ones, its check launches a test circuit when no
-    /// circuit was launched for [`CBT_TEST_FREQUENCY`]. Test circuits are general-purpose:
-    /// streams may use them. Off by default; tor >= 0.2.4 tests every 10 s
-    /// (`cbttestfreq`) and caps open test circuits at 10 (`cbtmaxopencircs`).
-    pub cbt_learning: bool,
+    /// Circuit-build-timeout learning circuits (tor's `LearnCircuitBuildTimeout`, on by
+    /// default in tor; needs `predicted_circuits`), with tor 0.4.8's or tor 0.2.2's
+    /// [`CbtLearning`] parameters. Test circuits are general-purpose: streams may use them.
+    /// `None` (the default here, unlike tor): no test circuits.
+    pub cbt_learning: Option<CbtLearning>,
     /// `CircuitIdleTimeout` (tor 0.2.2 default 3600 s): a clean (never used) open circuit
     /// this old is closed (`circuit_expire_old_circuits_clientside`). Only predicted
     /// circuits are ever clean.
@@ -180,7 +204,7 @@ impl Default for TorConfig {
             max_circuit_dirtiness: SimDuration::from_secs(600),
             idle_channel_timeout: Some(SimDuration::from_secs(180)),
             predicted_circuits: false,
-            cbt_learning: false,
+            cbt_learning: None,
             circuit_idle_timeout: SimDuration::from_secs(3600),
             circ_max_cell_queue: 2500,
             cell_queue_watermarks: None,
@@ -680,18 +704,18 @@ impl TorNetwork {
     }
 
     /// When `client` will want a build-time test circuit, if it learns build times:
-    /// `CBT_TEST_FREQUENCY` after its last launch, while it has completed fewer than
-    /// `CBT_MIN_CIRCUITS_TO_OBSERVE` and has fewer than `MAX_UNUSED_OPEN_CIRCUITS - 2`
-    /// clean circuits (`circuit_build_times_needs_circuits_now`). A check launches one
-    /// at a time strictly later than that.
+    /// `test_frequency` after its last launch, while it has completed fewer than
+    /// `CBT_MIN_CIRCUITS_TO_OBSERVE` and has fewer than `max_clean` clean circuits
+    /// (`circuit_build_times_needs_circuits_now`, `needs_circuits_for_build`). A check
+    /// launches one at a time strictly later than that.
     fn test_circuit_due(&self, client: NodeId) -> Option<SimTime> {
+        let cbt = self.cfg.cbt_learning?;
         let p = &self.nodes[client as usize].predict;
         let wanted = self.cfg.predicted_circuits
-            && self.cfg.cbt_learning
             && p.started.is_some()
             && p.built < CBT_MIN_CIRCUITS_TO_OBSERVE
-            && self.clean_circuits(client) < MAX_UNUSED_OPEN_CIRCUITS - 2;
-        wanted.then(|| p.last_launch + CBT_TEST_FREQUENCY)
+            && self.clean_circuits(client) < cbt.max_clean;
+        wanted.then(|| p.last_launch + cbt.test_frequency)
     }
 
     /// Tor's once-a-second `circuit_predict_and_launch_new`, which launches at most one

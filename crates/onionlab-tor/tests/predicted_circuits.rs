@@ -203,7 +203,7 @@ fn a_launch_without_a_path_is_tried_again_a_second_later() {
 }
 
 fn learning(idle_timeout_s: u64) -> TorConfig {
-    TorConfig { cbt_learning: true, ..predicting(idle_timeout_s) }
+    TorConfig { cbt_learning: Some(CbtLearning::TOR_0_2_2), ..predicting(idle_timeout_s) }
 }
 
 #[test]
@@ -233,6 +233,36 @@ fn build_time_learning_launches_a_test_circuit_a_minute_up_to_twelve_clean() {
     assert_eq!(built(&sim), 13);
     let open = sim.tor.client_circuits(c[0]);
     assert_eq!(open.len(), 12);
+    assert!(open.iter().all(|&x| sim.tor.circuit_state(x) == CircuitState::Open));
+}
+
+#[test]
+fn todays_build_time_learning_tests_every_ten_seconds_up_to_ten_clean() {
+    // Tor 0.4.8 (cbttestfreq 10 s, cbtmaxopencircs 10), the same streams as above: A at
+    // 0 s, B at 1 s; a test is due once more than 10 s have passed since the last
+    // launch, so the checks at 12, 23, 34, ..., 100 s (11 s apart) launch nine tests.
+    // Then B and the nine are 10 clean circuits and testing pauses; A expires at 600 s.
+    let cfg = TorConfig { cbt_learning: Some(CbtLearning::TOR_0_4_8), ..predicting(3600) };
+    assert_eq!(CbtLearning::default(), CbtLearning::TOR_0_4_8);
+    let (mut sim, _, c, s) = line(cfg, SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    let built = |sim: &TorSim| sim.tor.counters.circuits_built;
+    sim.run_until(secs(11.9), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 2);
+    sim.run_until(secs(12.5), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 3);
+    sim.run_until(secs(22.9), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 3);
+    sim.run_until(secs(23.5), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 4);
+    sim.run_until(secs(99.9), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 10);
+    sim.run_until(secs(100.5), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 11);
+    sim.run_until(secs(3000.0), |t| t.check_invariants().unwrap());
+    assert_eq!(built(&sim), 11);
+    let open = sim.tor.client_circuits(c[0]);
+    assert_eq!(open.len(), 10);
     assert!(open.iter().all(|&x| sim.tor.circuit_state(x) == CircuitState::Open));
 }
 

@@ -141,7 +141,8 @@ def config_text(
     # [tor] lines beyond the defaults: sensitivities only, so the main runs' configs stay as they were.
     tor_extra = "\npredicted_circuits = true" if predicted_circuits or cbt_learning else ""
     if cbt_learning:
-        tor_extra += "\ncbt_learning = true"
+        # Tor 0.2.2's test circuits: one a minute, up to 12 clean (`true` is tor 0.4.8's).
+        tor_extra += '\ncbt_learning = { test_frequency = "60 s", max_clean = 12 }'
     if congestion_control != "fixed-window":
         tor_extra += f'\ncongestion_control = "{congestion_control}"'
     if cellq:
