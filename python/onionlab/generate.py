@@ -100,6 +100,8 @@ class Consensus:
     bandwidth_weights: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     known_flags: list = field(default_factory=list)
+    #: The recommended client versions (``client-versions``), as (major, minor, micro, patch).
+    client_versions: list = field(default_factory=list)
     #: Problems a lenient parse tolerated.
     warnings: list = field(default_factory=list)
 
@@ -167,6 +169,7 @@ def read_consensus(path, member: str | None = None) -> Consensus:
         bandwidth_weights=dict(doc.bandwidth_weights or {}),
         params=dict(doc.params or {}),
         known_flags=list(doc.known_flags or []),
+        client_versions=sorted((v.major, v.minor, v.micro, v.patch or 0) for v in (doc.client_versions or [])),
         warnings=warnings,
     )
 
@@ -306,6 +309,89 @@ def _map_congestion_control(params: dict, tor: dict, notes: dict) -> None:
         notes["cc_alg"] = f"unsupported: cc_alg {alg}; onionlab has fixed windows (0) and Vegas (2)"
 
 
+# Tor's own behaviour of an era, which no consensus param carries: `[tor]` settings per
+# profile, each with where it comes from. Consensus params (map_params) override them.
+# Build-time learning is not in them: a live network's clients keep their learned build
+# times in their state file, so they build no test circuits (CBT_TEST_CIRCUITS says how to
+# model fresh clients, as simulators start them).
+TOR_PROFILES = {
+    "0.2.2": {
+        "refill_interval": ('"1 s"', "tokens once a second (TokenBucketRefillInterval came in 0.2.3.5-alpha)"),
+        "num_entry_guards": ("3", "NumEntryGuards 3"),
+        "idle_channel_timeout": ('"180 s"', "IDLE_OR_CONN_TIMEOUT"),
+        "predicted_circuits": ("true", "circuit_predict_and_launch_new"),
+        "cellq_high": ("256", "CELL_QUEUE_HIGHWATER_SIZE"),
+        "cellq_low": ("64", "CELL_QUEUE_LOWWATER_SIZE"),
+    },
+    "0.4.8": {
+        "refill_interval": ('"100 ms"', "TokenBucketRefillInterval"),
+        "num_entry_guards": ("1", "guard-n-primary-guards-to-use's default"),
+        "idle_channel_timeout": ('"180 s"', "the low end of tor's 180-270 s for client connections (onionlab has one timeout)"),
+        "predicted_circuits": ("true", "circuit_predict_and_launch_new"),
+        "cellq_high": ("256", "cellq_high"),
+        "cellq_low": ("10", "cellq_low"),
+    },
+}
+TOR_VERSION_CHOICES = ("auto", *TOR_PROFILES, "none")
+#: `tor.cbt_learning` of each profile's fresh clients (an experiment's choice, not written).
+CBT_TEST_CIRCUITS = {"0.2.2": '{ test_frequency = "60 s", max_clean = 12 }', "0.4.8": '{ test_frequency = "10 s", max_clean = 10 }'}
+
+
+def tor_profile_for(cons: Consensus) -> tuple:
+    """(profile or None, why): the tor behaviour `--tor-version auto` picks for a consensus,
+    from its newest recommended client version: tor <= 0.2.2 gets "0.2.2" (the tor of the
+    2010-2012 papers), tor >= 0.4.7 gets "0.4.8" (Vegas-era tor; 0.4.7 and 0.4.8 share these
+    behaviours). Other series get no profile (onionlab's defaults), as does a consensus
+    without client-versions; the 2021 capacity snapshot gets "0.4.8"."""
+    if cons.method is None:
+        return "0.4.8", "the capacity snapshot is of 2021"
+    if not cons.client_versions:
+        return None, "the consensus recommends no client versions"
+    newest = cons.client_versions[-1]
+    name = ".".join(str(x) for x in newest)
+    if newest[:3] <= (0, 2, 2):
+        return "0.2.2", f"newest recommended client version {name}"
+    if newest[:3] >= (0, 4, 7):
+        return "0.4.8", f"newest recommended client version {name}"
+    return None, f"newest recommended client version {name}: no profile for its series (choose one with --tor-version)"
+
+
+def tor_behaviour(profile: str | None, params: dict) -> tuple:
+    """([tor] settings, their sources, param notes) of a tor version profile, with the
+    consensus params that tune it (`cellq_high`, `cellq_low`) applied. The notes say where
+    each of those and of the build-time learning params (`cbttestfreq`,
+    `cbtmaxopencircs`) went, or why not."""
+    tor: dict = {}
+    sources: dict = {}
+    notes: dict = {}
+    if profile is not None:
+        if profile not in TOR_PROFILES:
+            raise GenerateError(f"--tor-version: unknown profile {profile!r}; one of {', '.join(TOR_VERSION_CHOICES)}")
+        for k, (v, why) in TOR_PROFILES[profile].items():
+            tor[k] = v
+            sources[k] = f"tor {profile}: {why}"
+    for k, key in (("cbttestfreq", "test_frequency"), ("cbtmaxopencircs", "max_clean")):
+        if k in params:
+            notes[k] = (
+                "not applied: a live network's clients have learned their build times and build no test circuits; "
+                f"for fresh clients an experiment sets tor.cbt_learning (this param is its {key})"
+            )
+    if "cellq_high" in params or "cellq_low" in params:
+        if "cellq_high" not in tor:
+            for k in ("cellq_high", "cellq_low"):
+                if k in params:
+                    notes[k] = "not applied: no edge blocking without a tor version profile"
+        else:
+            high, low = params.get("cellq_high", int(tor["cellq_high"])), params.get("cellq_low", int(tor["cellq_low"]))
+            ok = 0 < high and 0 <= low < high
+            for k in ("cellq_high", "cellq_low"):
+                if k in params:
+                    notes[k] = f"tor.{k}" if ok else f"ignored: cellq_low ({low}) must be below cellq_high ({high})"
+            if ok:
+                tor["cellq_high"], tor["cellq_low"] = str(high), str(low)
+    return tor, sources, notes
+
+
 def map_params(params: dict) -> tuple:
     """(relay defaults, [tor] defaults, notes): consensus params onionlab models, and a note
     for every param, saying where it went or that onionlab does not model it."""
@@ -345,6 +431,9 @@ def map_params(params: dict) -> tuple:
             notes[k] = "not modelled: SENDMEs carry no version or digest here"
         elif k == "KISTSchedRunInterval":
             pass  # with the circuit priority below: KIST's circuitmux is EWMA
+        elif k in ("cbttestfreq", "cbtmaxopencircs", "cellq_high", "cellq_low"):
+            # They tune the tor version profile; tor_behaviour replaces this note.
+            notes[k] = "tunes the tor version profile (tor_behaviour)"
         else:
             notes[k] = "not modelled (no onionlab counterpart)"
     _map_congestion_control(params, tor, notes)
@@ -421,6 +510,11 @@ class Plan:
     source_relays: int
     capacity_from: str | None = None
     capacities: dict = field(default_factory=dict)
+    #: The tor version profile (`TOR_PROFILES`) or None, why it was chosen, and where each
+    #: of its `[tor]` settings comes from.
+    tor_profile: str | None = None
+    tor_profile_why: str = ""
+    tor_sources: dict = field(default_factory=dict)
 
 
 def plan_network(
@@ -433,6 +527,7 @@ def plan_network(
     perf_clients: int | None = None,
     consensus_params: bool = True,
     capacity: Consensus | None = None,
+    tor_version: str = "auto",
 ) -> Plan:
     if load_scale <= 0:
         raise GenerateError(f"--load-scale: must be positive, got {load_scale}")
@@ -450,6 +545,18 @@ def plan_network(
         raise GenerateError(f"--perf-clients: must not be negative, got {perf}")
     servers = max(1, round(users * server_scale))
     relay_d, tor_d, notes = map_params(cons.params) if consensus_params else ({}, {}, {k: "not applied (--no-consensus-params)" for k in cons.params})
+    if tor_version == "auto":
+        profile, why = tor_profile_for(cons)
+    elif tor_version == "none":
+        profile, why = None, "--tor-version none"
+    else:
+        profile, why = tor_version, "--tor-version"
+    behaviour, sources, tuned = tor_behaviour(profile, cons.params if consensus_params else {})
+    notes.update(tuned)
+    # The consensus params (e.g. guard-n-primary-guards-to-use) override the profile.
+    for k in tor_d:
+        sources.pop(k, None)
+    tor_d = {**behaviour, **tor_d}
     caps = capacity_by_rank(cons.relays, capacity) if capacity is not None else {}
     return Plan(
         source=cons.path,
@@ -468,6 +575,9 @@ def plan_network(
         source_relays=len(cons.relays),
         capacity_from=capacity.path if capacity is not None else None,
         capacities=caps,
+        tor_profile=profile,
+        tor_profile_why=why,
+        tor_sources=sources,
     )
 
 
@@ -519,13 +629,19 @@ def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str =
     ]
     if plan.capacity_from:
         lines.append(f"# Relay bandwidth (capacity) rank-matched to {Path(plan.capacity_from).name}; consensus_weight from the consensus.")
+    if plan.tor_profile:
+        lines.append(f"# Tor behaviour: tor {plan.tor_profile} ({plan.tor_profile_why}); docs/generate.md lists it.")
+        for k, v in plan.tor_sources.items():
+            lines.append(f"#   tor.{k}: {v}")
+    else:
+        lines.append(f"# Tor behaviour: onionlab's defaults ({plan.tor_profile_why}).")
     for k, v in plan.param_notes.items():
         lines.append(f"# consensus param {k}: {v}")
     if unsupported:
         lines.append(f"# Unsupported consensus params (not modelled): {', '.join(sorted(unsupported))}")
     lines.append("")
     if plan.tor_defaults:
-        lines.append("[tor]  # from the consensus params; an experiment's [tor] overrides")
+        lines.append("[tor]  # from the tor version profile and the consensus params; an experiment's [tor] overrides")
         lines += [f"{k} = {v}" for k, v in plan.tor_defaults.items()]
         lines.append("")
     lines.append("[network]")
@@ -594,6 +710,7 @@ def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str =
         "perf_clients": plan.perf_clients,
         "servers": plan.servers,
         "capacity_from": plan.capacity_from,
+        "tor_version": {"profile": plan.tor_profile, "why": plan.tor_profile_why, "settings": plan.tor_sources},
         "consensus_params": plan.param_notes,
         "unsupported_params": sorted(unsupported),
         "latency": "synthetic regions " + ", ".join(r[0] for r in REGIONS),
@@ -646,6 +763,14 @@ def add_parser(sub) -> None:
     g.add_argument("--perf-clients", type=int, metavar="N", help=f"onionperf-like clients (default {PERF_CLIENTS_AT_FULL_SCALE} x network scale, at least 1)")
     g.add_argument("--capacity-from", metavar="SNAPSHOT", nargs="?", const=str(DEFAULT_SNAPSHOT), help="rank-match relay capacities to a capacity snapshot (default file: the 2021 one)")
     g.add_argument("--no-consensus-params", action="store_true", help="do not turn consensus params into relay and [tor] defaults")
+    g.add_argument(
+        "--tor-version",
+        choices=TOR_VERSION_CHOICES,
+        default="auto",
+        help="tor behaviour no consensus param carries (predicted and build-time test circuits, edge blocking, "
+        "refill interval, guards): 0.2.2 (the 2010-2012 papers' tor), 0.4.8 (today's), none (onionlab's defaults); "
+        "auto (default) picks by the consensus's newest recommended client version",
+    )
     g.add_argument("--seed", type=int, default=1, help="sampling seed (default 1)")
     g.add_argument("--duration", default="10 min", help="duration in the written experiment.toml (default \"10 min\")")
     g.add_argument("--warmup", default="2 min", help="warmup in the written experiment.toml (default \"2 min\")")
@@ -673,6 +798,7 @@ def main(args: argparse.Namespace) -> int:
         perf_clients=args.perf_clients,
         consensus_params=not args.no_consensus_params,
         capacity=capacity,
+        tor_version=args.tor_version,
     )
     out = Path(args.output)
     meta = write_network(plan, out, duration=args.duration, warmup=args.warmup)
@@ -684,6 +810,7 @@ def main(args: argparse.Namespace) -> int:
         f"{meta['markov_users']:,} Markov users, {meta['perf_clients']} perf clients, {meta['servers']:,} servers"
     )
     print(f"bandwidth vs source: two-sample K-S D = {d:.4f} (p = {p:.3g})")
+    print(f"tor behaviour: {'tor ' + plan.tor_profile if plan.tor_profile else 'onionlab defaults'} ({plan.tor_profile_why})")
     if meta["unsupported_params"]:
         print(f"{len(meta['unsupported_params'])} consensus params are not modelled; network.toml and generate.json list them")
     print(f"generation took {elapsed:.2f} s (parse {t_read:.2f} s), peak memory {peak_mib:.0f} MiB")

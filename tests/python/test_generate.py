@@ -124,6 +124,51 @@ def test_params_map_to_config_and_the_rest_is_recorded(c2022, c2010):
     assert "both" in gen.map_params({"perconnbwrate": 1})[2]["perconnbwrate"]
 
 
+def test_tor_version_profile_follows_the_recommended_client_versions(c2022, c2010):
+    # 2022: newest recommended 0.4.7.11 -> today's tor; 2010: 0.2.2.6-alpha -> the papers' tor.
+    assert gen.tor_profile_for(c2022) == ("0.4.8", "newest recommended client version 0.4.7.11")
+    assert gen.tor_profile_for(c2010)[0] == "0.2.2"
+    tar = STEM / "consensuses-2018-06-cropped.tar"
+    import tarfile
+
+    member = sorted(m.name for m in tarfile.open(tar).getmembers() if m.isfile())[0]
+    profile, why = gen.tor_profile_for(gen.read_consensus(tar, member))
+    assert profile is None and "0.3." in why and "--tor-version" in why, why
+    assert gen.tor_profile_for(gen.read_consensus(STEM / "cached-consensus")) == (None, "the consensus recommends no client versions")
+
+    plan = gen.plan_network(c2022, 0.01)
+    t = plan.tor_defaults
+    assert (t["predicted_circuits"], t["cellq_high"], t["cellq_low"], t["refill_interval"]) == ("true", "256", "10", '"100 ms"')
+    # Live clients have learned their build times: no test circuits, and cbttestfreq=10
+    # says why it is not applied.
+    assert "cbt_learning" not in t and "learned their build times" in plan.param_notes["cbttestfreq"]
+    assert gen.CBT_TEST_CIRCUITS["0.4.8"] == '{ test_frequency = "10 s", max_clean = 10 }' 
+    # A consensus param overrides the profile: guard-n-primary-guards-to-use=2.
+    assert t["num_entry_guards"] == 2 and "num_entry_guards" not in plan.tor_sources
+    assert set(plan.param_notes) == set(c2022.params)
+    old = gen.plan_network(c2010, 0.01).tor_defaults
+    assert (old["refill_interval"], old["num_entry_guards"], old["cellq_low"]) == ('"1 s"', "3", "64")
+    assert (old["predicted_circuits"], old["circ_window"]) == ("true", 1000) and "cbt_learning" not in old
+    # An explicit choice wins over the consensus's era; none leaves onionlab's defaults.
+    assert gen.plan_network(c2010, 0.01, tor_version="0.4.8").tor_defaults["cellq_low"] == "10"
+    none = gen.plan_network(c2022, 0.01, tor_version="none")
+    assert "predicted_circuits" not in none.tor_defaults and "cellq_high" not in none.tor_defaults
+    with pytest.raises(gen.GenerateError, match="--tor-version.*0.3.4"):
+        gen.plan_network(c2022, 0.01, tor_version="0.3.4")
+
+
+def test_tor_behaviour_tuning_params():
+    tor, sources, notes = gen.tor_behaviour("0.4.8", {"cbttestfreq": 30, "cbtmaxopencircs": 4, "cellq_high": 500, "cellq_low": 50})
+    assert (tor["cellq_high"], tor["cellq_low"]) == ("500", "50") and "cbt_learning" not in tor
+    assert (notes["cellq_high"], notes["cellq_low"]) == ("tor.cellq_high", "tor.cellq_low")
+    assert "its max_clean" in notes["cbtmaxopencircs"] and "its test_frequency" in notes["cbttestfreq"]
+    assert sources["predicted_circuits"].startswith("tor 0.4.8")
+    tor, _, notes = gen.tor_behaviour("0.4.8", {"cellq_low": 300})
+    assert (tor["cellq_high"], tor["cellq_low"]) == ("256", "10") and "must be below" in notes["cellq_low"]
+    tor, sources, notes = gen.tor_behaviour(None, {"cellq_high": 256})
+    assert tor == {} and sources == {} and "not applied" in notes["cellq_high"]
+
+
 def critical(n, m, alpha_c=1.628):  # c(alpha = 0.01)
     return alpha_c * math.sqrt((n + m) / (n * m))
 
@@ -235,8 +280,13 @@ def test_generate_check_load_and_run(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "61 of 6088 relays" in printed and "K-S D" in printed
     exp = out / "experiment.toml"
-    # The 2022 consensus's relays run KIST (every 2 ms) over EWMA, and the run below uses it.
-    assert 'scheduler = { kind = "kist", run_interval = "2 ms"' in (out / "network.toml").read_text()
+    assert "tor behaviour: tor 0.4.8 (newest recommended client version 0.4.7.11)" in printed
+    # The 2022 consensus's relays run KIST (every 2 ms) over EWMA, and the run below uses it,
+    # with today's tor's predicted and build-time test circuits and edge blocking.
+    text = (out / "network.toml").read_text()
+    assert 'scheduler = { kind = "kist", run_interval = "2 ms"' in text
+    assert "predicted_circuits = true" in text and "cellq_low = 10" in text and "# Tor behaviour: tor 0.4.8" in text
+    assert json.loads((out / "generate.json").read_text())["tor_version"]["profile"] == "0.4.8"
     assert main(["check", "--load", str(exp)]) == 0
     printed = capsys.readouterr().out
     assert "loaded: 61 relays, 31 clients, 1 servers" in printed
@@ -245,6 +295,8 @@ def test_generate_check_load_and_run(tmp_path, capsys):
     assert "markov" in printed
     summary = json.loads((tmp_path / "res" / "summary.json").read_text())
     assert summary["classes"]["markov"]["downloads"] > 0
+    # Clients built spare circuits: more circuits than the 31 clients' streams need.
+    assert summary["counters"]["circuits_built"] > 31, summary["counters"]
 
 
 def test_generate_cli_errors(tmp_path, capsys):
@@ -261,10 +313,12 @@ def test_2010_and_snapshot_networks_validate(c2010, tmp_path):
     gen.write_network(gen.plan_network(c2010, 0.1, seed=2), tmp_path / "n2010")
     text = (tmp_path / "n2010" / "network.toml").read_text()
     assert "[tor]" in text and "circ_window = 1000" in text and "bandwidth_weights" not in text
+    assert 'refill_interval = "1 s"' in text and "cellq_low = 64" in text  # tor 0.2.2's behaviour
     # Every relay keeps its consensus address, for tor's same-/16 path restriction.
     assert text.count('address = "') == text.count("[[relays]]") > 0
     resolved = _core.check_config(str(tmp_path / "n2010" / "experiment.toml"))
     assert "circ_window = 1000" in resolved and 'type = "markov"' in resolved
+    assert "predicted_circuits = true" in resolved and "cellq_low = 64" in resolved
     assert resolved.count('address = "') == text.count("[[relays]]")
     snap = gen.read_capacity_snapshot(DATA / "tor-consensus-with-observed-weights-2021-04-30.json")
     gen.write_network(gen.plan_network(snap, 0.05), tmp_path / "snap")
