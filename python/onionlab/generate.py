@@ -326,7 +326,10 @@ TOR_PROFILES = {
     "0.4.8": {
         "refill_interval": ('"100 ms"', "TokenBucketRefillInterval"),
         "num_entry_guards": ("1", "guard-n-primary-guards-to-use's default"),
-        "idle_channel_timeout": ('"180 s"', "the low end of tor's 180-270 s for client connections (onionlab has one timeout)"),
+        "idle_channel_timeout": (
+            '{ client = ["180 s", "270 s"], relay = ["45 min", "75 min"] }',
+            "channelpadding_get_channel_idle_timeout: 180-270 s with a client, 3/4 to 5/4 of nf_conntimeout_relays (3600 s) between relays",
+        ),
         "predicted_circuits": ("true", "circuit_predict_and_launch_new"),
         "cellq_high": ("256", "cellq_high"),
         "cellq_low": ("10", "cellq_low"),
@@ -376,6 +379,15 @@ def tor_behaviour(profile: str | None, params: dict) -> tuple:
                 "not applied: a live network's clients have learned their build times and build no test circuits; "
                 f"for fresh clients an experiment sets tor.cbt_learning (this param is its {key})"
             )
+    if "nf_conntimeout_relays" in params:
+        v = params["nf_conntimeout_relays"]
+        if profile != "0.4.8":
+            notes["nf_conntimeout_relays"] = "not applied: relay channels' idle timeout is tor 0.4.8's (--tor-version)"
+        elif not 60 <= v <= 604800:
+            notes["nf_conntimeout_relays"] = f"ignored: {v} is outside tor's range 60..604800"
+        else:
+            tor["idle_channel_timeout"] = f'{{ client = ["180 s", "270 s"], relay = ["{3 * v // 4} s", "{5 * v // 4} s"] }}'
+            notes["nf_conntimeout_relays"] = "tor.idle_channel_timeout.relay: 3/4 to 5/4 of it"
     if "cellq_high" in params or "cellq_low" in params:
         if "cellq_high" not in tor:
             for k in ("cellq_high", "cellq_low"):
@@ -431,7 +443,7 @@ def map_params(params: dict) -> tuple:
             notes[k] = "not modelled: SENDMEs carry no version or digest here"
         elif k == "KISTSchedRunInterval":
             pass  # with the circuit priority below: KIST's circuitmux is EWMA
-        elif k in ("cbttestfreq", "cbtmaxopencircs", "cellq_high", "cellq_low"):
+        elif k in ("cbttestfreq", "cbtmaxopencircs", "cellq_high", "cellq_low", "nf_conntimeout_relays"):
             # They tune the tor version profile; tor_behaviour replaces this note.
             notes[k] = "tunes the tor version profile (tor_behaviour)"
         else:

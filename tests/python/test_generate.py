@@ -139,6 +139,7 @@ def test_tor_version_profile_follows_the_recommended_client_versions(c2022, c201
     plan = gen.plan_network(c2022, 0.01)
     t = plan.tor_defaults
     assert (t["predicted_circuits"], t["cellq_high"], t["cellq_low"], t["refill_interval"]) == ("true", "256", "10", '"100 ms"')
+    assert t["idle_channel_timeout"] == '{ client = ["180 s", "270 s"], relay = ["45 min", "75 min"] }' 
     # Live clients have learned their build times: no test circuits, and cbttestfreq=10
     # says why it is not applied.
     assert "cbt_learning" not in t and "learned their build times" in plan.param_notes["cbttestfreq"]
@@ -163,6 +164,12 @@ def test_tor_behaviour_tuning_params():
     assert (notes["cellq_high"], notes["cellq_low"]) == ("tor.cellq_high", "tor.cellq_low")
     assert "its max_clean" in notes["cbtmaxopencircs"] and "its test_frequency" in notes["cbttestfreq"]
     assert sources["predicted_circuits"].startswith("tor 0.4.8")
+    # nf_conntimeout_relays sets the relay channels' range to 3/4..5/4 of it (tor 0.4.8).
+    tor, _, notes = gen.tor_behaviour("0.4.8", {"nf_conntimeout_relays": 1200})
+    assert tor["idle_channel_timeout"] == '{ client = ["180 s", "270 s"], relay = ["900 s", "1500 s"] }'
+    assert "3/4" in notes["nf_conntimeout_relays"]
+    assert "not applied" in gen.tor_behaviour("0.2.2", {"nf_conntimeout_relays": 1200})[2]["nf_conntimeout_relays"]
+    assert "outside" in gen.tor_behaviour("0.4.8", {"nf_conntimeout_relays": 10})[2]["nf_conntimeout_relays"]
     tor, _, notes = gen.tor_behaviour("0.4.8", {"cellq_low": 300})
     assert (tor["cellq_high"], tor["cellq_low"]) == ("256", "10") and "must be below" in notes["cellq_low"]
     tor, sources, notes = gen.tor_behaviour(None, {"cellq_high": 256})

@@ -174,6 +174,18 @@ enum DocCongestionControl {
     },
 }
 
+/// `idle_channel_timeout`: one duration (or "never"), or per-class ranges.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DocIdleTimeout {
+    One(String),
+    Classes { client: Vec<String>, relay: Vec<String> },
+}
+
+fn doc_range(r: (onionlab_core::SimDuration, onionlab_core::SimDuration)) -> Vec<String> {
+    vec![format_duration(r.0), format_duration(r.1)]
+}
+
 /// `cbt_learning = false`, or the table with both parameters spelled out.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -187,7 +199,7 @@ struct DocTor {
     refill_interval: String,
     link_handshake_rtts: u32,
     max_circuit_dirtiness: String,
-    idle_channel_timeout: String,
+    idle_channel_timeout: DocIdleTimeout,
     predicted_circuits: bool,
     cbt_learning: DocCbtLearning,
     circuit_idle_timeout: String,
@@ -389,7 +401,13 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 refill_interval: format_duration(t.refill_interval),
                 link_handshake_rtts: t.link_handshake_rtts,
                 max_circuit_dirtiness: format_duration(t.max_circuit_dirtiness),
-                idle_channel_timeout: t.idle_channel_timeout.map_or_else(|| "never".to_string(), format_duration),
+                idle_channel_timeout: match t.idle_channel_timeout {
+                    None => DocIdleTimeout::One("never".to_string()),
+                    Some(c) => match c.as_fixed() {
+                        Some(d) => DocIdleTimeout::One(format_duration(d)),
+                        None => DocIdleTimeout::Classes { client: doc_range(c.client), relay: doc_range(c.relay) },
+                    },
+                },
                 predicted_circuits: t.predicted_circuits,
                 cbt_learning: match t.cbt_learning {
                     None => DocCbtLearning::Off(false),

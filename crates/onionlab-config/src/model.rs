@@ -55,8 +55,7 @@ pub struct TorParams {
     #[serde(serialize_with = "ser_duration")]
     pub max_circuit_dirtiness: SimDuration,
     /// A channel without circuits closes after this long; `None`: never.
-    #[serde(serialize_with = "ser_opt_duration")]
-    pub idle_channel_timeout: Option<SimDuration>,
+    pub idle_channel_timeout: Option<IdleChannelTimeoutConfig>,
     /// Clients keep circuits ready for their predicted port (tor's predicted circuits).
     pub predicted_circuits: bool,
     /// Clients launch circuit-build-timeout test circuits; needs `predicted_circuits`.
@@ -81,6 +80,37 @@ pub struct TorParams {
     /// Kernel socket buffers, bytes.
     pub sndbuf_bytes: u64,
     pub rcvbuf_bytes: u64,
+}
+
+/// `tor.idle_channel_timeout` (`onionlab_tor::ChannelIdleTimeout`): `[low, high)` for
+/// channels with a client end and for relay-to-relay channels; each end of a channel draws
+/// from its range and the channel closes at the earlier draw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct IdleChannelTimeoutConfig {
+    #[serde(serialize_with = "ser_duration_pair")]
+    pub client: (SimDuration, SimDuration),
+    #[serde(serialize_with = "ser_duration_pair")]
+    pub relay: (SimDuration, SimDuration),
+}
+
+impl IdleChannelTimeoutConfig {
+    /// One timeout for every channel.
+    pub fn fixed(d: SimDuration) -> Self {
+        IdleChannelTimeoutConfig { client: (d, d), relay: (d, d) }
+    }
+
+    /// Tor 0.4.8: 180-270 s with a client end, 45-75 min between relays.
+    pub fn tor_0_4_8() -> Self {
+        IdleChannelTimeoutConfig {
+            client: (SimDuration::from_secs(180), SimDuration::from_secs(270)),
+            relay: (SimDuration::from_secs(2700), SimDuration::from_secs(4500)),
+        }
+    }
+
+    /// The one timeout of every channel, if it is one.
+    pub fn as_fixed(&self) -> Option<SimDuration> {
+        (self.client.0 == self.client.1 && self.client == self.relay).then_some(self.client.0)
+    }
 }
 
 /// `tor.cbt_learning`: tor's circuit-build-timeout test circuits (`onionlab_tor::CbtLearning`).
@@ -475,6 +505,14 @@ fn ser_size<S: serde::Serializer>(b: &u64, s: S) -> Result<S::Ok, S::Error> {
 
 fn ser_byte_rate<S: serde::Serializer>(b: &u64, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::format_byte_rate(*b))
+}
+
+fn ser_duration_pair<S: serde::Serializer>(d: &(SimDuration, SimDuration), s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeTuple;
+    let mut t = s.serialize_tuple(2)?;
+    t.serialize_element(&crate::format_duration(d.0))?;
+    t.serialize_element(&crate::format_duration(d.1))?;
+    t.end()
 }
 
 fn ser_duration<S: serde::Serializer>(d: &SimDuration, s: S) -> Result<S::Ok, S::Error> {

@@ -182,7 +182,7 @@ pub fn default_tor_params() -> TorParams {
         refill_interval: SimDuration::from_millis(100),
         link_handshake_rtts: 2,
         max_circuit_dirtiness: SimDuration::from_secs(600),
-        idle_channel_timeout: Some(SimDuration::from_secs(180)),
+        idle_channel_timeout: Some(IdleChannelTimeoutConfig::fixed(SimDuration::from_secs(180))),
         predicted_circuits: false,
         cbt_learning: None,
         circuit_idle_timeout: SimDuration::from_secs(3600),
@@ -794,18 +794,7 @@ impl Ctx<'_> {
             idle_channel_timeout: match t.get("idle_channel_timeout") {
                 None => d.idle_channel_timeout,
                 Some(Value::String(s)) if s.trim() == "never" => None,
-                Some(v) => {
-                    let path = join(p, "idle_channel_timeout");
-                    let hint = "\"180 s\" (tor 0.2.2's IDLE_OR_CONN_TIMEOUT), or \"never\" to keep channels open";
-                    match self.duration(v, &path) {
-                        Some(d) if d > SimDuration::ZERO => Some(d),
-                        Some(_) => {
-                            self.err_hint(path, "must be longer than 0", hint);
-                            d.idle_channel_timeout
-                        }
-                        None => d.idle_channel_timeout,
-                    }
-                }
+                Some(v) => self.idle_channel_timeout(v, &join(p, "idle_channel_timeout")).or(d.idle_channel_timeout),
             },
             predicted_circuits: self.opt(t, p, "predicted_circuits", Ctx::boolean).unwrap_or(d.predicted_circuits),
             cbt_learning: match t.get("cbt_learning") {
@@ -1621,6 +1610,50 @@ impl Ctx<'_> {
             }
             (Some(h), Some(l)) => Some((h, l)),
         }
+    }
+
+    /// `"180 s"` (every channel), or a table `{ client = ["180 s", "270 s"], relay =
+    /// ["45 min", "75 min"] }` whose entries are a duration or a `[low, high]` range; a
+    /// missing entry is tor 0.4.8's range. `None` when something was reported.
+    fn idle_channel_timeout(&mut self, v: &Value, p: &str) -> Option<IdleChannelTimeoutConfig> {
+        let hint = "\"180 s\" (tor 0.2.2's IDLE_OR_CONN_TIMEOUT), \"never\" to keep channels open, \
+                    or { client = [\"180 s\", \"270 s\"], relay = [\"45 min\", \"75 min\"] } (tor 0.4.8)";
+        let t = match v {
+            Value::Table(t) => t,
+            _ => {
+                let d = self.duration(v, p)?;
+                if d == SimDuration::ZERO {
+                    self.err_hint(p, "must be longer than 0", hint);
+                    return None;
+                }
+                return Some(IdleChannelTimeoutConfig::fixed(d));
+            }
+        };
+        self.keys(t, p, &["client", "relay"]);
+        let d = IdleChannelTimeoutConfig::tor_0_4_8();
+        let mut range = |key: &str, default: (SimDuration, SimDuration)| -> Option<(SimDuration, SimDuration)> {
+            let path = join(p, key);
+            let r = match t.get(key) {
+                None => return Some(default),
+                Some(Value::Array(a)) if a.len() == 2 => (self.duration(&a[0], &path)?, self.duration(&a[1], &path)?),
+                Some(Value::Array(_)) => {
+                    self.err_hint(path, "a range has two durations, [low, high]", hint);
+                    return None;
+                }
+                Some(v) => {
+                    let x = self.duration(v, &path)?;
+                    (x, x)
+                }
+            };
+            if r.0 == SimDuration::ZERO || r.1 < r.0 {
+                self.err_hint(path, "must be longer than 0, and low no more than high", hint);
+                return None;
+            }
+            Some(r)
+        };
+        let client = range("client", d.client);
+        let relay = range("relay", d.relay);
+        Some(IdleChannelTimeoutConfig { client: client?, relay: relay? })
     }
 
     /// `true` (tor 0.4.8's test circuits), `false`, or a table `{ test_frequency = "60 s",

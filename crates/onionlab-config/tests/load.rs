@@ -343,13 +343,29 @@ fn tor_parameters() {
     let c = load(&tor("refill_interval = \"1 s\"\nrcvbuf = \"1 MiB\"")).unwrap();
     assert_eq!(c.tor.refill_interval, SimDuration::from_secs(1));
     assert_eq!(c.tor.rcvbuf_bytes, 1 << 20);
-    assert_eq!(c.tor.idle_channel_timeout, Some(SimDuration::from_secs(180)), "tor 0.2.2's IDLE_OR_CONN_TIMEOUT");
+    let s = SimDuration::from_secs;
+    assert_eq!(c.tor.idle_channel_timeout, Some(IdleChannelTimeoutConfig::fixed(s(180))), "tor 0.2.2's IDLE_OR_CONN_TIMEOUT");
     err_at(&tor("idle_channel_timeout = \"0 s\""), "tor.idle_channel_timeout", &["longer than 0"]);
     err_at(&tor("idle_channel_timeout = \"soon\""), "tor.idle_channel_timeout", &["duration"]);
     let c = load(&tor("idle_channel_timeout = \"never\"")).unwrap();
     assert_eq!(c.tor.idle_channel_timeout, None);
     let c = load(&tor("idle_channel_timeout = \"4.5 min\"")).unwrap();
-    assert_eq!(c.tor.idle_channel_timeout, Some(SimDuration::from_secs(270)));
+    assert_eq!(c.tor.idle_channel_timeout, Some(IdleChannelTimeoutConfig::fixed(s(270))));
+    // Per class: a range or one duration each; a missing class is tor 0.4.8's range. A
+    // table prints back as a table, one duration as one.
+    let today = IdleChannelTimeoutConfig::tor_0_4_8();
+    let c = load(&tor("idle_channel_timeout = { client = [\"180 s\", \"270 s\"], relay = [\"45 min\", \"75 min\"] }")).unwrap();
+    assert_eq!(c.tor.idle_channel_timeout, Some(today));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap().tor.idle_channel_timeout, Some(today));
+    let c = load(&tor("idle_channel_timeout = { relay = \"15 min\" }")).unwrap();
+    assert_eq!(c.tor.idle_channel_timeout, Some(IdleChannelTimeoutConfig { relay: (s(900), s(900)), ..today }));
+    let c = load(&tor("idle_channel_timeout = { client = \"3 min\", relay = \"3 min\" }")).unwrap();
+    assert!(to_toml(&c).contains("idle_channel_timeout = \"3 min\""), "{}", to_toml(&c));
+    err_at(&tor("idle_channel_timeout = { client = [\"270 s\", \"180 s\"] }"), "tor.idle_channel_timeout.client", &["low no more than high"]);
+    err_at(&tor("idle_channel_timeout = { relay = [\"45 min\"] }"), "tor.idle_channel_timeout.relay", &["two durations"]);
+    err_at(&tor("idle_channel_timeout = { relay = [\"45 min\", \"later\"] }"), "tor.idle_channel_timeout.relay", &["duration"]);
+    err_at(&tor("idle_channel_timeout = { client = \"0 s\" }"), "tor.idle_channel_timeout.client", &["longer than 0"]);
+    err_at(&tor("idle_channel_timeout = { guard = \"1 min\" }"), "tor.idle_channel_timeout.guard", &["unknown"]);
     // Predicted circuits: off unless asked for; CircuitIdleTimeout tor 0.2.2's hour.
     assert!(!c.tor.predicted_circuits);
     assert_eq!(c.tor.circuit_idle_timeout, SimDuration::from_secs(3600));

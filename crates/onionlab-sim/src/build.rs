@@ -111,7 +111,9 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         refill_interval: t.refill_interval,
         link_handshake_rtts: t.link_handshake_rtts,
         max_circuit_dirtiness: t.max_circuit_dirtiness,
-        idle_channel_timeout: t.idle_channel_timeout,
+        idle_channel_timeout: t
+            .idle_channel_timeout
+            .map(|c| onionlab_tor::ChannelIdleTimeout { client: c.client, relay: c.relay }),
         predicted_circuits: t.predicted_circuits,
         cbt_learning: t.cbt_learning.map(|c| onionlab_tor::CbtLearning {
             test_frequency: c.test_frequency,

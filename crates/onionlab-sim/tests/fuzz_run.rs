@@ -291,6 +291,8 @@ struct GenTor {
     dirtiness_us: Option<u64>,
     /// `Some(None)`: "never".
     idle_us: Option<Option<u64>>,
+    /// Write a drawn idle timeout d as per-class ranges `{ client = [d, 2d], relay = [d, 3d] }`.
+    idle_ranges: bool,
     max_queue: Option<u64>,
     entry_guards: Option<u32>,
     use_entry_guards: Option<bool>,
@@ -333,10 +335,11 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
             )),
             any::<bool>(),
             of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
+            any::<bool>(),
         ),
     )
-        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, (predicted, vegas, cellq))| {
-            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted, vegas, cellq }
+        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, (predicted, vegas, cellq, idle_ranges))| {
+            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, idle_ranges, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted, vegas, cellq }
         })
 }
 
@@ -558,7 +561,14 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("refill_interval", t.refill_us.map(dur_us));
     opt("link_handshake_rtts", t.handshake_rtts.map(|n| n.to_string()));
     opt("max_circuit_dirtiness", t.dirtiness_us.map(dur_us));
-    opt("idle_channel_timeout", t.idle_us.map(|i| i.map_or("\"never\"".into(), dur_us)));
+    opt(
+        "idle_channel_timeout",
+        t.idle_us.map(|i| match i {
+            None => "\"never\"".into(),
+            Some(d) if t.idle_ranges => format!("{{ client = [{}, {}], relay = [{}, {}] }}", dur_us(d), dur_us(2 * d), dur_us(d), dur_us(3 * d)),
+            Some(d) => dur_us(d),
+        }),
+    );
     opt("circ_max_cell_queue", t.max_queue.map(|n| n.to_string()));
     opt("num_entry_guards", t.entry_guards.map(|n| n.to_string()));
     opt("use_entry_guards", t.use_entry_guards.map(|b| b.to_string()));

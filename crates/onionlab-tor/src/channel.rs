@@ -111,6 +111,8 @@ pub(crate) struct Channel {
     pub circuits: u32,
     /// When `circuits` last fell to zero: the start of the idle timeout.
     pub idle_since: onionlab_core::SimTime,
+    /// How long it stays open without circuits (drawn when it opened).
+    pub idle_timeout: onionlab_core::SimDuration,
     pub ends: [ChanEnd; 2],
 }
 

@@ -31,7 +31,7 @@ pub mod vegas;
 
 pub use circuit::{CircuitState, StreamRecord};
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
-pub use network::{CbtLearning, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
+pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo};
 pub use scheduler::{CircuitScheduler, RoundRobin, SchedulerKind};

@@ -20,9 +20,9 @@
 //! A node that runs out of global tokens stops and resumes at its next bucket refill.
 //!
 //! Lifetimes: a client closes a circuit dirty for `MaxCircuitDirtiness` once no stream is
-//! left on it, and a channel without circuits closes after `idle_channel_timeout` (tor
-//! 0.2.2's `IDLE_OR_CONN_TIMEOUT`, 180 s); the next circuit between that pair opens a new
-//! channel.
+//! left on it, and a channel without circuits closes after its idle timeout
+//! ([`ChannelIdleTimeout`]: tor 0.2.2's `IDLE_OR_CONN_TIMEOUT`, 180 s, by default); the next
+//! circuit between that pair opens a new channel.
 //!
 //! **Must not touch:** transport internals (it uses [`Network`]'s public API) or mechanism
 //! policy (schedulers, flow control and relay hooks are traits).
@@ -93,6 +93,46 @@ pub const MAX_UNUSED_OPEN_CIRCUITS: usize = 14;
 /// `CBT_DEFAULT_MIN_CIRCUITS_TO_OBSERVE` (100): build times a client learns from.
 pub const CBT_MIN_CIRCUITS_TO_OBSERVE: u32 = 100;
 
+/// How long a channel without circuits stays open, by class of channel: one with a client
+/// at either end, and one between two relays. When a channel opens each of its ends draws
+/// its timeout uniformly from its class's range, as tor does once per connection
+/// (`connection_or_set_canonical`, `channelpadding_get_channel_idle_timeout`), and the
+/// channel closes at the earlier of the two; a range of one value draws nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChannelIdleTimeout {
+    /// `[low, high)` for channels with a client end (tor 0.4.8: 180-270 s,
+    /// `CONNTIMEOUT_CLIENTS_BASE` plus up to half of it).
+    pub client: (SimDuration, SimDuration),
+    /// `[low, high)` for relay-to-relay channels (tor 0.4.8: 3/4 to 5/4 of the consensus's
+    /// `nf_conntimeout_relays`, default 3600 s: 45-75 min).
+    pub relay: (SimDuration, SimDuration),
+}
+
+impl ChannelIdleTimeout {
+    /// One timeout for every channel (tor 0.2.2's `IDLE_OR_CONN_TIMEOUT`: 180 s).
+    pub const fn fixed(d: SimDuration) -> Self {
+        ChannelIdleTimeout { client: (d, d), relay: (d, d) }
+    }
+
+    /// Tor 0.4.8: 180-270 s with a client end, 45-75 min between relays.
+    pub const TOR_0_4_8: ChannelIdleTimeout = ChannelIdleTimeout {
+        client: (SimDuration::from_secs(180), SimDuration::from_secs(270)),
+        relay: (SimDuration::from_secs(2700), SimDuration::from_secs(4500)),
+    };
+
+    /// The timeout of a new channel: the earlier of its two ends' draws.
+    fn draw(&self, client_end: bool, rng: &mut onionlab_core::SimRng) -> SimDuration {
+        let (lo, hi) = if client_end { self.client } else { self.relay };
+        if hi <= lo {
+            return lo;
+        }
+        let span = hi.as_nanos() - lo.as_nanos();
+        let a = rand::Rng::random_range(rng, 0..span);
+        let b = rand::Rng::random_range(rng, 0..span);
+        SimDuration::from_nanos(lo.as_nanos() + a.min(b))
+    }
+}
+
 /// Circuit-build-timeout learning (`circuit_build_times_needs_circuits_now`,
 /// `needs_circuits_for_build` in circuituse.c): while a client has completed fewer than
 /// [`CBT_MIN_CIRCUITS_TO_OBSERVE`] circuits and has fewer than `max_clean` clean ones, its
@@ -139,13 +179,12 @@ pub struct TorConfig {
     /// and the client closes it once it is this old and has no stream left
     /// (`circuit_expire_old_circuits_clientside`).
     pub max_circuit_dirtiness: SimDuration,
-    /// How long a channel without circuits stays open before it is closed: tor 0.2.2's
-    /// `IDLE_OR_CONN_TIMEOUT`, 180 s, the era of the throttling paper (`run_connection_housekeeping`
-    /// closes an OR connection with no circuits once nothing was added to it for this long).
-    /// Tor >= 0.2.4 draws 180-270 s for client connections and 900-1350 s between
-    /// relays (`IDLE_OR_CONN_TIMEOUT_NONCANONICAL`/`_CANONICAL`); this model uses one
-    /// value for both. `None` keeps every channel open for the whole run.
-    pub idle_channel_timeout: Option<SimDuration>,
+    /// How long a channel without circuits stays open before it is closed
+    /// (`run_connection_housekeeping`): tor 0.2.2's `IDLE_OR_CONN_TIMEOUT`, 180 s for every
+    /// channel, the era of the throttling paper, by default; tor 0.4.8's per-class ranges
+    /// are [`ChannelIdleTimeout::TOR_0_4_8`]. `None` keeps every channel open for the whole
+    /// run.
+    pub idle_channel_timeout: Option<ChannelIdleTimeout>,
     /// Predicted circuits (tor's `circuit_predict_and_launch_new`, circuituse.c; on in
     /// tor unless `DisablePredictedCircuits`). A client keeps at least
     /// [`MIN_CIRCUITS_HANDLING_STREAM`] circuits that could take a new stream (clean ones,
@@ -202,7 +241,7 @@ impl Default for TorConfig {
             refill_interval: SimDuration::from_millis(100),
             link_handshake_rtts: 2,
             max_circuit_dirtiness: SimDuration::from_secs(600),
-            idle_channel_timeout: Some(SimDuration::from_secs(180)),
+            idle_channel_timeout: Some(ChannelIdleTimeout::fixed(SimDuration::from_secs(180))),
             predicted_circuits: false,
             cbt_learning: None,
             circuit_idle_timeout: SimDuration::from_secs(3600),
@@ -301,6 +340,8 @@ pub struct TorNetwork {
     /// Circuits with a packaging rate limit (refilled with their exit's buckets).
     rate_limited: Vec<u32>,
     rng_streams: RngStreams,
+    /// Draws channels' idle timeouts (only when a class's range is wider than one value).
+    idle_rng: onionlab_core::SimRng,
     notices: Vec<NetNotice>,
     dirty: Vec<NodeId>,
     /// Channels whose last circuit closed during this event: their idle timers are
@@ -360,6 +401,7 @@ impl TorNetwork {
             hooks: Vec::new(),
             rate_limited: Vec::new(),
             rng_streams: RngStreams::new(seed),
+            idle_rng: RngStreams::new(seed).stream("tor-channel-idle", ""),
             notices: Vec::new(),
             dirty: Vec::new(),
             idle_timers: Vec::new(),
@@ -864,7 +906,9 @@ impl TorNetwork {
                 ends[1].conn_write = Some(TokenBucket::new(rate, burst));
             }
         }
-        self.chans.push(Channel { conn, nodes: [a, b], open: false, closed: false, circuits: 0, idle_since: q.now(), ends });
+        let client_end = self.nodes[a as usize].kind == NodeKind::Client || self.nodes[b as usize].kind == NodeKind::Client;
+        let idle_timeout = self.cfg.idle_channel_timeout.map_or(SimDuration::ZERO, |t| t.draw(client_end, &mut self.idle_rng));
+        self.chans.push(Channel { conn, nodes: [a, b], open: false, closed: false, circuits: 0, idle_since: q.now(), idle_timeout, ends });
         self.chan_by_pair.insert(key, id);
         self.set_role(conn, ConnRole::Channel(id));
         self.nodes[a as usize].chans.push((id, Side::Initiator));
@@ -1282,12 +1326,13 @@ impl TorNetwork {
     }
 
     fn schedule_idle_timers(&mut self, q: &mut EventQueue<TorEvent>) {
-        let Some(timeout) = self.cfg.idle_channel_timeout else {
+        if self.cfg.idle_channel_timeout.is_none() {
             self.idle_timers.clear();
             return;
-        };
+        }
         for chan in std::mem::take(&mut self.idle_timers) {
-            let due = self.chans[chan as usize].idle_since + timeout;
+            let ch = &self.chans[chan as usize];
+            let due = ch.idle_since + ch.idle_timeout;
             q.schedule_in(due.saturating_since(q.now()), TOR_EVENT_CLASS, TorEvent::ChannelIdle { chan });
         }
     }
@@ -1297,10 +1342,12 @@ impl TorNetwork {
     /// after minutes without circuits unless its peer is starved of tokens, is checked
     /// again a second later (tor's housekeeping runs once per second).
     fn on_channel_idle(&mut self, q: &mut EventQueue<TorEvent>, chan: u32) {
-        let Some(timeout) = self.cfg.idle_channel_timeout else { return };
+        if self.cfg.idle_channel_timeout.is_none() {
+            return;
+        }
         let now = q.now();
         let ch = &self.chans[chan as usize];
-        if ch.closed || ch.circuits > 0 || now < ch.idle_since + timeout {
+        if ch.closed || ch.circuits > 0 || now < ch.idle_since + ch.idle_timeout {
             return; // A circuit came and went since: its own timer is pending.
         }
         let flushing = ch.ends.iter().enumerate().any(|(i, e)| {

@@ -234,6 +234,43 @@ fn an_expired_circuit_closes_when_its_last_stream_finishes() {
 }
 
 #[test]
+fn todays_idle_timeouts_are_drawn_per_channel_class() {
+    // Tor 0.4.8: each end of a channel draws 180-270 s when a client is at either end and
+    // 45-75 min between relays, and the channel closes at the earlier draw. The circuit
+    // closes at 600 s, so the client's channel closes in [780, 870) s and the two relay
+    // channels in [3300, 5100) s. The earlier of two uniform draws over 90 s averages
+    // 30 s: over 40 seeds the client channel's mean close is 810 s give or take 3.4 s (one
+    // standard deviation), and each seed draws anew.
+    let cfg = TorConfig { idle_channel_timeout: Some(ChannelIdleTimeout::TOR_0_4_8), ..TorConfig::default() };
+    let mut closes = Vec::new();
+    for seed in 1..=40 {
+        let (mut sim, [g, m, e], c, s) = line(cfg.clone(), SimDuration::from_millis(10), [100 * MIB; 3], 1, seed);
+        sim.start_stream(c[0], s, 10_000, 0).unwrap();
+        sim.run_until(secs(780.0), |t| t.check_invariants().unwrap());
+        assert_eq!(sim.tor.connections(g).len(), 2, "seed {seed}: client and middle channels open at 780 s");
+        let mut closed = None;
+        for t in 781..=870 {
+            sim.run_until(secs(t as f64), |_| {});
+            if sim.tor.connections(g).iter().all(|p| p.peer_kind != NodeKind::Client) {
+                closed = Some(t);
+                break;
+            }
+        }
+        let t = closed.unwrap_or_else(|| panic!("seed {seed}: client channel still open at 870 s"));
+        closes.push(t as f64 - 0.5);
+        sim.run_until(secs(3299.0), |t| t.check_invariants().unwrap());
+        assert_eq!((sim.tor.connections(m).len(), sim.tor.connections(e).len()), (2, 1), "seed {seed}: relay channels open at 3299 s");
+        sim.run_until(secs(5100.0), |t| t.check_invariants().unwrap());
+        assert!([g, m, e].iter().all(|&r| sim.tor.connections(r).is_empty()), "seed {seed}: relay channels closed by 5100 s");
+        assert_eq!(sim.tor.counters.channels_closed_idle, 3);
+    }
+    let mean = closes.iter().sum::<f64>() / closes.len() as f64;
+    assert!((800.0..820.0).contains(&mean), "mean client-channel close {mean} s, closes {closes:?}");
+    let distinct: std::collections::BTreeSet<u64> = closes.iter().map(|&t| t as u64).collect();
+    assert!(distinct.len() > 20, "draws differ between seeds: {closes:?}");
+}
+
+#[test]
 fn channels_stay_open_without_an_idle_timeout() {
     let cfg = TorConfig { idle_channel_timeout: None, ..TorConfig::default() };
     let (mut sim, [g, _, _], c, s) = line(cfg, SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
