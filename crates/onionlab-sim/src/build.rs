@@ -336,4 +336,36 @@ mod tests {
         let model = [p.sendme_inc, p.cwnd_init, p.cwnd_min, p.cwnd_inc, p.cwnd_inc_rate, p.cwnd_inc_pct_ss, p.alpha, p.beta, p.gamma, p.delta, p.ss_cap, p.ss_max];
         assert_eq!(from_config, model);
     }
+
+    #[test]
+    fn the_config_defaults_for_tor_0_4_8_are_the_models() {
+        // `true` and a table with no entries are the config crate's defaults for tor 0.4.8.
+        let text = r#"
+            [experiment]
+            duration = "1 min"
+            [tor]
+            predicted_circuits = true
+            cbt_learning = true
+            idle_channel_timeout = {}
+            [network]
+            latency = { constant = "20 ms" }
+            [[relays]]
+            name = "exit"
+            bandwidth = "1 MiB/s"
+            flags = ["Guard", "Exit", "Fast"]
+            [[clients]]
+            name = "web"
+            count = 1
+            workload = "w"
+            [servers]
+            count = 1
+            [workloads.w]
+            type = "web"
+            size = "320 KiB"
+        "#;
+        let cfg = onionlab_config::load_str(text, std::path::Path::new(".")).expect("valid config");
+        let built = tor_config(&cfg);
+        assert_eq!(built.cbt_learning, Some(onionlab_tor::CbtLearning::TOR_0_4_8));
+        assert_eq!(built.idle_channel_timeout, Some(onionlab_tor::ChannelIdleTimeout::TOR_0_4_8));
+    }
 }
