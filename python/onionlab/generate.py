@@ -314,6 +314,9 @@ def _map_congestion_control(params: dict, tor: dict, notes: dict) -> None:
 # Build-time learning is not in them: a live network's clients keep their learned build
 # times in their state file, so they build no test circuits (CBT_TEST_CIRCUITS says how to
 # model fresh clients, as simulators start them).
+# Tor 0.4.8's idle timeout of channels with a client end (CONNTIMEOUT_CLIENTS_BASE, plus
+# up to half of it); no consensus param changes it.
+CLIENT_IDLE_RANGE = '["180 s", "270 s"]'
 TOR_PROFILES = {
     "0.2.2": {
         "refill_interval": ('"1 s"', "tokens once a second (TokenBucketRefillInterval came in 0.2.3.5-alpha)"),
@@ -327,7 +330,7 @@ TOR_PROFILES = {
         "refill_interval": ('"100 ms"', "TokenBucketRefillInterval"),
         "num_entry_guards": ("1", "guard-n-primary-guards-to-use's default"),
         "idle_channel_timeout": (
-            '{ client = ["180 s", "270 s"], relay = ["45 min", "75 min"] }',
+            f'{{ client = {CLIENT_IDLE_RANGE}, relay = ["45 min", "75 min"] }}',
             "channelpadding_get_channel_idle_timeout: 180-270 s with a client, 3/4 to 5/4 of nf_conntimeout_relays (3600 s) between relays",
         ),
         "predicted_circuits": ("true", "circuit_predict_and_launch_new"),
@@ -361,9 +364,9 @@ def tor_profile_for(cons: Consensus) -> tuple:
 
 def tor_behaviour(profile: str | None, params: dict) -> tuple:
     """([tor] settings, their sources, param notes) of a tor version profile, with the
-    consensus params that tune it (`cellq_high`, `cellq_low`) applied. The notes say where
-    each of those and of the build-time learning params (`cbttestfreq`,
-    `cbtmaxopencircs`) went, or why not."""
+    consensus params that tune it (`cellq_high`, `cellq_low`, `nf_conntimeout_relays`)
+    applied. The notes say where each of those and of the build-time learning params
+    (`cbttestfreq`, `cbtmaxopencircs`) went, or why not."""
     tor: dict = {}
     sources: dict = {}
     notes: dict = {}
@@ -386,7 +389,7 @@ def tor_behaviour(profile: str | None, params: dict) -> tuple:
         elif not 60 <= v <= 604800:
             notes["nf_conntimeout_relays"] = f"ignored: {v} is outside tor's range 60..604800"
         else:
-            tor["idle_channel_timeout"] = f'{{ client = ["180 s", "270 s"], relay = ["{3 * v // 4} s", "{5 * v // 4} s"] }}'
+            tor["idle_channel_timeout"] = f'{{ client = {CLIENT_IDLE_RANGE}, relay = ["{3 * v // 4} s", "{5 * v // 4} s"] }}'
             notes["nf_conntimeout_relays"] = "tor.idle_channel_timeout.relay: 3/4 to 5/4 of it"
     if "cellq_high" in params or "cellq_low" in params:
         if "cellq_high" not in tor:

@@ -382,6 +382,7 @@ fn side_at(i: usize) -> Side {
 impl TorNetwork {
     pub fn new(cfg: TorConfig, latency: LatencyModel, weights: BandwidthWeights, seed: u64) -> Self {
         let net = Network::new(cfg.transport.clone(), latency, seed);
+        let rng_streams = RngStreams::new(seed);
         TorNetwork {
             cfg,
             net,
@@ -400,8 +401,8 @@ impl TorNetwork {
             records: Vec::new(),
             hooks: Vec::new(),
             rate_limited: Vec::new(),
-            rng_streams: RngStreams::new(seed),
-            idle_rng: RngStreams::new(seed).stream("tor-channel-idle", ""),
+            idle_rng: rng_streams.stream("tor-channel-idle", ""),
+            rng_streams,
             notices: Vec::new(),
             dirty: Vec::new(),
             idle_timers: Vec::new(),

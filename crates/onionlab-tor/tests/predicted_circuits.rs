@@ -206,6 +206,22 @@ fn learning(idle_timeout_s: u64) -> TorConfig {
     TorConfig { cbt_learning: Some(CbtLearning::TOR_0_2_2), ..predicting(idle_timeout_s) }
 }
 
+/// Runs one client with build-time learning `cbt`, whose only stream starts at t = 0, and
+/// checks the circuits built by each of `built_by` (seconds, circuits), then that
+/// `clean_at_end` circuits, all open, are left at 3000 s.
+fn check_test_circuit_schedule(cbt: CbtLearning, built_by: &[(f64, u64)], clean_at_end: usize) {
+    let cfg = TorConfig { cbt_learning: Some(cbt), ..predicting(3600) };
+    let (mut sim, _, c, s) = line(cfg, SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+    sim.start_stream(c[0], s, 10_000, 0).unwrap();
+    for &(t, n) in built_by {
+        sim.run_until(secs(t), |t| t.check_invariants().unwrap());
+        assert_eq!(sim.tor.counters.circuits_built, n, "circuits built by {t} s");
+    }
+    let open = sim.tor.client_circuits(c[0]);
+    assert_eq!(open.len(), clean_at_end);
+    assert!(open.iter().all(|&x| sim.tor.circuit_state(x) == CircuitState::Open));
+}
+
 #[test]
 fn build_time_learning_launches_a_test_circuit_a_minute_up_to_twelve_clean() {
     // Streams at t = 0 only. Circuits A (0 s, the stream's) and B (1 s, predicted) leave
@@ -214,26 +230,8 @@ fn build_time_learning_launches_a_test_circuit_a_minute_up_to_twelve_clean() {
     // after the last. A expires at 600 s (no stream left); the test circuits go on until
     // 12 are clean (MAX_UNUSED_OPEN_CIRCUITS - 2): B and 10 tests by 611 s, the 11th test
     // at 672 s. Then none, while all 12 stay clean (CircuitIdleTimeout 1 h).
-    let (mut sim, _, c, s) = line(learning(3600), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
-    sim.start_stream(c[0], s, 10_000, 0).unwrap();
-    let built = |sim: &TorSim| sim.tor.counters.circuits_built;
-    sim.run_until(secs(61.9), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 2);
-    sim.run_until(secs(62.5), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 3);
-    sim.run_until(secs(122.9), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 3);
-    sim.run_until(secs(123.5), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 4);
-    sim.run_until(secs(671.9), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 12);
-    sim.run_until(secs(672.5), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 13);
-    sim.run_until(secs(3000.0), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 13);
-    let open = sim.tor.client_circuits(c[0]);
-    assert_eq!(open.len(), 12);
-    assert!(open.iter().all(|&x| sim.tor.circuit_state(x) == CircuitState::Open));
+    let schedule = [(61.9, 2), (62.5, 3), (122.9, 3), (123.5, 4), (671.9, 12), (672.5, 13), (3000.0, 13)];
+    check_test_circuit_schedule(CbtLearning::TOR_0_2_2, &schedule, 12);
 }
 
 #[test]
@@ -242,28 +240,9 @@ fn todays_build_time_learning_tests_every_ten_seconds_up_to_ten_clean() {
     // 0 s, B at 1 s; a test is due once more than 10 s have passed since the last
     // launch, so the checks at 12, 23, 34, ..., 100 s (11 s apart) launch nine tests.
     // Then B and the nine are 10 clean circuits and testing pauses; A expires at 600 s.
-    let cfg = TorConfig { cbt_learning: Some(CbtLearning::TOR_0_4_8), ..predicting(3600) };
     assert_eq!(CbtLearning::default(), CbtLearning::TOR_0_4_8);
-    let (mut sim, _, c, s) = line(cfg, SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
-    sim.start_stream(c[0], s, 10_000, 0).unwrap();
-    let built = |sim: &TorSim| sim.tor.counters.circuits_built;
-    sim.run_until(secs(11.9), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 2);
-    sim.run_until(secs(12.5), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 3);
-    sim.run_until(secs(22.9), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 3);
-    sim.run_until(secs(23.5), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 4);
-    sim.run_until(secs(99.9), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 10);
-    sim.run_until(secs(100.5), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 11);
-    sim.run_until(secs(3000.0), |t| t.check_invariants().unwrap());
-    assert_eq!(built(&sim), 11);
-    let open = sim.tor.client_circuits(c[0]);
-    assert_eq!(open.len(), 10);
-    assert!(open.iter().all(|&x| sim.tor.circuit_state(x) == CircuitState::Open));
+    let schedule = [(11.9, 2), (12.5, 3), (22.9, 3), (23.5, 4), (99.9, 10), (100.5, 11), (3000.0, 11)];
+    check_test_circuit_schedule(CbtLearning::TOR_0_4_8, &schedule, 10);
 }
 
 #[test]
