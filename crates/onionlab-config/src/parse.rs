@@ -1708,7 +1708,7 @@ impl Ctx<'_> {
         let d = VegasConfig::default();
         // Key, default, and tor's range (congestion_control_common.c, _vegas.c).
         let spec: [(&str, u64, u64, u64); 12] = [
-            ("sendme_inc", d.sendme_inc, 1, 254),
+            ("sendme_inc", d.sendme_inc, 1, 255),
             ("cwnd_init", d.cwnd_init, 31, 10_000),
             ("cwnd_min", d.cwnd_min, 31, 1000),
             ("cwnd_inc", d.cwnd_inc, 1, 1000),
@@ -1717,9 +1717,9 @@ impl Ctx<'_> {
             ("alpha", d.alpha, 0, 1000),
             ("beta", d.beta, 0, 1000),
             ("gamma", d.gamma, 0, 1000),
-            ("delta", d.delta, 0, 1000),
-            ("ss_cap", d.ss_cap, 100, 100_000),
-            ("ss_max", d.ss_max, 500, 100_000),
+            ("delta", d.delta, 0, i32::MAX as u64),
+            ("ss_cap", d.ss_cap, 100, i32::MAX as u64),
+            ("ss_max", d.ss_max, 500, i32::MAX as u64),
         ];
         let mut keys = vec!["kind"];
         keys.extend(spec.iter().map(|s| s.0));

@@ -25,7 +25,13 @@
 //!   a queue at gamma or more sets cwnd = BDP + gamma and ends slow start; slow start also
 //!   ends at `ss_max`. After slow start, once per cwnd of SENDMEs: queue above delta sets
 //!   cwnd = BDP + delta - inc; above beta, cwnd -= inc; a full window with queue below
-//!   alpha, cwnd += inc. cwnd never falls below `cwnd_min` nor rises above `cwnd_max`.
+//!   alpha, cwnd += inc. After an update cwnd never falls below `cwnd_min`. Tor's Vegas
+//!   applies no upper bound (`cc_cwnd_max` only guards an assertion), and neither does this.
+//! - **Counters.** `next_cc_event` counts SENDMEs to the next steady-state update:
+//!   `CWND_UPDATE_RATE` is 1 during slow start and `cwnd / (sendme_inc * cwnd_inc_rate)`,
+//!   rounded, after it, so the first steady-state update comes one such period after slow
+//!   start ends. `next_cwnd_event` (SENDMEs to the next cwnd-full reset) starts at 0, as in
+//!   tor's zero-allocated state, so the first reset is at the first SENDME.
 //!
 //! - **Blocked streams.** While the circuit's streams are blocked on a full circuit queue
 //!   ([`CongestionControl::set_blocked`], with `tor.cell_queue_watermarks` on), a SENDME
@@ -50,8 +56,6 @@ pub struct VegasParams {
     pub cwnd_init: u64,
     /// `cc_cwnd_min`: 62 in the code (proposal 324 says 31).
     pub cwnd_min: u64,
-    /// `cc_cwnd_max` (INT32_MAX).
-    pub cwnd_max: u64,
     /// `cc_cwnd_inc`: steady-state step, cells (31).
     pub cwnd_inc: u64,
     /// `cc_cwnd_inc_pct_ss`: slow-start step as a percentage of `sendme_inc`; 100 in the
@@ -60,7 +64,7 @@ pub struct VegasParams {
     /// `cc_cwnd_inc_rate`: steady-state updates happen once per this many cwnds (1).
     pub cwnd_inc_rate: u64,
     /// `cc_vegas_alpha_exit`, `_beta_`, `_gamma_`, `_delta_` (cells): 124, 248, 186, 372
-    /// (3, 6, 4.5 and 9 times `OUTBUF_CELLS`/... as tor writes them).
+    /// (2, 4, 3 and 6 times `OUTBUF_CELLS`, 62, as tor writes them).
     pub alpha: u64,
     pub beta: u64,
     pub gamma: u64,
@@ -89,7 +93,6 @@ impl Default for VegasParams {
             sendme_inc: 31,
             cwnd_init: 124,
             cwnd_min: 62,
-            cwnd_max: i32::MAX as u64,
             cwnd_inc: 31,
             cwnd_inc_pct_ss: 100,
             cwnd_inc_rate: 1,
@@ -150,8 +153,9 @@ impl Vegas {
             blocked_chan: false,
             p,
         };
+        // congestion_control_init sets only next_cc_event; the rest of tor's state is
+        // zero-allocated (congestion_control_new), next_cwnd_event included.
         v.next_cc_event = v.update_rate();
-        v.next_cwnd_event = v.sendmes_per_cwnd();
         v
     }
 
@@ -180,8 +184,12 @@ impl Vegas {
     fn sendmes_per_cwnd(&self) -> u64 {
         (self.cwnd + self.p.sendme_inc / 2) / self.p.sendme_inc
     }
-    /// `CWND_UPDATE_RATE`: SENDMEs between steady-state updates.
+    /// `CWND_UPDATE_RATE`: SENDMEs between steady-state updates; 1 in slow start, which
+    /// checks every SENDME.
     fn update_rate(&self) -> u64 {
+        if self.in_slow_start {
+            return 1;
+        }
         let per = self.p.sendme_inc * self.p.cwnd_inc_rate;
         (self.cwnd + per / 2) / per
     }
@@ -287,8 +295,8 @@ impl CongestionControl for Vegas {
             } else if self.cwnd_full && queue < self.p.alpha {
                 self.cwnd += self.p.cwnd_inc;
             }
-            // "cwnd can never fall below 1 increment".
-            self.cwnd = self.cwnd.clamp(self.p.cwnd_min, self.p.cwnd_max);
+            // "cwnd can never fall below 1 increment"; tor sets no upper bound here.
+            self.cwnd = self.cwnd.max(self.p.cwnd_min);
         }
         if self.next_cwnd_event == 0 {
             self.next_cwnd_event = self.sendmes_per_cwnd();
@@ -324,8 +332,8 @@ impl CongestionControl for Vegas {
     }
 
     fn check(&self) -> Result<(), String> {
-        if self.cwnd < self.p.cwnd_min.min(self.p.cwnd_init) || self.cwnd > self.p.cwnd_max.max(self.p.cwnd_init) {
-            return Err(format!("vegas: cwnd {} outside {}..={}", self.cwnd, self.p.cwnd_min, self.p.cwnd_max));
+        if self.cwnd < self.p.cwnd_min.min(self.p.cwnd_init) {
+            return Err(format!("vegas: cwnd {} below cwnd_min {}", self.cwnd, self.p.cwnd_min));
         }
         // One send time per whole sendme_inc of cells in flight.
         if self.sent_at.len() as u64 != self.inflight / self.p.sendme_inc {
@@ -429,23 +437,62 @@ mod tests {
 
     #[test]
     fn after_slow_start_cwnd_moves_once_per_window() {
-        // ss_max 186 ends slow start at the second SENDME (124 -> 155 -> 186). With a full
-        // window and queue 0 < alpha, cwnd then grows by cwnd_inc (31) once per
-        // CWND_UPDATE_RATE SENDMEs: the counter started at (124 + 15) / 31 = 4, so the
-        // 4th SENDME updates (217); the next update is (217 + 15) / 31 = 7 SENDMEs later
-        // (the 11th: 248), then (248 + 15) / 31 = 8 later (the 19th: 279).
+        // ss_max 186 ends slow start at the second SENDME (124 -> 155 -> 186). In slow start
+        // CWND_UPDATE_RATE is 1, so the counter is 0 at that SENDME and restarts at
+        // (186 + 15) / 31 = 6: the 8th SENDME is the first steady-state update. With a
+        // full window and queue 0 < alpha, cwnd grows by cwnd_inc (31) then, and again
+        // (217 + 15) / 31 = 7 SENDMEs later (the 15th: 248) and (248 + 15) / 31 = 8 after
+        // that (the 23rd: 279). Traced through tor's congestion_control_vegas.c.
         let mut v = Vegas::new(VegasParams { ss_max: 186, ..VegasParams::default() });
         let mut cwnds = Vec::new();
-        for k in 1..=19 {
+        for k in 1..=23 {
             sendme(&mut v, 100 * k, 100, true);
             cwnds.push(v.cwnd());
         }
         assert!(!v.in_slow_start());
-        let mut want = vec![155, 186, 186];
+        let mut want = vec![155, 186];
+        want.extend([186; 5]);
         want.extend([217; 7]);
         want.extend([248; 8]);
         want.push(279);
         assert_eq!(cwnds, want);
+    }
+
+    #[test]
+    fn the_window_must_prove_full_again_from_the_first_sendme() {
+        // tor's state starts zeroed, so next_cwnd_event is 0 and the first SENDME already
+        // resets cwnd_full. After it (124 -> 155, 93 cells in flight) the edge packages 27
+        // more: 120 in flight is neither full (120 + 31 < 155) nor below 75 % of 155, so
+        // the window stays not-full and slow start does not grow it.
+        let mut v = Vegas::new(VegasParams::default());
+        sendme(&mut v, 100, 100, true);
+        assert_eq!((v.cwnd(), v.inflight()), (155, 93));
+        v.on_packaged(27, at(100));
+        sendme(&mut v, 200, 100, false);
+        assert_eq!(v.cwnd(), 155);
+        assert!(v.in_slow_start());
+    }
+
+    #[test]
+    fn steady_state_grows_once_per_window_without_an_upper_bound() {
+        // tor's Vegas floors cwnd at cwnd_min and caps it only in slow start (ss_max). At a
+        // constant RTT with a full window, each update adds 31 cells and the next comes
+        // (cwnd + 15) / 31 SENDMEs later, for as long as the run lasts.
+        let mut v = Vegas::new(VegasParams { ss_max: 186, ..VegasParams::default() });
+        sendme(&mut v, 100, 100, true);
+        sendme(&mut v, 200, 100, true);
+        let (mut cwnd, mut next) = (186u64, 6u64);
+        for k in 3..=3000 {
+            sendme(&mut v, 100 * k, 100, true);
+            next -= 1;
+            if next == 0 {
+                cwnd += 31;
+                next = (cwnd + 15) / 31;
+            }
+            assert_eq!(v.cwnd(), cwnd, "SENDME {k}");
+        }
+        assert!(cwnd > 2000, "{cwnd}");
+        v.check().unwrap();
     }
 
     #[test]
