@@ -24,10 +24,13 @@
 //!    TLS overhead, `TLS_PER_CELL_OVERHEAD`). A channel takes a cell only while at least
 //!    one whole charge fits in its remaining limit (`socket_can_write`), so the bytes
 //!    charged never exceed the limit.
-//! 3. The outbufs go to the kernel (tor writes an outbuf when it switches channels with
-//!    more than 8 cells in it and once more at the end of the run; every write of one run
-//!    happens at the same simulated instant here, so only the end-of-run write is modelled).
-//!    Writes remain subject to the relay's token buckets (the relay's write pass does them).
+//! 3. The outbufs go to the kernel. When the run switches away from a channel whose
+//!    outbuf holds more than 8 cells, that outbuf is written at once
+//!    (`channel_should_write_to_kernel`, `channel_write_to_kernel`): one write, so at most
+//!    one share of the relay's write bucket ([`KistChannels::write_now`]). The channels the
+//!    run reaches first thus take the write tokens first, which matters when the bucket,
+//!    not the socket, is the limit. Every other outbuf is written after the run by the
+//!    relay's write pass, as tor writes the rest of its outbuf table.
 //!
 //! Runs happen every `KISTSchedRunInterval` while any channel has cells: when a cell
 //! arrives at a relay with no run pending, the run is at `max(now, last run + interval)`
@@ -102,7 +105,17 @@ pub trait KistChannels {
     fn priority(&mut self, i: usize, now: SimTime) -> Option<f64>;
     /// Moves one cell of the channel's best circuit to its outbuf; false if it had none.
     fn flush_one(&mut self, i: usize, now: SimTime) -> bool;
+    /// Bytes in the channel's outbuf (`channel_outbuf_length`), at the model's 543 B a cell.
+    fn outbuf_bytes(&self, i: usize) -> u64;
+    /// Writes the channel's outbuf to the kernel now (`channel_write_to_kernel`: one
+    /// write, bounded by the relay's write bucket share and the socket).
+    fn write_now(&mut self, i: usize);
 }
+
+/// A run writes a channel's outbuf when it moves on to another channel if the outbuf
+/// holds more than this many cells (`CELL_MAX_NETWORK_SIZE * 8` in
+/// `channel_should_write_to_kernel`).
+pub const WRITE_WHEN_SWITCHING_ABOVE_CELLS: u64 = 8;
 
 /// What one run did, per channel: cells moved to the outbuf and the limit they were
 /// charged against.
@@ -110,6 +123,8 @@ pub trait KistChannels {
 pub struct KistRun {
     /// `(channel index, limit, cells moved)` for every channel that had cells.
     pub channels: Vec<(usize, u64, u64)>,
+    /// Channels written during the run, in order, when the run switched away from them.
+    pub written_when_switching: Vec<usize>,
 }
 
 impl KistRun {
@@ -174,7 +189,21 @@ pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime)
         debug_assert!(e.2 <= e.1, "KIST charged past the socket limit");
         e.1 - e.2 >= KIST_CELL_CHARGE && chans.has_cells(e.0)
     };
+    // The channel served last: switching away from it may write its outbuf.
+    let mut prev: Option<usize> = None;
+    let mut written = Vec::new();
+    let mut switch_to = |chans: &mut dyn KistChannels, pending: &[(usize, u64, u64, u64)], k: usize| {
+        if let Some(p) = prev.filter(|&p| p != k) {
+            let i = pending[p].0;
+            if chans.outbuf_bytes(i) > WRITE_WHEN_SWITCHING_ABOVE_CELLS * KIST_CELL_CHARGE {
+                chans.write_now(i);
+                written.push(i);
+            }
+        }
+        prev = Some(k);
+    };
     while let Some(Ready(_, k)) = heap.pop() {
+        switch_to(chans, &pending, k);
         if flush(chans, &mut pending, k) {
             match chans.priority(pending[k].0, now) {
                 Some(p) => heap.push(Ready(p, k)),
@@ -191,11 +220,12 @@ pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime)
         turn %= unordered.len();
         let r = turn;
         turn += 1;
+        switch_to(chans, &pending, unordered[r]);
         if !flush(chans, &mut pending, unordered[r]) {
             unordered.remove(r);
         }
     }
-    KistRun { channels: pending.into_iter().map(|(i, limit, _, cells)| (i, limit, cells)).collect() }
+    KistRun { channels: pending.into_iter().map(|(i, limit, _, cells)| (i, limit, cells)).collect(), written_when_switching: written }
 }
 
 #[cfg(test)]
@@ -239,6 +269,9 @@ mod tests {
         moved: Vec<Vec<u32>>,
         /// Every cell moved, in order: (channel, circuit).
         order: Vec<(usize, u32)>,
+        /// Cells in each outbuf, and every write: (channel, cells written).
+        outbuf: Vec<u64>,
+        writes: Vec<(usize, u64)>,
     }
 
     impl Fake {
@@ -259,7 +292,7 @@ mod tests {
                 qs.push(map);
             }
             let n = limits.len();
-            Fake { limits, muxes, queues: qs, data, moved: vec![vec![]; n], order: vec![] }
+            Fake { limits, muxes, queues: qs, data, moved: vec![vec![]; n], order: vec![], outbuf: vec![0; n], writes: vec![] }
         }
     }
 
@@ -286,8 +319,48 @@ mod tests {
             }
             self.moved[i].push(c);
             self.order.push((i, c));
+            self.outbuf[i] += 1;
             true
         }
+        fn outbuf_bytes(&self, i: usize) -> u64 {
+            self.outbuf[i] * KIST_CELL_CHARGE
+        }
+        fn write_now(&mut self, i: usize) {
+            self.writes.push((i, self.outbuf[i]));
+            self.outbuf[i] = 0;
+        }
+    }
+
+    #[test]
+    fn switching_away_writes_an_outbuf_of_more_than_8_cells() {
+        // Channel 1's new circuit (count 0) goes first; channel 0's circuit has sent 20
+        // cells. Channel 1 moves its 20 cells, then the run switches to channel 0 and
+        // writes channel 1's outbuf at once (20 > 8 cells); channel 0's is left for the
+        // relay's write pass after the run.
+        let mut f = Fake::new(vec![100 * KIST_CELL_CHARGE; 2], vec![vec![(1, 50)], vec![(2, 20)]]);
+        f.muxes[0].on_cells_sent(1, 20, SimTime::ZERO);
+        let run = kist_run(&mut f, &KistParams::default(), SimTime::ZERO);
+        assert_eq!(f.writes, vec![(1, 20)]);
+        assert_eq!(run.written_when_switching, vec![1]);
+        assert_eq!(f.outbuf, vec![50, 0]);
+        // With 8 cells, channel 1's outbuf waits for the write pass too.
+        let mut f = Fake::new(vec![100 * KIST_CELL_CHARGE; 2], vec![vec![(1, 50)], vec![(2, 8)]]);
+        f.muxes[0].on_cells_sent(1, 20, SimTime::ZERO);
+        let run = kist_run(&mut f, &KistParams::default(), SimTime::ZERO);
+        assert!(f.writes.is_empty() && run.written_when_switching.is_empty(), "{:?}", f.writes);
+        assert_eq!(f.outbuf, vec![50, 8]);
+    }
+
+    #[test]
+    fn equal_channels_take_turns_without_writing_each_cell() {
+        // Two new circuits with equal counts alternate cell by cell; each switch finds at
+        // most 8 cells in the other outbuf until it passes 8, then writes it (tor's reason
+        // for the threshold: no write per cell when two channels bounce).
+        let mut f = Fake::new(vec![100 * KIST_CELL_CHARGE; 2], vec![vec![(1, 30)], vec![(2, 30)]]);
+        // 30 cells each: three writes of 9 per channel, alternating, and 3 left in each.
+        kist_run(&mut f, &KistParams::default(), SimTime::ZERO);
+        assert_eq!(f.writes, vec![(0, 9), (1, 9), (0, 9), (1, 9), (0, 9), (1, 9)]);
+        assert_eq!(f.outbuf, vec![3, 3]);
     }
 
     #[test]

@@ -1602,7 +1602,9 @@ impl TorNetwork {
         }
         let unblock_at = self.cellq_low();
         let mut view = KistView {
-            net: &self.net,
+            net: &mut self.net,
+            q,
+            relay: &mut self.nodes[node as usize],
             chans: &mut self.chans,
             circuits: &mut self.circuits,
             ends: &ends,
@@ -1803,41 +1805,17 @@ impl TorNetwork {
             if n.kist.is_none() {
                 self.fill_outbuf(now, node, chan, si);
             }
-            let conn = self.chans[chan as usize].conn;
-            let free = self.net.writable_bytes(now, conn, side);
             let n = &mut self.nodes[node as usize];
-            let end = &mut self.chans[chan as usize].ends[si];
-            let pending = end.outbuf_bytes();
-            if pending == 0 {
-                end.in_write_ring = false;
-                continue;
+            let ch = &mut self.chans[chan as usize];
+            match write_once(&mut self.net, q, n, ch, side) {
+                WriteStep::Wrote => n.write_ring.push_back(io),
+                WriteStep::Empty | WriteStep::SocketFull => ch.ends[si].in_write_ring = false,
+                WriteStep::NoShare => {
+                    let end = &mut ch.ends[si];
+                    end.in_write_ring = false;
+                    end.write_waits_for_refill = true;
+                }
             }
-            if free == 0 {
-                // The kernel buffer is full: the write fails with EAGAIN, which arms the
-                // transport's Writable notice that re-arms us (without the attempt the
-                // transport would never notify, and the channel would stall).
-                let w = self.net.write(q, conn, side, pending);
-                debug_assert_eq!(w, 0);
-                self.chans[chan as usize].ends[si].in_write_ring = false;
-                continue;
-            }
-            let share = bucket_share(&n.write_bucket, end.conn_write.as_ref());
-            if share == 0 {
-                end.in_write_ring = false;
-                end.write_waits_for_refill = true;
-                continue;
-            }
-            let len = pending.min(free).min(share);
-            let w = self.net.write(q, conn, side, len);
-            debug_assert_eq!(w, len);
-            n.write_bucket.take(w);
-            n.stats.bytes_written += w;
-            let end = &mut self.chans[chan as usize].ends[si];
-            if let Some(b) = end.conn_write.as_mut() {
-                b.take(w);
-            }
-            end.note_written(w);
-            self.nodes[node as usize].write_ring.push_back(io);
         }
         if !self.unblocked.is_empty() {
             self.wake_unblocked(node);
@@ -1846,6 +1824,7 @@ impl TorNetwork {
 
     /// Moves cells from circuit queues to the outbuf in the scheduler's order once the
     /// outbuf is below the low-water mark, up to the high-water mark.
+    #[inline]
     fn fill_outbuf(&mut self, now: SimTime, node: NodeId, chan: u32, si: usize) {
         let low = self.cfg.outbuf_low_water;
         let high = self.cfg.outbuf_high_water;
@@ -2192,8 +2171,58 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
 }
 
 /// A KIST relay's channel ends as [`kist_run`] sees them.
+/// What one write of a channel end's outbuf did.
+enum WriteStep {
+    /// The outbuf was empty.
+    Empty,
+    /// The kernel buffer was full: the write failed with EAGAIN, which arms the
+    /// transport's Writable notice (without the attempt the transport would never notify,
+    /// and the channel would stall).
+    SocketFull,
+    /// The relay's write bucket (or the connection's) had no share to give.
+    NoShare,
+    /// Bytes went to the kernel.
+    Wrote,
+}
+
+/// One write of the outbuf of `ch`'s end on `side` to the kernel (tor's
+/// `connection_handle_write` for an OR connection): at most one bucket share
+/// ([`bucket_share`]), the socket's free space and the outbuf, charged to the relay's and
+/// the connection's write buckets.
+#[inline(always)]
+fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, ch: &mut Channel, side: Side) -> WriteStep {
+    let conn = ch.conn;
+    let free = net.writable_bytes(q.now(), conn, side);
+    let end = &mut ch.ends[side_index(side)];
+    let pending = end.outbuf_bytes();
+    if pending == 0 {
+        return WriteStep::Empty;
+    }
+    if free == 0 {
+        let w = net.write(q, conn, side, pending);
+        debug_assert_eq!(w, 0);
+        return WriteStep::SocketFull;
+    }
+    let share = bucket_share(&n.write_bucket, end.conn_write.as_ref());
+    if share == 0 {
+        return WriteStep::NoShare;
+    }
+    let len = pending.min(free).min(share);
+    let w = net.write(q, conn, side, len);
+    debug_assert_eq!(w, len);
+    n.write_bucket.take(w);
+    n.stats.bytes_written += w;
+    if let Some(b) = end.conn_write.as_mut() {
+        b.take(w);
+    }
+    end.note_written(w);
+    WriteStep::Wrote
+}
+
 struct KistView<'a> {
-    net: &'a Network,
+    net: &'a mut Network,
+    q: &'a mut EventQueue<TorEvent>,
+    relay: &'a mut TorNode,
     chans: &'a mut [Channel],
     circuits: &'a mut [Circuit],
     ends: &'a [(u32, Side)],
@@ -2236,6 +2265,19 @@ impl KistChannels for KistView<'_> {
         let (circuits, node, unblock_at, unblocked) = (&mut *self.circuits, self.node, self.unblock_at, &mut *self.unblocked);
         // One cell in the scheduler's order.
         crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked }) == 1
+    }
+
+    fn outbuf_bytes(&self, i: usize) -> u64 {
+        let (chan, side) = self.ends[i];
+        self.chans[chan as usize].ends[side_index(side)].outbuf_bytes()
+    }
+
+    fn write_now(&mut self, i: usize) {
+        let (chan, side) = self.ends[i];
+        let ch = &mut self.chans[chan as usize];
+        // A write the bucket refuses leaves the outbuf to the write pass after the run,
+        // which waits for the refill (tor's connection_write_bw_exhausted).
+        write_once(self.net, self.q, self.relay, ch, side);
     }
 }
 
