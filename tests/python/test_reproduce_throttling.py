@@ -135,6 +135,17 @@ def test_config_text_turns_predicted_circuits_on_only_when_asked():
     assert cbt["cbt_learning"] == {"test_frequency": "60 s", "max_clean": 12}, "tor 0.2.2's test circuits, not today's"
 
 
+def test_config_text_computes_bandwidth_weights_only_when_asked():
+    from onionlab.config import tomllib
+    from onionlab.reproduce import throttling as T
+
+    off = tomllib.loads(T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml"))
+    on = tomllib.loads(T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", weights="computed"))
+    assert "bandwidth_weights" not in off["network"]
+    assert on["network"]["bandwidth_weights"] == "computed"
+    assert {k: v for k, v in on["network"].items() if k != "bandwidth_weights"} == off["network"]
+
+
 def test_cellq_option_takes_high_comma_low():
     import argparse
 

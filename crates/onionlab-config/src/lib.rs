@@ -230,7 +230,7 @@ enum DocLatency<'a> {
 struct DocNetwork<'a> {
     latency: DocLatency<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    bandwidth_weights: Option<&'a BTreeMap<String, i64>>,
+    bandwidth_weights: Option<&'a BandwidthWeightsConfig>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     compute_flags: bool,
 }

@@ -207,11 +207,31 @@ pub enum LatencyConfig {
     },
 }
 
+/// `network.bandwidth_weights`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BandwidthWeightsConfig {
+    /// A consensus bandwidth-weights line's values (Wgg, Wgm, ...), scaled by 10000.
+    Given(BTreeMap<String, i64>),
+    /// `"computed"`: what tor's directory authorities compute for the run's relays
+    /// (`networkstatus_compute_bw_weights_v10`), for relay lists from a consensus that has
+    /// no weights line (before consensus method 9, e.g. 2010's).
+    Computed,
+}
+
+impl Serialize for BandwidthWeightsConfig {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            BandwidthWeightsConfig::Given(w) => w.serialize(s),
+            BandwidthWeightsConfig::Computed => s.serialize_str("computed"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NetworkConfig {
     pub latency: LatencyConfig,
-    /// Consensus bandwidth-weights (Wgg, Wgm, ...) scaled by 10000; `None` = uniform.
-    pub bandwidth_weights: Option<BTreeMap<String, i64>>,
+    /// Consensus bandwidth-weights; `None` = uniform.
+    pub bandwidth_weights: Option<BandwidthWeightsConfig>,
     /// Compute the Fast and Stable flags as tor's directory authorities do (from each
     /// relay's bandwidth and `mtbf`) instead of taking them from the relay lists.
     pub compute_flags: bool,

@@ -887,6 +887,16 @@ impl Ctx<'_> {
         };
         let bandwidth_weights = match t.get("bandwidth_weights") {
             None => None,
+            Some(Value::String(v)) => {
+                if v != "computed" {
+                    self.err_hint(
+                        "network.bandwidth_weights",
+                        format!("unknown value {v:?}"),
+                        "give \"computed\" (what tor's directory authorities compute for these relays) or a table of Wgg, Wgm, ...",
+                    );
+                }
+                Some(BandwidthWeightsConfig::Computed)
+            }
             Some(v) => {
                 let wp = "network.bandwidth_weights";
                 self.table(v, wp).map(|wt| {
@@ -910,7 +920,7 @@ impl Ctx<'_> {
                             format!("a consensus bandwidth-weights line gives {}; omit the whole table for uniform weights", REQUIRED_BANDWIDTH_WEIGHTS.join(", ")),
                         );
                     }
-                    out
+                    BandwidthWeightsConfig::Given(out)
                 })
             }
         };

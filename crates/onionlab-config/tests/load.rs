@@ -127,7 +127,8 @@ fn full_config_loads_with_every_feature() {
     assert_eq!(path, "latency.csv");
     assert_eq!(one_way.len(), 3);
     assert_eq!(one_way[0][2], SimDuration::from_micros(35_500));
-    assert_eq!(c.network.bandwidth_weights.as_ref().unwrap()["Wgg"], 5806);
+    let Some(BandwidthWeightsConfig::Given(w)) = &c.network.bandwidth_weights else { panic!("{:?}", c.network.bandwidth_weights) };
+    assert_eq!(w["Wgg"], 5806);
     // Inline relays first, then the file's.
     let names: Vec<&str> = c.relays.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["guard1", "middle1", "exit1", "fileguard", "fileexit"]);
@@ -471,8 +472,14 @@ fn bandwidth_weights() {
     let e = err_at(&bw("{ Wgg = 7000 }"), "network.bandwidth_weights", &["missing Wgm, Wgd,", "Wed"]);
     assert!(!e.message.contains("Wgg"), "{e}");
     let full = "Wgg = 7000, Wgm = 7000, Wgd = 0, Wmg = 3000, Wmm = 10000, Wme = 0, Wmd = 0, Weg = 10000, Wem = 10000, Wee = 10000, Wed = 10000";
-    assert_eq!(load(&bw(&format!("{{ {full} }}"))).unwrap().network.bandwidth_weights.unwrap()["Wgg"], 7000);
+    let Some(BandwidthWeightsConfig::Given(w)) = load(&bw(&format!("{{ {full} }}"))).unwrap().network.bandwidth_weights else { panic!() };
+    assert_eq!(w["Wgg"], 7000);
     err_at(&bw(&format!("{{ {} }}", full.replace("Wee = 10000", "Wee = 10001"))), "network.bandwidth_weights.Wee", &["at most 10000"]);
+    // What tor's directory authorities would compute for the relays.
+    assert_eq!(load(&bw("\"computed\"")).unwrap().network.bandwidth_weights, Some(BandwidthWeightsConfig::Computed));
+    let e = err_at(&bw("\"uniform\""), "network.bandwidth_weights", &["unknown value \"uniform\""]);
+    assert!(hint(&e).contains("computed"), "{e}");
+    err_at(&bw("7"), "network.bandwidth_weights", &["table"]);
 }
 
 // ---- relays ----
@@ -877,7 +884,8 @@ fn network_file_provides_the_whole_network() {
     let LatencyConfig::Matrix { path, one_way } = &cfg.network.latency else { panic!("matrix expected") };
     assert_eq!(path, "net/latency.csv");
     assert_eq!(one_way[0][1], SimDuration::from_millis(10));
-    assert_eq!(cfg.network.bandwidth_weights.as_ref().unwrap()["Wgg"], 9611);
+    let Some(BandwidthWeightsConfig::Given(w)) = &cfg.network.bandwidth_weights else { panic!("{:?}", cfg.network.bandwidth_weights) };
+    assert_eq!(w["Wgg"], 9611);
     let Workload::Markov { stream_model, packet_model, packet_bytes, pause } = &cfg.workloads["markov"] else {
         panic!("markov workload expected")
     };

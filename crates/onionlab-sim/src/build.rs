@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use onionlab_config::model::{CongestionControlConfig, ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig, TortoiseConfig};
+use onionlab_config::model::{BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig, TortoiseConfig};
 use onionlab_core::SimDuration;
 use onionlab_mech::throttling::*;
 use onionlab_mech::tortoise::{Directions, Tortoise};
@@ -152,9 +152,10 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
 
 pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
     let (latency, locations) = latency_model(cfg)?;
+    // "computed" weights need the relays: uniform until they are all added (below).
     let weights = match &cfg.network.bandwidth_weights {
-        None => BandwidthWeights::uniform(),
-        Some(w) => BandwidthWeights::from_pairs(w.iter().map(|(k, v)| (k.as_str(), *v)), 10_000)
+        None | Some(BandwidthWeightsConfig::Computed) => BandwidthWeights::uniform(),
+        Some(BandwidthWeightsConfig::Given(w)) => BandwidthWeights::from_pairs(w.iter().map(|(k, v)| (k.as_str(), *v)), 10_000)
             .map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?,
     };
     let mut tor = TorNetwork::new(tor_config(cfg), latency, weights, seed);
@@ -246,6 +247,10 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
     let mut relay_nodes = Vec::new();
     for p in &planned {
         relay_nodes.push(tor.add_relay(p.spec.clone()).map_err(err(p.path.clone()))?);
+    }
+    if cfg.network.bandwidth_weights == Some(BandwidthWeightsConfig::Computed) {
+        // With the client-operated relays, which are in the consensus too.
+        tor.compute_bandwidth_weights().map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?;
     }
 
     let mut clients = Vec::with_capacity(clients_total);

@@ -145,3 +145,25 @@ fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
     let plain: Vec<_> = out.connections.iter().filter(|c| c.client == "bulk1").collect();
     assert!(plain.iter().filter(|c| c.interval_start >= 10.0).all(|c| c.throttle_rate == Some(50_000)));
 }
+
+#[test]
+fn computed_bandwidth_weights_are_tors_for_the_configs_relays() {
+    use onionlab_config::model::BandwidthWeightsConfig;
+    use onionlab_tor::{BandwidthTotals, BandwidthWeights, RelayFlags, RelayInfo};
+    let mut cfg = example("tiny.toml");
+    cfg.network.bandwidth_weights = Some(BandwidthWeightsConfig::Computed);
+    // tiny has no Guard+Exit relay: tor's authorities would publish no weights.
+    let err = onionlab_sim::build::build(&cfg, 1).err().expect("no weights without Guard+Exit relays").to_string();
+    assert!(err.contains("network.bandwidth_weights") && err.contains("Guard+Exit relays have no bandwidth"), "{err}");
+    cfg.relays[5].flags.push("Guard".into());
+    let built = onionlab_sim::build::build(&cfg, 1).unwrap();
+    let info: Vec<RelayInfo> =
+        cfg.relays.iter().map(|r| RelayInfo { nickname: r.name.clone(), bandwidth: r.consensus_weight, flags: RelayFlags::from_names(r.flags.iter().map(|f| f.as_str())), subnet: None })
+            .collect();
+    let want = BandwidthWeights::computed_v10(BandwidthTotals::of(&info), 10_000).unwrap();
+    assert_eq!(built.tor.bandwidth_weights(), &want);
+    assert_ne!(want, BandwidthWeights::uniform());
+    // And a run with them goes through.
+    let out = run(&cfg, 1, None).unwrap();
+    assert!(out.downloads.iter().filter(|d| d.error.is_none()).count() > 50);
+}

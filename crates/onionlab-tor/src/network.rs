@@ -488,6 +488,22 @@ impl TorNetwork {
         self.add_node(&spec.name, spec.location, spec.up_bits_per_sec, spec.down_bits_per_sec, NodeKind::Server)
     }
 
+    /// Sets the bandwidth weights to those tor's directory authorities compute for the
+    /// relays added so far ([`BandwidthWeights::computed_v10`], weight scale 10000), for
+    /// networks whose consensus carries none. Call it after the last relay and before the
+    /// first stream (paths are drawn with the weights in force then).
+    pub fn compute_bandwidth_weights(&mut self) -> Result<&BandwidthWeights, TorError> {
+        let totals = crate::path::BandwidthTotals::of(&self.relay_info);
+        self.weights = BandwidthWeights::computed_v10(totals, crate::path::DEFAULT_WEIGHT_SCALE)?;
+        self.selector = None;
+        Ok(&self.weights)
+    }
+
+    /// The bandwidth weights paths are drawn with.
+    pub fn bandwidth_weights(&self) -> &BandwidthWeights {
+        &self.weights
+    }
+
     pub fn node_name(&self, n: NodeId) -> &str {
         &self.nodes[n as usize].name
     }

@@ -264,7 +264,8 @@ impl BandwidthWeights {
     /// non-exit positions scaled Exit relays by `max(0, 1 − T/(3E))` and for non-guard
     /// positions scaled Guard relays by `max(0, 1 − T/(3G))` (T, E, G: total, exit and guard
     /// bandwidth; so scarce exits/guards are kept for their own position) and capped each
-    /// relay's bandwidth at 10 MB/s. That rule is not modelled here.
+    /// relay's bandwidth at 10 MB/s. That rule is not modelled here. For the weights a
+    /// network's own directory authorities would publish, see [`Self::computed_v10`].
     pub fn uniform() -> Self {
         let s = DEFAULT_WEIGHT_SCALE;
         BandwidthWeights {
@@ -285,6 +286,139 @@ impl BandwidthWeights {
             wbd: s,
             scale: s,
         }
+    }
+
+    /// The weights tor's directory authorities put on the bandwidth-weights line for relays
+    /// with these totals (`networkstatus_compute_bw_weights_v10`, consensus method 10 and
+    /// later; dir-spec 3.8.3), at weight scale `scale`: integer arithmetic, cases and
+    /// fallbacks as tor has them. Networks from a consensus without weights (before
+    /// consensus method 9, e.g. 2010's) get what a network of tor >= 0.2.2.17 authorities
+    /// would have published for the same relays. `Wgm = Wgg`, `Wmm = scale`, `Wem = Wee`,
+    /// `Weg = Wed`, and the directory weights `Wb*` are `Wmd`, `Wme`, `Wmg`, `scale` (d, e,
+    /// g, m), as tor writes them.
+    ///
+    /// Errors: a class with no bandwidth, or weights that fail tor's balance checks (tor
+    /// then publishes no line).
+    pub fn computed_v10(t: BandwidthTotals, scale: i64) -> Result<Self, PathError> {
+        if !(1..=i64::from(i32::MAX)).contains(&scale) {
+            return Err(PathError::BadScale { scale });
+        }
+        let empty = [("Guard-only", t.g), ("unflagged", t.m), ("Exit-only", t.e), ("Guard+Exit", t.d)].into_iter().find(|c| c.1 == 0);
+        if let Some((class, _)) = empty {
+            return Err(PathError::EmptyClass { class, g: t.g, m: t.m, e: t.e, d: t.d });
+        }
+        let (g, m, e, d) = (t.g as i64, t.m as i64, t.e as i64, t.d as i64);
+        let tt = g + m + e + d;
+        let s = scale;
+        // networkstatus_check_weights with tor's margin 10 and balancing on: NoError, or the
+        // error (only its kind matters: case 2b accepts a middle-balance miss).
+        #[derive(PartialEq)]
+        enum Check {
+            Ok,
+            MidBalance,
+            Other,
+        }
+        let check = |w: [i64; 7]| -> Check {
+            let [wgg, wgd, wmg, wme, wmd, wee, wed] = w;
+            let near = |a: i64, b: i64, margin: i64| (a - b).abs() <= margin;
+            let margin = 10;
+            if !near(wed + wmd + wgd, s, margin) || !near(wmg + wgg, s, margin) || !near(wme + wee, s, margin) {
+                return Check::Other;
+            }
+            if w.iter().any(|&x| !(0..=s).contains(&x)) {
+                return Check::Other;
+            }
+            // 128-bit products: weights times bandwidth totals may pass 2^63 at large scales.
+            let (g, m, e, d, tt) = (g as i128, m as i128, e as i128, d as i128, tt as i128);
+            let [wgg, wgd, wmg, wme, wmd, wee, wed] = w.map(|x| x as i128);
+            let bal = (margin as i128 * tt) / 3;
+            let near128 = |a: i128, b: i128| (a - b).abs() <= bal;
+            if !near128(wgg * g + wgd * d, wee * e + wed * d) {
+                return Check::Other;
+            }
+            if !near128(wgg * g + wgd * d, m * s as i128 + wmd * d + wme * e + wmg * g) {
+                return Check::MidBalance;
+            }
+            Check::Ok
+        };
+        // [Wgg, Wgd, Wmg, Wme, Wmd, Wee, Wed]
+        let (_case, w): (&'static str, [i64; 7]) = if 3 * e >= tt && 3 * g >= tt {
+            // Case 1: neither guards nor exits are scarce.
+            let (wgd, wed, wmd) = (s / 3, s / 3, s / 3);
+            let wee = (s * (e + g + m)) / (3 * e);
+            let wmg = (s * (2 * g - e - m)) / (3 * g);
+            let w = [s - wmg, wgd, wmg, s - wee, wmd, wee, wed];
+            if check(w) != Check::Ok {
+                return Err(PathError::Unbalanced { case: "case 1", g: t.g, m: t.m, e: t.e, d: t.d });
+            }
+            ("case 1", w)
+        } else if 3 * e < tt && 3 * g < tt {
+            // Case 2: both are scarce; D is shared out between them.
+            let (r, big) = (e.min(g), e.max(g));
+            if r + d < big {
+                let (wed, wgd) = if e < g { (s, 0) } else { (0, s) };
+                ("case 2a", [s, wgd, 0, 0, 0, s, wed])
+            } else {
+                let wed = (s * (d - 2 * e + 4 * g - 2 * m)) / (3 * d);
+                let w = [s, (s - wed) / 2, 0, (s * (g - m)) / e, (s - wed) / 2, (s * (e - g + m)) / e, wed];
+                let (case, w) = if check(w) == Check::Ok {
+                    ("case 2b1", w)
+                } else {
+                    let wed = (s * (d - 2 * e + g + m)) / (3 * d);
+                    let wmd = ((s * (d - 2 * m + g + e)) / (3 * d)).max(0);
+                    ("case 2b2", [s, s - wed - wmd, 0, 0, wmd, s, wed])
+                };
+                if !matches!(check(w), Check::Ok | Check::MidBalance) {
+                    return Err(PathError::Unbalanced { case, g: t.g, m: t.m, e: t.e, d: t.d });
+                }
+                (case, w)
+            }
+        } else {
+            // Case 3: exactly one of them is scarce.
+            let scarce = e.min(g);
+            if 3 * (scarce + d) < tt {
+                if g < e {
+                    let wme = if e < m { 0 } else { (s * (e - m)) / (2 * e) };
+                    ("case 3a (G scarce)", [s, s, 0, wme, 0, s - wme, 0])
+                } else {
+                    let wmg = if g < m { 0 } else { (s * (g - m)) / (2 * g) };
+                    ("case 3a (E scarce)", [s - wmg, 0, wmg, 0, 0, s, s])
+                }
+            } else {
+                let (case, w) = if g < e {
+                    let wgd = (s * (d - 2 * g + e + m)) / (3 * d);
+                    let wee = (s * (e + m)) / (2 * e);
+                    ("case 3b (G scarce)", [s, wgd, 0, s - wee, (s - wgd) / 2, wee, (s - wgd) / 2])
+                } else {
+                    let wed = (s * (d - 2 * e + g + m)) / (3 * d);
+                    let wgg = (s * (g + m)) / (2 * g);
+                    ("case 3b (E scarce)", [wgg, (s - wed) / 2, s - wgg, 0, (s - wed) / 2, s, wed])
+                };
+                if check(w) != Check::Ok {
+                    return Err(PathError::Unbalanced { case, g: t.g, m: t.m, e: t.e, d: t.d });
+                }
+                (case, w)
+            }
+        };
+        let [wgg, wgd, wmg, wme, wmd, wee, wed] = w;
+        Ok(BandwidthWeights {
+            wgg,
+            wgm: wgg,
+            wgd,
+            wmg,
+            wmm: s,
+            wme,
+            wmd,
+            weg: wed,
+            wem: wee,
+            wee,
+            wed,
+            wbg: wmg,
+            wbm: s,
+            wbe: wme,
+            wbd: wmd,
+            scale: s,
+        })
     }
 
     /// Builds the weights from `key=value` pairs as found on a consensus
@@ -442,6 +576,60 @@ pub enum PathError {
         /// The rejected scale.
         scale: i64,
     },
+    /// Tor's authorities compute no weights when a class of relays has no bandwidth.
+    #[error(
+        "bandwidth_weights = \"computed\": {class} relays have no bandwidth (G={g}, M={m}, E={e}, D={d}); \
+         tor's directory authorities compute weights only when Guard-only, unflagged, Exit-only \
+         and Guard+Exit relays all have some; give the weights as a table or leave them out (uniform)"
+    )]
+    EmptyClass {
+        /// The first empty class, e.g. `"Guard+Exit"`.
+        class: &'static str,
+        g: u64,
+        m: u64,
+        e: u64,
+        d: u64,
+    },
+    /// The computed weights fail tor's own balance checks.
+    #[error("bandwidth_weights = \"computed\": tor's authorities find no balanced weights for G={g}, M={m}, E={e}, D={d} ({case})")]
+    Unbalanced {
+        case: &'static str,
+        g: u64,
+        m: u64,
+        e: u64,
+        d: u64,
+    },
+}
+
+/// Total consensus weight per relay class, as tor's directory authorities sum it for the
+/// bandwidth-weights line (dir-spec 3.8.3; `update_total_bandwidth_weights`): `g` Guard
+/// only, `m` neither, `e` Exit only, `d` Guard and Exit. A BadExit relay does not count as
+/// an exit (tor bug 2203).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BandwidthTotals {
+    pub g: u64,
+    pub m: u64,
+    pub e: u64,
+    pub d: u64,
+}
+
+impl BandwidthTotals {
+    /// Sums `relays` by class.
+    pub fn of<'a>(relays: impl IntoIterator<Item = &'a RelayInfo>) -> Self {
+        let mut t = BandwidthTotals::default();
+        for r in relays {
+            let guard = r.flags.contains(RelayFlags::GUARD);
+            let exit = r.flags.contains(RelayFlags::EXIT) && !r.flags.contains(RelayFlags::BAD_EXIT);
+            let class = match (guard, exit) {
+                (true, true) => &mut t.d,
+                (true, false) => &mut t.g,
+                (false, true) => &mut t.e,
+                (false, false) => &mut t.m,
+            };
+            *class += r.bandwidth;
+        }
+        t
+    }
 }
 
 /// Precomputed weighted selection tables, one per [`Position`]: exact integer weights
@@ -638,6 +826,70 @@ impl PathSelector {
 
 #[cfg(test)]
 mod tests {
+    /// (Wgg, Wgd, Wmg, Wme, Wmd, Wee, Wed) of computed weights.
+    fn seven(w: &BandwidthWeights) -> [i64; 7] {
+        [w.wgg, w.wgd, w.wmg, w.wme, w.wmd, w.wee, w.wed]
+    }
+
+    #[test]
+    fn computed_weights_match_the_2022_consensus_line() {
+        // Totals of the Running relays of ../shared/data's 2022-11-19 10:00 consensus
+        // (w Bandwidth=, BadExit not an exit): G 34447990, M 31761796, E 7302140,
+        // D 20603230. Exits are scarce and E + D < T/3: case 3a. Its line says Wgg=9611
+        // Wgd=0 Wmg=389 Wme=0 Wmd=0 Wee=10000 Wed=10000, and Wbd=0 Wbe=0 Wbg=389 Wbm=10000.
+        let t = BandwidthTotals { g: 34_447_990, m: 31_761_796, e: 7_302_140, d: 20_603_230 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [9611, 0, 389, 0, 0, 10_000, 10_000]);
+        assert_eq!((w.wbd, w.wbe, w.wbg, w.wbm), (0, 0, 389, 10_000));
+        assert_eq!((w.wgm, w.wmm, w.wem, w.weg), (9611, 10_000, 10_000, 10_000));
+    }
+
+    #[test]
+    fn computed_weights_for_the_throttling_relays() {
+        // The 50 relays of the throttling reproduction (2010 consensus, which has no
+        // weights line): G 16060, M 4567, E 2723, D 13105, T 36455. E < T/3 <= E + D and
+        // G >= T/3: case 3b, exits scarce. By hand, with tor's integer division:
+        // Wed = 10000 (D - 2E + G + M) / 3D = 282860000 / 39315 = 7194;
+        // Wgg = 10000 (G + M) / 2G = 206270000 / 32120 = 6421; Wmg = 3579;
+        // Wgd = Wmd = (10000 - 7194) / 2 = 1403; Wee = 10000, Wme = 0.
+        let t = BandwidthTotals { g: 16_060, m: 4_567, e: 2_723, d: 13_105 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [6421, 1403, 3579, 0, 1403, 10_000, 7194]);
+    }
+
+    #[test]
+    fn computed_weights_when_nothing_is_scarce() {
+        // Case 1, G = E = 40, M = D = 10: Wgd = Wmd = Wed = 3333; Wee = 10000 * 90 / 120 =
+        // 7500, Wme = 2500; Wmg = 10000 * (80 - 50) / 120 = 2500, Wgg = 7500.
+        let t = BandwidthTotals { g: 40, m: 10, e: 40, d: 10 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [7500, 3333, 2500, 2500, 3333, 7500, 3333]);
+    }
+
+    #[test]
+    fn computed_weights_when_both_are_scarce() {
+        // Case 2a: G = 10, E = 20, D = 5, M = 65: R + D = 15 < S = 20, guards scarcer:
+        // every Guard+Exit relay goes to the guard position.
+        let t = BandwidthTotals { g: 10, m: 65, e: 20, d: 5 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 10_000, 0, 0, 0, 10_000, 0]);
+    }
+
+    #[test]
+    fn computed_weights_need_every_class() {
+        let t = BandwidthTotals { g: 10, m: 65, e: 20, d: 0 };
+        let err = BandwidthWeights::computed_v10(t, 10_000).unwrap_err().to_string();
+        assert!(err.contains("Guard+Exit relays have no bandwidth"), "{err}");
+    }
+
+    #[test]
+    fn totals_count_bad_exits_by_their_guard_flag() {
+        let info = |bw, flags| RelayInfo { nickname: String::new(), bandwidth: bw, flags, subnet: None };
+        let (g, e, b) = (RelayFlags::GUARD, RelayFlags::EXIT, RelayFlags::BAD_EXIT);
+        let relays = [info(1, g), info(2, RelayFlags::EMPTY), info(4, e), info(8, g | e), info(16, e | b), info(32, g | e | b)];
+        assert_eq!(BandwidthTotals::of(&relays), BandwidthTotals { g: 1 + 32, m: 2 + 16, e: 4, d: 8 });
+    }
+
     use super::*;
     use proptest::prelude::*;
     use rand::rngs::StdRng;
