@@ -134,8 +134,10 @@ impl KistRun {
     }
 }
 
-/// A channel in a run's queue: its best circuit's count, then its index in the run
-/// (ties go to the lower index, the channel tor's sorted list would have first).
+/// A channel in a run's queue: its best circuit's count, then its index in the run (ties
+/// go to the lower index). Tor's `channels_pending` is a heap too, but it compares each
+/// mux's head count as of that mux's last transmission (not rescaled to now) and breaks
+/// ties in heap order; here counts are brought to the run's time first.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Ready(f64, usize);
 

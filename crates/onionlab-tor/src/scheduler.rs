@@ -199,8 +199,9 @@ impl CircuitScheduler for CircuitMux {
 ///
 /// Tor before circuit EWMA (0.2.1) kept a ring of active circuits per connection and
 /// flushed from the first one, then advanced the ring (`connection_or_flush_from_first_active_circuit`);
-/// the papers' "vanilla" is this policy. The default quantum of 1 cell is the fair
-/// per-cell form; a larger quantum reproduces tor's flush of several cells per turn.
+/// the papers' "vanilla" is this policy. Tor always flushed one cell per turn (`max` is 1
+/// at every caller in 0.2.0-0.2.3), which is the default quantum; a larger quantum is a
+/// variant of ours, not a tor behaviour.
 ///
 /// With a quantum of one cell, [`fill`](CircuitScheduler::fill) computes a whole refill at
 /// once: each circuit gets exactly the cells cell-by-cell round robin would give it
