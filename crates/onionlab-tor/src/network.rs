@@ -1840,7 +1840,6 @@ impl TorNetwork {
 
     /// Moves cells from circuit queues to the outbuf in the scheduler's order once the
     /// outbuf is below the low-water mark, up to the high-water mark.
-    #[inline]
     fn fill_outbuf(&mut self, now: SimTime, node: NodeId, chan: u32, si: usize) {
         let low = self.cfg.outbuf_low_water;
         let high = self.cfg.outbuf_high_water;
@@ -2186,7 +2185,6 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
     }
 }
 
-/// A KIST relay's channel ends as [`kist_run`] sees them.
 /// What one write of a channel end's outbuf did.
 enum WriteStep {
     /// The outbuf was empty.
@@ -2235,6 +2233,7 @@ fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, 
     WriteStep::Wrote
 }
 
+/// A KIST relay's channel ends as [`kist_run`] sees them.
 struct KistView<'a> {
     net: &'a mut Network,
     q: &'a mut EventQueue<TorEvent>,
