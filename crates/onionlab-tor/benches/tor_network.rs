@@ -1,13 +1,22 @@
 //! Whole-model benchmark: 50 relays and 1,000 clients, each client downloading 5 MiB
 //! files back to back over its own circuit for 10 simulated minutes.
 //!
-//! Relays: BandwidthRate from 256 KiB/s to 10 MiB/s (a skewed spread like the live
-//! network's), a third guards, a third exits, the rest middles; 100 Mbit/s links; one-way
-//! latencies 5-60 ms from a random matrix of 20 locations. Prints wall time, CPU time,
-//! events (and their mix), cell-hops per wall second and peak memory. Override with
-//! BENCH_CLIENTS, BENCH_SECS; BENCH_LINK_LOG=1 also prints transport batch sizes by sender;
-//! BENCH_CC=vegas runs proposal 324's Vegas instead of tor's fixed SENDME windows.
-//! Under `cargo test` (no `--bench` argument) it runs 10 simulated seconds as a smoke test.
+//! It runs two networks that differ only in their relays' capacities (BENCH_RELAYS picks
+//! one; both by default):
+//! - `live`: BandwidthRate at 50 evenly spaced quantiles of the live network's observed
+//!   capacities (`LIVE_CAPACITY_KIB`), 100 KiB/s to 63 MiB/s, median 7.1 MiB/s, total
+//!   593 MiB/s; each relay's link carries 1.25 times its rate, at least 100 Mbit/s.
+//! - `small`: BandwidthRate log-uniform from 256 KiB/s to 10 MiB/s (median 1.4 MiB/s,
+//!   total 134 MiB/s: under a quarter of the live spread's), 100 Mbit/s links. This was
+//!   the only network until 2026-11-24, so `docs/performance.md`'s history is in its terms.
+//!
+//! Both: a third guards, a third exits, the rest middles (by index, so each class spans the
+//! spread); one-way latencies 5-60 ms from a random matrix of 20 locations. Prints wall
+//! time, CPU time, events (and their mix), cell-hops per wall second and peak memory.
+//! Override with BENCH_CLIENTS, BENCH_SECS; BENCH_LINK_LOG=1 also prints transport batch
+//! sizes by sender; BENCH_CC=vegas runs proposal 324's Vegas instead of tor's fixed SENDME
+//! windows. Under `cargo test` (no `--bench` argument) it runs 10 simulated seconds of each
+//! network as a smoke test.
 
 use std::time::Instant;
 
@@ -51,7 +60,54 @@ fn bench_scheduler() -> SchedulerKind {
     }
 }
 
+/// The live network's relay capacities in KiB/s: the 2021-04-30 capacity snapshot
+/// (`data/consensus/tor-consensus-with-observed-weights-2021-04-30.json`, 6,481 relays'
+/// observed bandwidths, guards, middles and exits pooled), the relay at rank
+/// floor((i + 0.5) / 50 * 6481) for i in 0..50 (ascending), rounded down to KiB/s.
+const LIVE_CAPACITY_KIB: [u64; 50] = [
+    100, 105, 200, 311, 500, 512, 768, 1000, 1010, 1024, 1305, 1780, 2038, 2282, 2563, 3000, 3210, 3780, 4096, 4558, 4995, 5172, 5805,
+    6250, 6908, 7680, 8192, 8964, 9728, 10240, 10779, 11321, 11739, 12032, 12643, 13389, 14607, 16061, 17920, 19560, 21362, 23370,
+    25600, 28992, 31579, 34346, 38090, 41452, 50000, 64484,
+];
+
+/// Which relay capacities a run uses (module docs).
+#[derive(Clone, Copy, PartialEq)]
+enum RelaySpread {
+    Live,
+    Small,
+}
+
+impl RelaySpread {
+    fn name(self) -> &'static str {
+        match self {
+            RelaySpread::Live => "live",
+            RelaySpread::Small => "small",
+        }
+    }
+}
+
 fn main() {
+    match std::env::var("BENCH_RELAYS").as_deref() {
+        Ok("live") => run(RelaySpread::Live),
+        Ok("small") => run(RelaySpread::Small),
+        Ok(other) => panic!("BENCH_RELAYS must be live or small (got {other:?})"),
+        // Both, each in a process of its own, so that neither inherits the other's peak
+        // memory, heap or caches.
+        Err(_) => {
+            for spread in [RelaySpread::Live, RelaySpread::Small] {
+                let exe = std::env::current_exe().expect("own executable");
+                let status = std::process::Command::new(exe)
+                    .args(std::env::args().skip(1))
+                    .env("BENCH_RELAYS", spread.name())
+                    .status()
+                    .expect("run the benchmark for one network");
+                assert!(status.success(), "the {} network's run failed: {status}", spread.name());
+            }
+        }
+    }
+}
+
+fn run(spread: RelaySpread) {
     let clients = env("BENCH_CLIENTS", 1000) as usize;
     // `cargo test --all-targets` runs benches once without `--bench`: keep that a short smoke run.
     let full = std::env::args().any(|a| a == "--bench");
@@ -72,8 +128,19 @@ fn main() {
     cfg.transport.record_link_log = link_log;
     let scheduler = bench_scheduler();
     let mut tor = TorNetwork::new(cfg, latency, BandwidthWeights::uniform(), 7);
+    let mut capacity = Vec::with_capacity(50);
     for i in 0..50u32 {
-        let rate = (256.0 * 1024.0 * 40f64.powf(rng.random::<f64>())) as u64;
+        // Drawn for both spreads, so that the small spread's relays, and every draw after
+        // them, are what they were before the live spread existed.
+        let small = (256.0 * 1024.0 * 40f64.powf(rng.random::<f64>())) as u64;
+        let (rate, link_bits) = match spread {
+            RelaySpread::Small => (small, 100_000_000),
+            RelaySpread::Live => {
+                let rate = LIVE_CAPACITY_KIB[i as usize] * 1024;
+                (rate, (rate * 10).max(100_000_000))
+            }
+        };
+        capacity.push(rate);
         let flags = match i % 3 {
             0 => RelayFlags::GUARD,
             1 => RelayFlags::EXIT,
@@ -82,8 +149,8 @@ fn main() {
         tor.add_relay(RelaySpec {
             name: format!("relay{i}"),
             location: i % locs as u32,
-            up_bits_per_sec: 100_000_000,
-            down_bits_per_sec: 100_000_000,
+            up_bits_per_sec: link_bits,
+            down_bits_per_sec: link_bits,
             bandwidth_rate: rate,
             bandwidth_burst: rate,
             consensus_weight: rate / 1024,
@@ -150,7 +217,10 @@ fn main() {
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_secs() - cpu0;
     let k = &sim.tor.counters;
-    println!("tor model benchmark: 50 relays, {clients} clients, {secs} simulated s");
+    println!("tor model benchmark: 50 relays ({} capacities), {clients} clients, {secs} simulated s", spread.name());
+    capacity.sort_unstable();
+    let mib = |b: u64| b as f64 / 1024.0 / 1024.0;
+    println!("  relay capacity         total {:.0} MiB/s, median {:.1} MiB/s", mib(capacity.iter().sum()), mib((capacity[24] + capacity[25]) / 2));
     println!("  wall time              {wall:.2} s");
     println!("  cpu time               {cpu:.2} s ({:.2} M cell-hops per cpu s)", sim.tor.counters.cell_hops as f64 / cpu / 1e6);
     println!("  event mix              uplink-free {} downlink-wake {} ack-due {} window-update {} other-net {} refill {} other {}", mix[0], mix[1], mix[2], mix[3], mix[4], mix[5], mix[6]);
