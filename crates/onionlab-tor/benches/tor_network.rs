@@ -62,8 +62,8 @@ fn bench_scheduler() -> SchedulerKind {
 
 /// The live network's relay capacities in KiB/s: the 2021-04-30 capacity snapshot
 /// (`data/consensus/tor-consensus-with-observed-weights-2021-04-30.json`, 6,481 relays'
-/// observed bandwidths, guards, middles and exits pooled), the relay at rank
-/// floor((i + 0.5) / 50 * 6481) for i in 0..50 (ascending), rounded down to KiB/s.
+/// observed bandwidths, guards, middles and exits pooled and sorted ascending): for i in
+/// 0..50 the capacity at 0-based index floor((i + 0.5) / 50 * 6481), rounded down to KiB/s.
 const LIVE_CAPACITY_KIB: [u64; 50] = [
     100, 105, 200, 311, 500, 512, 768, 1000, 1010, 1024, 1305, 1780, 2038, 2282, 2563, 3000, 3210, 3780, 4096, 4558, 4995, 5172, 5805,
     6250, 6908, 7680, 8192, 8964, 9728, 10240, 10779, 11321, 11739, 12032, 12643, 13389, 14607, 16061, 17920, 19560, 21362, 23370,
@@ -71,7 +71,7 @@ const LIVE_CAPACITY_KIB: [u64; 50] = [
 ];
 
 /// Which relay capacities a run uses (module docs).
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum RelaySpread {
     Live,
     Small,
@@ -137,6 +137,7 @@ fn run(spread: RelaySpread) {
             RelaySpread::Small => (small, 100_000_000),
             RelaySpread::Live => {
                 let rate = LIVE_CAPACITY_KIB[i as usize] * 1024;
+                // 1.25 x the rate in bits: 8 x 1.25 = 10 bits per byte/s.
                 (rate, (rate * 10).max(100_000_000))
             }
         };
