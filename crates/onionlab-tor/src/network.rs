@@ -1493,7 +1493,6 @@ impl TorNetwork {
         }
     }
 
-    /// Puts an exit connection in the exit's read ring if it has data and may package.
     /// Wakes every running stream of `circ` at its exit (its window opened, its rate
     /// limit refilled, or its queue drained).
     fn wake_circuit_streams(&mut self, exit: NodeId, circ: u32) {
@@ -1503,6 +1502,7 @@ impl TorNetwork {
         }
     }
 
+    /// Puts an exit connection in the exit's read ring if it has data and may package.
     fn wake_edge(&mut self, exit: NodeId, sid: u32) {
         let s = &mut self.streams[sid as usize];
         if s.in_read_ring || s.done || s.exit_conn.is_none() {
