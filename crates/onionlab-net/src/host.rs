@@ -50,14 +50,22 @@ pub(crate) struct Batch {
     pub ce: bool,
 }
 
-/// A batch travelling to a host's downlink, not yet arrived there.
+/// A batch travelling to a host's downlink, not yet arrived there. Half a cache line: the
+/// arrivals heap sifts through these, so their size sets how many lines a push or pop
+/// touches. The send time is not stored: it is `at` less the path's one-way latency and
+/// the batch's serialisation on the sender's uplink, both fixed by the flow, so the
+/// receiver recomputes it exactly ([`crate::network`]'s `admit`). Congestion marks are
+/// only set on arrival.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InFlight {
     /// When the batch reaches the downlink's queue.
     pub at: SimTime,
     /// Network-wide send counter: batches arriving at the same instant enter in send order.
     pub seq: u64,
-    pub batch: Batch,
+    /// Sequence number one past the batch's last byte.
+    pub end_seq: u64,
+    pub flow: u32,
+    pub bytes: u32,
 }
 
 impl PartialEq for InFlight {
@@ -167,6 +175,7 @@ mod layout {
         assert_eq!(line(offset_of!(Host, up_busy_until), 8), (0, 0));
         assert_eq!(line(offset_of!(Host, up_wake_pending), 1), (0, 0));
         assert_eq!(line(offset_of!(Host, arrivals), size_of::<BinaryHeap<InFlight>>()), (1, 1));
+        assert_eq!(size_of::<InFlight>(), 32, "two in-flight batches per cache line");
         assert_eq!(line(offset_of!(Host, down_active_flows), 4), (1, 1));
         assert_eq!(line(offset_of!(Host, down_current), size_of::<Option<Batch>>()), (2, 2));
         assert_eq!(line(offset_of!(Host, down_ring), size_of::<VecDeque<u32>>()), (2, 2));

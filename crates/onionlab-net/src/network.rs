@@ -415,6 +415,12 @@ impl Network {
         self.flows[flow_id(conn, side) as usize].socket_info(&self.cfg)
     }
 
+    /// Whether notices wait for [`drain_notices`](Self::drain_notices).
+    #[inline]
+    pub fn has_notices(&self) -> bool {
+        !self.notices.is_empty()
+    }
+
     /// Moves pending notices to `out` (appending), leaving the network's buffer empty.
     pub fn drain_notices(&mut self, out: &mut Vec<NetNotice>) {
         out.append(&mut self.notices);
@@ -671,7 +677,7 @@ impl Network {
             let at = now + dur + self.latency.one_way(src_loc, d.location);
             let earliest_done = at + onionlab_core::SimDuration::transmission(n, d.down_bits_per_sec);
             self.batch_seq += 1;
-            d.arrivals.push(InFlight { at, seq: self.batch_seq, batch: Batch { flow: fid, end_seq, bytes: n as u32, sent_at: now, ce: false } });
+            d.arrivals.push(InFlight { at, seq: self.batch_seq, end_seq, flow: fid, bytes: n as u32 });
             self.wake_downlink(q, dst, earliest_done);
             if !more {
                 self.want_acks(q, fid);
@@ -700,7 +706,7 @@ impl Network {
             let next_arrival = h.arrivals.peek().map_or(SimTime::MAX, |a| a.at);
             if next_arrival <= next_done && next_arrival <= now {
                 let a = self.hosts[host.0 as usize].arrivals.pop().expect("peeked");
-                self.admit(a.at, a.batch);
+                self.admit(a);
             } else if next_done <= now {
                 debug_assert_eq!(next_done, now, "a downlink batch finished without a wake at its end");
                 self.complete_downlink(q, host);
@@ -714,7 +720,7 @@ impl Network {
         let next = if h.down_busy() {
             Some(h.down_done_at)
         } else {
-            h.arrivals.peek().map(|a| a.at + onionlab_core::SimDuration::transmission(a.batch.bytes as u64, h.down_bits_per_sec))
+            h.arrivals.peek().map(|a| a.at + onionlab_core::SimDuration::transmission(a.bytes as u64, h.down_bits_per_sec))
         };
         if let Some(t) = next {
             self.wake_downlink(q, host, t);
@@ -731,14 +737,17 @@ impl Network {
         }
     }
 
-    /// A batch reaches its receiver's downlink queue at time `at`.
-    fn admit(&mut self, at: SimTime, b: Batch) {
-        let Batch { flow: fid, end_seq, bytes, sent_at, ce } = b;
+    /// A batch reaches its receiver's downlink queue at time `a.at`.
+    fn admit(&mut self, a: InFlight) {
+        let InFlight { at, flow: fid, end_seq, bytes, .. } = a;
         let f = &mut self.flows[fid as usize];
         let (src, dst) = (f.src, f.dst);
-        let src_loc = self.hosts[src.0 as usize].location;
+        let (src_loc, src_up) = (self.hosts[src.0 as usize].location, self.hosts[src.0 as usize].up_bits_per_sec);
         let h = &mut self.hosts[dst.0 as usize];
-        let mut ce = ce;
+        // `start_uplink` set `at` to the send time plus these two, exactly.
+        let in_transit = self.latency.one_way(src_loc, h.location) + onionlab_core::SimDuration::transmission(bytes as u64, src_up);
+        let sent_at = SimTime::from_nanos(at.as_nanos().saturating_sub(in_transit.as_nanos()));
+        let mut ce = false;
         // Fair-share marking: above the queue limit, mark the flows that hold at least an
         // equal share of the queue, so one bulk flow cannot push others' windows down.
         if h.down_queued + bytes as u64 > h.queue_limit {

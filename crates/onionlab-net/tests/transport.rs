@@ -404,3 +404,28 @@ proptest! {
         prop_assert!(d.net.num_connections() <= d.xfers.len());
     }
 }
+
+#[test]
+fn rtt_sample_is_both_serialisations_and_both_latencies() {
+    // One 1,000-byte batch on an idle path: the sender's RTT sample is its uplink's
+    // serialisation, the one-way latency, the receiver's downlink serialisation and the
+    // acknowledgement's latency back (in-flight batches do not store their send time; the
+    // receiver recomputes it, and this pins that to the exact nanosecond).
+    let mut h = constant(30);
+    let a = h.net.add_host(host("a", 8 * MBIT, 1000 * MBIT)).unwrap();
+    let b = h.net.add_host(host("b", 1000 * MBIT, 2 * MBIT)).unwrap();
+    let i = h.transfer(a, b, 1000).unwrap();
+    h.run();
+    // Acknowledgements are applied lazily, when the sender is next looked at.
+    let later = SimTime::ZERO + SimDuration::from_secs(1);
+    h.q.advance_to(later).unwrap();
+    h.net.sync_socket(later, h.transfers[i].conn, Side::Initiator);
+    let info = h.net.socket_info(h.transfers[i].conn, Side::Initiator);
+    let up = SimDuration::transmission(1000, 8 * MBIT);
+    let down = SimDuration::transmission(1000, 2 * MBIT);
+    let want = up + SimDuration::from_millis(30) + down + SimDuration::from_millis(30);
+    assert_eq!(up, SimDuration::from_millis(1));
+    assert_eq!(down, SimDuration::from_millis(4));
+    assert_eq!(info.min_rtt, Some(want));
+    assert_eq!(info.srtt, Some(want));
+}

@@ -1312,7 +1312,11 @@ impl TorNetwork {
                 self.mark_dirty(node);
             }
         }
-        self.flush_dirty(q);
+        // A third of the events (an uplink taking its next batch, most acknowledgements)
+        // leave nothing to pump or tell; skipping the call saves its large frame.
+        if !self.dirty.is_empty() || self.net.has_notices() || !self.idle_timers.is_empty() || !self.predict_checks.is_empty() {
+            self.flush_dirty(q);
+        }
     }
 
     fn flush_dirty(&mut self, q: &mut EventQueue<TorEvent>) {
