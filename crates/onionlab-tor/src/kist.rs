@@ -205,15 +205,26 @@ pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime)
         prev = Some(k);
     };
     while let Some(Ready(_, k)) = heap.pop() {
-        switch_to(chans, &pending, k);
-        if flush(chans, &mut pending, k) {
+        loop {
+            switch_to(chans, &pending, k);
+            if !flush(chans, &mut pending, k) {
+                break;
+            }
             match chans.priority(pending[k].0, now) {
-                Some(p) => heap.push(Ready(p, k)),
+                Some(p) => {
+                    // If the channel still goes before every other, the heap would hand it
+                    // straight back (its order is total): serve it without the round trip.
+                    if heap.peek().is_none_or(|top| Ready(p, k) > *top) {
+                        continue;
+                    }
+                    heap.push(Ready(p, k));
+                }
                 None => {
                     let at = unordered.partition_point(|&u| u < k);
                     unordered.insert(at, k);
                 }
             }
+            break;
         }
     }
     // With no counts (a round-robin circuitmux), channels take turns.
