@@ -32,12 +32,19 @@ pub(crate) struct ChanEnd {
     pub in_read_ring: bool,
     /// Out of per-connection read tokens; re-armed at the next refill.
     pub read_waits_for_refill: bool,
-    /// Bytes of the next cell from the peer read so far.
-    pub inbuf_partial: u64,
+    /// Copy of [`Channel::closed`], kept here so that a batch's arrival (its notice and
+    /// the read) reads this line only, not the channel's header line as well.
+    pub closed: bool,
+    /// Bytes of the next cell from the peer read so far (less than one cell).
+    pub inbuf_partial: u32,
     pub bytes_read: u64,
     /// Per-connection buckets (PerConnBWRate/Burst), only on a relay's end of a channel
     /// from a client.
     pub conn_read: Option<TokenBucket>,
+    /// Copy of [`Channel::conn`] (see `closed`).
+    pub conn: ConnId,
+    /// The node at this end (its entry of [`Channel::nodes`]; see `closed`).
+    pub node: NodeId,
     // Writing: the outbuf (line 2) ...
     pub outbuf: CellFifo,
     /// Bytes of the last started cell not yet written to the kernel (0..CELL_WIRE_BYTES).
@@ -56,8 +63,12 @@ pub(crate) struct ChanEnd {
 }
 
 impl ChanEnd {
-    pub fn new(sched: CircuitMux) -> Self {
+    /// `node`'s end of a channel over connection `conn`.
+    pub fn new(sched: CircuitMux, conn: ConnId, node: NodeId) -> Self {
         ChanEnd {
+            closed: false,
+            conn,
+            node,
             outbuf: CellFifo::new(),
             tail_unwritten: 0,
             wire: CellFifo::new(),
@@ -105,7 +116,8 @@ pub(crate) struct Channel {
     pub nodes: [NodeId; 2],
     /// TLS and link handshakes done: cells may flow.
     pub open: bool,
-    /// Closed for idleness: gone from both nodes' channel lists, never used again.
+    /// Closed for idleness: gone from both nodes' channel lists, never used again. Each
+    /// end keeps a copy ([`ChanEnd::closed`]); [`Channel::close`] sets all three.
     pub closed: bool,
     /// Circuits (not closed) with a hop over this channel (tor's `n_circuits`).
     pub circuits: u32,
@@ -117,6 +129,15 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
+    /// Marks the channel closed, in its header and in both ends.
+    pub fn close(&mut self) {
+        self.closed = true;
+        self.open = false;
+        for e in &mut self.ends {
+            e.closed = true;
+        }
+    }
+
     /// The side `node` holds on this channel (one of its two nodes).
     #[inline]
     pub fn side_of(&self, node: NodeId) -> Side {

@@ -54,7 +54,7 @@ mod layout {
     fn hot_fields_share_their_cache_lines() {
         use crate::channel::ChanEnd;
         use crate::circuit::{Circuit, HopQueue};
-        use crate::node::{NodeStats, TorNode};
+        use crate::node::{NodeId, NodeStats, TorNode};
         use crate::cell::CellFifo;
         // A relayed run reads the circuit's first line, then one hop queue's line.
         assert_eq!(size_of::<HopQueue>(), 64);
@@ -72,6 +72,10 @@ mod layout {
         // second; the circuitmux inline from the third, the write limits and the count of
         // bytes written after it in the fourth; the wire in the fifth.
         assert_eq!(lines(offset_of!(ChanEnd, conn_read), size_of::<Option<crate::token_bucket::TokenBucket>>()), (0, 0));
+        // ... with the copies of the channel's header a batch's arrival needs.
+        assert_eq!(lines(offset_of!(ChanEnd, closed), 1), (0, 0));
+        assert_eq!(lines(offset_of!(ChanEnd, conn), size_of::<onionlab_net::ConnId>()), (0, 0));
+        assert_eq!(lines(offset_of!(ChanEnd, node), size_of::<NodeId>()), (0, 0));
         assert_eq!(lines(offset_of!(ChanEnd, outbuf), size_of::<CellFifo>()), (1, 1));
         assert_eq!(lines(offset_of!(ChanEnd, tail_unwritten), 8), (1, 1));
         assert_eq!(offset_of!(ChanEnd, sched), 128);

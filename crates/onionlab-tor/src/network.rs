@@ -914,7 +914,8 @@ impl TorNetwork {
         let (ha, hb) = (self.nodes[a as usize].host, self.nodes[b as usize].host);
         let conn = self.net.connect(q, ha, hb).expect("hosts of two distinct nodes");
         let id = self.chans.len() as u32;
-        let mut ends = [ChanEnd::new(self.nodes[a as usize].scheduler.build()), ChanEnd::new(self.nodes[b as usize].scheduler.build())];
+        let mut ends =
+            [ChanEnd::new(self.nodes[a as usize].scheduler.build(), conn, a), ChanEnd::new(self.nodes[b as usize].scheduler.build(), conn, b)];
         // PerConnBWRate/Burst apply to a relay's connections from clients
         // (connection_or_update_token_buckets_helper).
         if self.nodes[a as usize].kind == NodeKind::Client {
@@ -1381,8 +1382,7 @@ impl TorNetwork {
             return;
         }
         let ch = &mut self.chans[chan as usize];
-        ch.closed = true;
-        ch.open = false;
+        ch.close();
         let nodes = ch.nodes;
         // The TCP connection closes with the channel; the transport reuses its slot.
         self.net.close(now, ch.conn);
@@ -1401,9 +1401,11 @@ impl TorNetwork {
         match self.conn_role[conn.0 as usize] {
             // A closed channel's connection is idle; a late acknowledgement may still
             // raise a notice, which nothing is waiting for.
-            ConnRole::Channel(chan) if self.chans[chan as usize].closed => {}
+            // The end's copies of `closed` and the node: the channel's header line is not
+            // read on a batch's arrival.
+            ConnRole::Channel(chan) if self.chans[chan as usize].ends[side_index(side)].closed => {}
             ConnRole::Channel(chan) => {
-                let node = self.chans[chan as usize].nodes[side_index(side)];
+                let node = self.chans[chan as usize].ends[side_index(side)].node;
                 match n {
                     NetNotice::Connected { side: Side::Initiator, .. } => {
                         let ch = &self.chans[chan as usize];
@@ -1686,13 +1688,14 @@ impl TorNetwork {
 
     fn read_channel(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, chan: u32, side: Side) {
         let si = side_index(side);
-        if self.chans[chan as usize].closed {
+        // The end's copies of `closed` and `conn` (see `ChanEnd::closed`).
+        if self.chans[chan as usize].ends[si].closed {
             // A stale ring entry: the connection is closed and its id may belong to
             // another connection by now.
             self.chans[chan as usize].ends[si].in_read_ring = false;
             return;
         }
-        let conn = self.chans[chan as usize].conn;
+        let conn = self.chans[chan as usize].ends[si].conn;
         let avail = self.net.readable_bytes(conn, side);
         let n = &mut self.nodes[node as usize];
         let end = &mut self.chans[chan as usize].ends[si];
@@ -1716,9 +1719,9 @@ impl TorNetwork {
             b.take(got);
         }
         end.bytes_read += got;
-        end.inbuf_partial += got;
-        let mut cells = end.inbuf_partial / CELL_WIRE_BYTES;
-        end.inbuf_partial %= CELL_WIRE_BYTES;
+        let partial = end.inbuf_partial as u64 + got;
+        let mut cells = partial / CELL_WIRE_BYTES;
+        end.inbuf_partial = (partial % CELL_WIRE_BYTES) as u32;
         self.counters.cell_hops += cells;
         if avail > got {
             self.nodes[node as usize].read_ring.push_back(IoRef::Chan(chan, side));
