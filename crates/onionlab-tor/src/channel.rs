@@ -56,6 +56,10 @@ pub(crate) struct ChanEnd {
     pub write_waits_for_refill: bool,
     /// In its KIST relay's `kist_ends`.
     pub in_kist_ends: bool,
+    /// Copy of [`Channel::open`], and below it of [`Channel::conn`], for the write path:
+    /// queueing and writing read this line, not the channel's header line.
+    pub open: bool,
+    pub write_conn: ConnId,
     // ... and what went to the kernel (the count ends line 4, the cells fill line 5).
     pub bytes_written: u64,
     /// Cells at least partly written to the kernel, not yet wholly read by the peer.
@@ -69,6 +73,8 @@ impl ChanEnd {
             closed: false,
             conn,
             node,
+            open: false,
+            write_conn: conn,
             outbuf: CellFifo::new(),
             tail_unwritten: 0,
             wire: CellFifo::new(),
@@ -114,7 +120,8 @@ pub(crate) struct Channel {
     pub conn: ConnId,
     /// `[initiator, acceptor]`.
     pub nodes: [NodeId; 2],
-    /// TLS and link handshakes done: cells may flow.
+    /// TLS and link handshakes done: cells may flow. Each end keeps a copy
+    /// ([`ChanEnd::open`]); [`Channel::set_open`] and [`Channel::close`] set all three.
     pub open: bool,
     /// Closed for idleness: gone from both nodes' channel lists, never used again. Each
     /// end keeps a copy ([`ChanEnd::closed`]); [`Channel::close`] sets all three.
@@ -129,12 +136,21 @@ pub(crate) struct Channel {
 }
 
 impl Channel {
+    /// Marks the channel open (handshakes done), in its header and in both ends.
+    pub fn set_open(&mut self) {
+        self.open = true;
+        for e in &mut self.ends {
+            e.open = true;
+        }
+    }
+
     /// Marks the channel closed, in its header and in both ends.
     pub fn close(&mut self) {
         self.closed = true;
         self.open = false;
         for e in &mut self.ends {
             e.closed = true;
+            e.open = false;
         }
     }
 

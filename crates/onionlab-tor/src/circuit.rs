@@ -7,7 +7,7 @@
 //! and its timings. **Must not touch:** channels' buffers or buckets.
 
 use onionlab_core::SimTime;
-use onionlab_net::ConnId;
+use onionlab_net::{ConnId, Side};
 
 use crate::cell::{CellFifo, Direction};
 use crate::flow_control::CongestionControl;
@@ -76,6 +76,10 @@ pub(crate) struct Circuit {
     pub cells_out: u32,
     /// Hops whose CREATED the client has seen.
     pub built: usize,
+    /// `lower_initiates[p]`: the node at position p is the initiator of `chans[p]` (the
+    /// channel may have been opened by the other node, for another circuit). Kept here so
+    /// that queueing a run on a channel does not read the channel's header for its side.
+    pub lower_initiates: [bool; CIRCUIT_NODES - 1],
     /// `queues[p][dir]`: cells at position p waiting to leave in direction dir, and the
     /// relay's count of cells it queued there.
     pub queues: [[HopQueue; 2]; CIRCUIT_NODES],
@@ -131,6 +135,17 @@ impl Circuit {
             Direction::In => pos.checked_sub(1)?,
         };
         self.chans.get(chan_pos).copied().flatten()
+    }
+
+    /// The side the node at `pos` holds on [`queue_chan`](Self::queue_chan)`(pos, dir)`,
+    /// which must exist.
+    #[inline]
+    pub fn queue_side(&self, pos: usize, dir: Direction) -> Side {
+        let lower = match dir {
+            Direction::Out => self.lower_initiates[pos],
+            Direction::In => !self.lower_initiates[pos - 1],
+        };
+        if lower { Side::Initiator } else { Side::Acceptor }
     }
 }
 

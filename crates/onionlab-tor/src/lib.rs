@@ -65,6 +65,7 @@ mod layout {
             (offset_of!(Circuit, state), 1),
             (offset_of!(Circuit, cells_out), 4),
             (offset_of!(Circuit, built), size_of::<usize>()),
+            (offset_of!(Circuit, lower_initiates), 3),
         ] {
             assert_eq!(lines(offset, size), (0, 0), "circuit header field past the first line");
         }
@@ -82,6 +83,8 @@ mod layout {
         assert!(size_of::<crate::scheduler::CircuitMux>() <= 80, "the circuitmux outgrew a line and a quarter");
         assert_eq!(lines(offset_of!(ChanEnd, conn_write), size_of::<Option<crate::token_bucket::TokenBucket>>()), (3, 3));
         assert_eq!(lines(offset_of!(ChanEnd, in_write_ring), 1), (3, 3));
+        assert_eq!(lines(offset_of!(ChanEnd, open), 1), (3, 3));
+        assert_eq!(lines(offset_of!(ChanEnd, write_conn), size_of::<onionlab_net::ConnId>()), (3, 3));
         assert_eq!(lines(offset_of!(ChanEnd, wire), size_of::<CellFifo>()), (4, 4));
         assert_eq!(lines(offset_of!(ChanEnd, bytes_written), 8), (3, 3));
         assert_eq!(size_of::<ChanEnd>(), 5 * 64);

@@ -859,6 +859,7 @@ impl TorNetwork {
             queues: Default::default(),
             policy: Default::default(),
             built: 0,
+            lower_initiates: [false; CIRCUIT_NODES - 1],
             state: CircuitState::Building,
             close_reason: None,
             cells_out: 0,
@@ -901,6 +902,7 @@ impl TorNetwork {
         };
         let chan = self.channel_between(q, a, b);
         self.circuits[circ as usize].chans[pos] = Some(chan);
+        self.circuits[circ as usize].lower_initiates[pos] = self.chans[chan as usize].nodes[0] == a;
         self.chans[chan as usize].circuits += 1;
         let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Create, target: (pos + 1) as u8, stream: 0 };
         self.emit(q.now(), circ, pos, run);
@@ -975,9 +977,8 @@ impl TorNetwork {
             return; // The next hop is not extended to yet (cannot happen for relayed cells).
         };
         let node = c.nodes[pos];
-        let ch = &mut self.chans[chan as usize];
-        let side = ch.side_of(node);
-        let end = &mut ch.ends[side_index(side)];
+        let side = c.queue_side(pos, run.dir);
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
         if was_empty {
             end.sched.activate(circ, now, &mut c.policy[pos][run.dir.index()]);
         }
@@ -989,7 +990,7 @@ impl TorNetwork {
                 end.in_kist_ends = true;
                 n.kist_ends.push((chan, side));
             }
-        } else if ch.open && !end.in_write_ring {
+        } else if end.open && !end.in_write_ring {
             end.in_write_ring = true;
             self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
         }
@@ -1251,7 +1252,7 @@ impl TorNetwork {
             TorEvent::ChannelOpen { chan } if self.chans[chan as usize].closed => {}
             TorEvent::ChannelOpen { chan } => {
                 let ch = &mut self.chans[chan as usize];
-                ch.open = true;
+                ch.set_open();
                 let nodes = ch.nodes;
                 for (i, side) in [Side::Initiator, Side::Acceptor].into_iter().enumerate() {
                     let end = &mut self.chans[chan as usize].ends[i];
@@ -1423,10 +1424,8 @@ impl TorNetwork {
                         self.mark_dirty(node);
                     }
                     NetNotice::Writable { .. } => {
-                        let ch = &mut self.chans[chan as usize];
-                        let open = ch.open;
-                        let end = &mut ch.ends[side_index(side)];
-                        if open && !end.in_write_ring && !end.write_waits_for_refill {
+                        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+                        if end.open && !end.in_write_ring && !end.write_waits_for_refill {
                             end.in_write_ring = true;
                             self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
                         }
@@ -1821,7 +1820,12 @@ impl TorNetwork {
                 break;
             }
             let si = side_index(side);
-            if self.chans[chan as usize].closed {
+            // An end joins the write ring only while its channel is open, and a channel
+            // that stops being open is closed: the end's `open` copy spares the read of
+            // the channel's header line.
+            let open = self.chans[chan as usize].ends[si].open;
+            debug_assert_eq!(!open, self.chans[chan as usize].closed, "a write-ring end of a channel not yet open");
+            if !open {
                 self.chans[chan as usize].ends[si].in_write_ring = false;
                 continue; // A stale entry (see `read_channel`).
             }
@@ -2212,7 +2216,7 @@ enum WriteStep {
 /// the connection's write buckets.
 #[inline(always)]
 fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, ch: &mut Channel, side: Side) -> WriteStep {
-    let conn = ch.conn;
+    let conn = ch.ends[side_index(side)].write_conn;
     let free = net.writable_bytes(q.now(), conn, side);
     let end = &mut ch.ends[side_index(side)];
     let pending = end.outbuf_bytes();
@@ -2262,7 +2266,8 @@ impl KistChannels for KistView<'_> {
     fn has_cells(&self, i: usize) -> bool {
         let (chan, side) = self.ends[i];
         let ch = &self.chans[chan as usize];
-        ch.open && ch.ends[side_index(side)].sched.active() > 0
+        let end = &ch.ends[side_index(side)];
+        end.open && end.sched.active() > 0
     }
 
     fn limit(&self, i: usize, params: &KistParams) -> u64 {
