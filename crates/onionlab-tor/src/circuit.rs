@@ -141,11 +141,12 @@ impl Circuit {
     /// which must exist.
     #[inline]
     pub fn queue_side(&self, pos: usize, dir: Direction) -> Side {
-        let lower = match dir {
+        // Out: `pos` is the lower node of channel `pos`; In: the upper node of `pos - 1`.
+        let initiates = match dir {
             Direction::Out => self.lower_initiates[pos],
             Direction::In => !self.lower_initiates[pos - 1],
         };
-        if lower { Side::Initiator } else { Side::Acceptor }
+        if initiates { Side::Initiator } else { Side::Acceptor }
     }
 }
 
