@@ -1903,8 +1903,9 @@ impl TorNetwork {
         queued + chans
     }
 
-    /// Checks cell conservation, window bounds and channels' circuit counts (no open
-    /// circuit on a closed channel); returns the first violation.
+    /// Checks cell conservation, window bounds, channels' circuit counts (no open
+    /// circuit on a closed channel) and the copies of channel state kept for the hot path
+    /// (in channel ends and circuits); returns the first violation.
     pub fn check_invariants(&self) -> Result<(), String> {
         let c = &self.counters;
         let accounted = c.cells_consumed + c.cells_dropped + self.cells_in_flight();
@@ -1942,6 +1943,24 @@ impl TorNetwork {
         for (i, ch) in self.chans.iter().enumerate() {
             if ch.circuits != uses[i] {
                 return Err(format!("channel {i}: counts {} circuits, {} use it", ch.circuits, uses[i]));
+            }
+            // The ends' copies of the header (read by the hot path instead of it).
+            for (k, e) in ch.ends.iter().enumerate() {
+                if (e.conn, e.write_conn, e.node, e.open, e.closed) != (ch.conn, ch.conn, ch.nodes[k], ch.open, ch.closed) {
+                    return Err(format!("channel {i}: end {k}'s copies of the header differ from it"));
+                }
+            }
+        }
+        for (i, circ) in self.circuits.iter().enumerate() {
+            if circ.state == CircuitState::Closed {
+                continue;
+            }
+            for (p, ch) in circ.chans.iter().enumerate() {
+                if let Some(ch) = ch {
+                    if circ.lower_initiates[p] != (self.chans[*ch as usize].nodes[0] == circ.nodes[p]) {
+                        return Err(format!("circuit {i}: the side recorded for hop channel {p} is wrong"));
+                    }
+                }
             }
         }
         let stream_windows = self.cfg.congestion_control.stream_windows();
