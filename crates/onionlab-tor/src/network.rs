@@ -1833,12 +1833,11 @@ impl TorNetwork {
                 self.fill_outbuf(now, node, chan, si);
             }
             let n = &mut self.nodes[node as usize];
-            let ch = &mut self.chans[chan as usize];
-            match write_once(&mut self.net, q, n, ch, side) {
+            let end = &mut self.chans[chan as usize].ends[si];
+            match write_once(&mut self.net, q, n, end, side) {
                 WriteStep::Wrote => n.write_ring.push_back(io),
-                WriteStep::Empty | WriteStep::SocketFull => ch.ends[si].in_write_ring = false,
+                WriteStep::Empty | WriteStep::SocketFull => end.in_write_ring = false,
                 WriteStep::NoShare => {
-                    let end = &mut ch.ends[si];
                     end.in_write_ring = false;
                     end.write_waits_for_refill = true;
                 }
@@ -2229,15 +2228,14 @@ enum WriteStep {
     Wrote,
 }
 
-/// One write of the outbuf of `ch`'s end on `side` to the kernel (tor's
-/// `connection_handle_write` for an OR connection): at most one bucket share
+/// One write of the outbuf of channel end `end` (on `side` of its channel) to the kernel
+/// (tor's `connection_handle_write` for an OR connection): at most one bucket share
 /// ([`bucket_share`]), the socket's free space and the outbuf, charged to the relay's and
 /// the connection's write buckets.
 #[inline(always)]
-fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, ch: &mut Channel, side: Side) -> WriteStep {
-    let conn = ch.ends[side_index(side)].write_conn;
+fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, end: &mut ChanEnd, side: Side) -> WriteStep {
+    let conn = end.write_conn;
     let free = net.writable_bytes(q.now(), conn, side);
-    let end = &mut ch.ends[side_index(side)];
     let pending = end.outbuf_bytes();
     if pending == 0 {
         return WriteStep::Empty;
@@ -2284,8 +2282,7 @@ impl KistChannels for KistView<'_> {
 
     fn has_cells(&self, i: usize) -> bool {
         let (chan, side) = self.ends[i];
-        let ch = &self.chans[chan as usize];
-        let end = &ch.ends[side_index(side)];
+        let end = &self.chans[chan as usize].ends[side_index(side)];
         end.open && end.sched.active() > 0
     }
 
@@ -2320,10 +2317,10 @@ impl KistChannels for KistView<'_> {
 
     fn write_now(&mut self, i: usize) {
         let (chan, side) = self.ends[i];
-        let ch = &mut self.chans[chan as usize];
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
         // A write the bucket refuses leaves the outbuf to the write pass after the run,
         // which waits for the refill (tor's connection_write_bw_exhausted).
-        write_once(self.net, self.q, self.relay, ch, side);
+        write_once(self.net, self.q, self.relay, end, side);
     }
 }
 
