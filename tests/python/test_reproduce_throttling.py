@@ -13,7 +13,8 @@ from onionlab.cli import main
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
     out = tmp_path_factory.mktemp("repro-throttling")
-    assert main(["reproduce", "throttling", "--quick", "-o", str(out), "--jobs", "2"]) == 0
+    # One axis widened, as a researcher would when a choice sits on the edge of its range.
+    assert main(["reproduce", "throttling", "--quick", "-o", str(out), "--jobs", "2", "--grid", "thresh.fraction=0.1,0.2,0.4"]) == 0
     return out
 
 
@@ -58,11 +59,29 @@ def test_the_sweep_runs_like_the_main_runs(quick):
     assert (s["sweep"]["duration"], s["sweep"]["warmup"]) == (s["duration"], s["warmup"])
 
 
+def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
+    sweep = pd.read_csv(quick / "sweep.csv")
+    fractions = sorted(json.loads(p)["fraction"] for p in sweep.loc[sweep.algorithm == "thresh", "params"])
+    assert fractions == [0.1, 0.2, 0.4]
+    assert (quick / "configs" / "sweep-thresh-02.toml").is_file()
+    chosen = json.loads((quick / "chosen.json").read_text())
+    edges = json.loads((quick / "sweep_edges.json").read_text())
+    named = {(e["algorithm"], e["parameter"]) for e in edges}
+    # Only the widened axis has three values in the quick sweep.
+    assert named == ({("thresh", "fraction")} if chosen["thresh"]["fraction"] in (0.1, 0.4) else set())
+    assert json.loads((quick / "summary.json").read_text())["sweep"]["grid"] == ["thresh.fraction=0.1,0.2,0.4"]
+
+
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--no-sweep", "-o", str(tmp_path / "x")]) != 0
     assert "--params" in capsys.readouterr().err
     assert main(["reproduce", "throttling", "--entry-guards", "0", "-o", str(tmp_path / "y")]) != 0
     assert "--entry-guards" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--grid", "thresh.T=0.1", "-o", str(tmp_path / "z")]) != 0
+    assert "--grid 'thresh.T=0.1': thresh has no parameter 'T'" in capsys.readouterr().err
+    assert not (tmp_path / "z" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --grid fails before any run"
+    assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--grid", "thresh.fraction=0.1", "-o", str(tmp_path / "w")]) != 0
+    assert "--grid: has no effect with --no-sweep" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- pieces, on hand-made data
@@ -84,6 +103,56 @@ def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
     t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median"])
     t["web_ttfb_median"] = 1.0
     assert T.choose(t) == {"vanilla": {}, "static": {"rate": "b"}, "split": {}}
+
+
+def test_the_sweep_is_spec_9s_ranges_and_grid_replaces_one_axis():
+    g = T._sweep_grid(False)
+    assert {a: len(p) for a, p in g.items()} == {"vanilla": 1, "static": 5, "split": 1, "flag": 27, "thresh": 27}
+    assert g["thresh"][0] == {"fraction": 0.05, "refresh": "10 s", "floor": "5 KiB/s"}
+    assert g["thresh"][-1] == {"fraction": 0.2, "refresh": "60 s", "floor": "50 KiB/s"}
+    wide = T._sweep_grid(False, T.grid_overrides(["thresh.fraction=0.05,0.1,0.2,0.4", "flag.flag_rate=2 KiB/s,5 KiB/s"]))
+    assert len(wide["thresh"]) == 4 * 3 * 3 and len(wide["flag"]) == 2 * 3 * 3
+    assert {p["fraction"] for p in wide["thresh"]} == {0.05, 0.1, 0.2, 0.4}
+    assert {p["flag_rate"] for p in wide["flag"]} == {"2 KiB/s", "5 KiB/s"}
+    assert wide["static"] == g["static"]
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("thresh.fraction", "expected ALG.PARAM=V1,V2,..."),
+    ("foo.rate=1 KiB/s", "unknown algorithm 'foo'"),
+    ("split.rate=1 KiB/s", "unknown algorithm 'split'"),
+    ("thresh.T=0.1", "thresh has no parameter 'T'"),
+    ("thresh.fraction=0.1,,0.2", "empty value"),
+    ("thresh.fraction=0.1,1.5", "fraction: 1.5 is outside [0, 1]"),
+    ("thresh.fraction=0.1,lots", "fraction: 'lots' is not a number"),
+    ("flag.flag_rate=5", "flag_rate: '5' is not a byte rate"),
+    ("thresh.refresh=0 s", "refresh: '0 s' must be positive"),
+    ("static.rate=5 KiB/s,5120 B/s", "a value is repeated"),
+])
+def test_grid_rejects_bad_input_naming_the_argument(arg, message):
+    with pytest.raises(ValueError) as e:
+        T.grid_overrides([arg])
+    assert f"--grid {arg!r}" in str(e.value) and message in str(e.value)
+
+
+def test_grid_rejects_one_axis_given_twice():
+    with pytest.raises(ValueError, match="thresh.fraction is given twice"):
+        T.grid_overrides(["thresh.fraction=0.1", "thresh.fraction=0.2"])
+
+
+def test_edge_choices_names_chosen_values_at_either_end_of_an_axis_of_three_or_more():
+    axes = T.sweep_axes(False, T.grid_overrides(["static.rate=10 KiB/s,20 KiB/s"]))
+    chosen = {
+        "vanilla": {}, "split": {},
+        "static": {"rate": "10 KiB/s"},  # an edge, but of a two-value axis: not named
+        "flag": {"flag_rate": "5 KiB/s", "penalty": 0.25, "halflife": "90 s"},
+        "thresh": {"fraction": 0.1, "refresh": "30 s", "floor": "20 KiB/s"},
+    }
+    rows = T.edge_choices(axes, chosen)
+    assert [(r["algorithm"], r["parameter"], r["value"], r["edge"]) for r in rows] == [
+        ("flag", "flag_rate", "5 KiB/s", "smallest"), ("flag", "halflife", "90 s", "largest"),
+    ]
+    assert rows[0]["axis"] == ["5 KiB/s", "20 KiB/s", "50 KiB/s"]
 
 
 def test_sweep_settings_default_to_the_main_runs_and_can_be_overridden():

@@ -64,30 +64,135 @@ THINK = {
 }
 
 
-def _sweep_grid(quick: bool) -> dict[str, list[dict]]:
-    """Spec section 9's proposed ranges (not the paper's; it gives none), and vanilla as the
-    reference every point is compared with."""
+#: Spec section 9's proposed ranges (the paper gives none), one axis per parameter. Each
+#: algorithm's sweep points are the product of its axes, in this order; ``--grid`` replaces
+#: an axis (:func:`grid_overrides`).
+SWEEP_AXES: dict[str, dict[str, list]] = {
+    "static": {"rate": [f"{r} KiB/s" for r in (5, 10, 20, 50, 100)]},
+    "flag": {
+        "flag_rate": [f"{r} KiB/s" for r in (5, 20, 50)],
+        "penalty": [0.0, 0.25, 0.5],
+        "halflife": [f"{h} s" for h in (3, 30, 90)],
+    },
+    "thresh": {
+        "fraction": [0.05, 0.1, 0.2],
+        "refresh": [f"{r} s" for r in (10, 30, 60)],
+        "floor": [f"{f} KiB/s" for f in (5, 20, 50)],
+    },
+}
+
+#: How each swept parameter's values are written: a byte rate, a duration, or a number in
+#: [0, 1] (the mechanisms' own ranges for T and P).
+AXIS_KINDS = {"rate": "rate", "flag_rate": "rate", "floor": "rate", "halflife": "duration", "refresh": "duration", "penalty": "unit", "fraction": "unit"}
+
+
+def axis_value_key(param: str, value) -> float:
+    """The number a swept value stands for (bytes/s, seconds or the fraction itself), to order
+    an axis. Raises ValueError naming the parameter for a value of the wrong form."""
+    from onionlab._core import parse_byte_rate, parse_duration
+
+    kind = AXIS_KINDS[param]
+    try:
+        if kind == "rate":
+            x = float(parse_byte_rate(value))
+        elif kind == "duration":
+            x = float(parse_duration(value))
+        else:
+            x = float(value)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{param}: {value!r} is not a {'byte rate' if kind == 'rate' else kind if kind == 'duration' else 'number'} ({e})") from None
+    if kind == "unit" and not 0.0 <= x <= 1.0:
+        raise ValueError(f"{param}: {value!r} is outside [0, 1]")
+    if kind != "unit" and not x > 0:
+        raise ValueError(f"{param}: {value!r} must be positive")
+    return x
+
+
+def grid_overrides(specs: list[str] | None) -> dict[str, dict[str, list]]:
+    """Parse ``--grid ALG.PARAM=V1,V2,...`` arguments into axes that replace spec 9's. Values
+    are byte rates ("5 KiB/s"), durations ("30 s") or numbers, as the parameter takes.
+    Raises ValueError naming the argument for an unknown algorithm or parameter, a bad or
+    repeated value, or a parameter given twice."""
+    out: dict[str, dict[str, list]] = {}
+    for spec in specs or []:
+        key, sep, values = spec.partition("=")
+        alg, dot, param = key.strip().partition(".")
+        if not sep or not dot:
+            raise ValueError(f"--grid {spec!r}: expected ALG.PARAM=V1,V2,... (for example thresh.fraction=0.1,0.2,0.4)")
+        if alg not in SWEEP_AXES:
+            raise ValueError(f"--grid {spec!r}: unknown algorithm {alg!r} (one of {', '.join(SWEEP_AXES)}; split has no parameters)")
+        if param not in SWEEP_AXES[alg]:
+            raise ValueError(f"--grid {spec!r}: {alg} has no parameter {param!r} (one of {', '.join(SWEEP_AXES[alg])})")
+        if param in out.get(alg, {}):
+            raise ValueError(f"--grid {spec!r}: {alg}.{param} is given twice")
+        raw = [v.strip() for v in values.split(",")]
+        if not raw or any(not v for v in raw):
+            raise ValueError(f"--grid {spec!r}: empty value in the list")
+        vals = [float(v) if AXIS_KINDS[param] == "unit" and _is_number(v) else v for v in raw]
+        keys = []
+        for v in vals:
+            try:
+                keys.append(axis_value_key(param, v))
+            except ValueError as e:
+                raise ValueError(f"--grid {spec!r}: {e}") from None
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"--grid {spec!r}: a value is repeated")
+        out.setdefault(alg, {})[param] = vals
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def sweep_axes(quick: bool, overrides: dict[str, dict[str, list]] | None = None) -> dict[str, dict[str, list]]:
+    """Each algorithm's axes: spec 9's, or the quick version's two static rates and one point
+    each for flagging and threshold, with ``overrides`` (from :func:`grid_overrides`) in place."""
     if quick:
-        return {
-            "vanilla": [{}],
-            "static": [{"rate": r} for r in ("10 KiB/s", "50 KiB/s")],
-            "split": [{}],
-            "flag": [{"flag_rate": "20 KiB/s", "penalty": 0.25, "halflife": "30 s"}],
-            "thresh": [{"fraction": 0.1, "refresh": "30 s", "floor": "20 KiB/s"}],
+        axes = {
+            "static": {"rate": ["10 KiB/s", "50 KiB/s"]},
+            "flag": {"flag_rate": ["20 KiB/s"], "penalty": [0.25], "halflife": ["30 s"]},
+            "thresh": {"fraction": [0.1], "refresh": ["30 s"], "floor": ["20 KiB/s"]},
         }
-    return {
-        "vanilla": [{}],
-        "static": [{"rate": f"{r} KiB/s"} for r in (5, 10, 20, 50, 100)],
-        "split": [{}],
-        "flag": [
-            {"flag_rate": f"{fr} KiB/s", "penalty": p, "halflife": f"{h} s"}
-            for fr, p, h in itertools.product((5, 20, 50), (0.0, 0.25, 0.5), (3, 30, 90))
-        ],
-        "thresh": [
-            {"fraction": t, "refresh": f"{r} s", "floor": f"{f} KiB/s"}
-            for t, r, f in itertools.product((0.05, 0.1, 0.2), (10, 30, 60), (5, 20, 50))
-        ],
-    }
+    else:
+        axes = {alg: {k: list(v) for k, v in ax.items()} for alg, ax in SWEEP_AXES.items()}
+    for alg, params in (overrides or {}).items():
+        axes[alg].update(params)
+    return axes
+
+
+def _sweep_grid(quick: bool, overrides: dict[str, dict[str, list]] | None = None) -> dict[str, list[dict]]:
+    """The sweep's points per algorithm (the product of its axes), and vanilla as the
+    reference every point is compared with."""
+    grid: dict[str, list[dict]] = {"vanilla": [{}]}
+    for alg, ax in sweep_axes(quick, overrides).items():
+        names = list(ax)
+        grid[alg] = [dict(zip(names, combo)) for combo in itertools.product(*(ax[n] for n in names))]
+        if alg == "static":
+            grid["split"] = [{}]
+    return grid
+
+
+def edge_choices(axes: dict[str, dict[str, list]], chosen: dict[str, dict]) -> list[dict]:
+    """Chosen values that are the smallest or largest of an axis of three or more values:
+    there the best setting may lie outside the swept range, and a researcher would extend
+    it (``--grid``). One row per such parameter: algorithm, parameter, value, which edge,
+    and the axis."""
+    rows = []
+    for alg, ax in axes.items():
+        for param, values in ax.items():
+            if len(values) < 3 or param not in chosen.get(alg, {}):
+                continue
+            keys = [axis_value_key(param, v) for v in values]
+            k = axis_value_key(param, chosen[alg][param])
+            edge = "smallest" if k == min(keys) else "largest" if k == max(keys) else None
+            if edge:
+                rows.append({"algorithm": alg, "parameter": param, "value": chosen[alg][param], "edge": edge, "axis": values})
+    return rows
 
 
 def _toml_value(v) -> str:
@@ -287,6 +392,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="path-selection bandwidth weights: uniform (default; the 2010 consensus has no weights line) or what tor's "
         "directory authorities compute for the 50 relays (dir-spec 3.8.3), as the paper's Shadow network's authorities would have",
     )
+    p.add_argument(
+        "--grid", action="append", metavar="ALG.PARAM=V1,V2,...",
+        help="replace one axis of the sweep (spec 9's ranges), e.g. thresh.fraction=0.05,0.1,0.2,0.4 or "
+        "flag.flag_rate=\"2 KiB/s,5 KiB/s\"; repeatable. The sweep names chosen values on an axis's edge in sweep_edges.json",
+    )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
 
 
@@ -351,7 +461,8 @@ def sweep_settings(args) -> tuple[str, str]:
 
 
 def sweep(out: Path, args, relays_file: str) -> dict[str, dict]:
-    grid = _sweep_grid(args.quick)
+    overrides = grid_overrides(args.grid)
+    grid = _sweep_grid(args.quick, overrides)
     duration, warmup = sweep_settings(args)
     seeds = list(range(1, args.sweep_seeds + 1))
     exps, meta = [], {}
@@ -378,6 +489,14 @@ def sweep(out: Path, args, relays_file: str) -> dict[str, dict]:
     agg.sort_values(["algorithm", "web_ttlb_mean_of_medians"], kind="mergesort").to_csv(out / "sweep.csv", index=False)
     table.to_csv(out / "sweep_per_seed.csv", index=False)
     (out / "chosen.json").write_text(json.dumps(chosen, indent=2, sort_keys=True) + "\n")
+    edges = edge_choices(sweep_axes(args.quick, overrides), chosen)
+    (out / "sweep_edges.json").write_text(json.dumps(edges, indent=2) + "\n")
+    for e in edges:
+        print(
+            f"sweep: {e['algorithm']}'s chosen {e['parameter']} {e['value']} is the {e['edge']} value swept "
+            f"({', '.join(map(str, e['axis']))}); the best may lie beyond (extend with --grid {e['algorithm']}.{e['parameter']}=...)",
+            flush=True,
+        )
     return chosen
 
 
@@ -859,6 +978,9 @@ def main(out: Path, args) -> int:
 
     relay_bw = {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in relays}
 
+    if args.no_sweep and args.grid:
+        raise ValueError("--grid: has no effect with --no-sweep (the parameters come from --params)")
+    grid_overrides(args.grid)  # a bad --grid fails before any run
     if args.no_sweep:
         if not args.params:
             raise ValueError("--no-sweep needs --params FILE (a chosen.json)")
@@ -920,7 +1042,7 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, **tor_settings(args),
-        "sweep": dict(zip(("seeds", "duration", "warmup"), (args.sweep_seeds, *sweep_settings(args)))) if not args.no_sweep else None,
+        "sweep": dict(zip(("seeds", "duration", "warmup", "grid"), (args.sweep_seeds, *sweep_settings(args), args.grid or []))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),
@@ -929,7 +1051,7 @@ def main(out: Path, args) -> int:
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, anonymity*.csv, figure4[abc].png, summary.json")
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, summary.json")
     return 0
 
 
