@@ -316,3 +316,23 @@ def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_gua
     conns["throttle_rate"] = 1e6
     a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
+
+
+def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute():
+    # Split: the target's connection (at g1) is throttled at 10, 10, 12, 12 KB/s in minutes
+    # 0-3, so its band is 11 +- 1 KB/s. g1's rate is the same; g2's is 11 KB/s in minute 0
+    # and 30 KB/s after (mean 25.25, outside the band); g3's is 50 KB/s throughout.
+    rates = {"g1": [10e3, 10e3, 12e3, 12e3], "g2": [11e3, 30e3, 30e3, 30e3], "g3": [50e3] * 4}
+    bw = {g: 1e6 for g in rates}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": 60.0 * m, "throttle_rate": r[m]} for g, r in rates.items() for m in range(4)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": "g1", "client": "c", "class": "bulk", "interval_start": float(t),
+         "bytes_written": 1000, "bytes_read": 0, "throttle_rate": rates["g1"][t // 60]}
+        for t in range(0, 240, 10)
+    ])
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2", "set_size"] == 1, "by the mean rule only g1 is left"
+    assert a.loc["attack2", "entropy_loss_bits"] == pytest.approx(math.log2(3))
+    assert a.loc["attack2-any", "set_size"] == 2, "g2's 11 KB/s minute keeps it"
+    assert a.loc["attack2-any", "entropy_loss_bits"] == pytest.approx(math.log2(3) - 1)
+    assert not a.loc["attack2-any", "true_guard_excluded"]
