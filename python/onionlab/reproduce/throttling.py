@@ -100,7 +100,8 @@ def axis_value_key(param: str, value) -> float:
         else:
             x = float(value)
     except (TypeError, ValueError) as e:
-        raise ValueError(f"{param}: {value!r} is not a {'byte rate' if kind == 'rate' else kind if kind == 'duration' else 'number'} ({e})") from None
+        what = {"rate": "byte rate", "duration": "duration", "unit": "number"}[kind]
+        raise ValueError(f"{param}: {value!r} is not a {what} ({e})") from None
     if kind == "unit" and not 0.0 <= x <= 1.0:
         raise ValueError(f"{param}: {value!r} is outside [0, 1]")
     if kind != "unit" and not x > 0:
@@ -126,7 +127,7 @@ def grid_overrides(specs: list[str] | None) -> dict[str, dict[str, list]]:
         if param in out.get(alg, {}):
             raise ValueError(f"--grid {spec!r}: {alg}.{param} is given twice")
         raw = [v.strip() for v in values.split(",")]
-        if not raw or any(not v for v in raw):
+        if any(not v for v in raw):
             raise ValueError(f"--grid {spec!r}: empty value in the list")
         vals = [float(v) if AXIS_KINDS[param] == "unit" and _is_number(v) else v for v in raw]
         keys = []
@@ -168,12 +169,11 @@ def sweep_axes(quick: bool, overrides: dict[str, dict[str, list]] | None = None)
 def _sweep_grid(quick: bool, overrides: dict[str, dict[str, list]] | None = None) -> dict[str, list[dict]]:
     """The sweep's points per algorithm (the product of its axes), and vanilla as the
     reference every point is compared with."""
-    grid: dict[str, list[dict]] = {"vanilla": [{}]}
-    for alg, ax in sweep_axes(quick, overrides).items():
-        names = list(ax)
-        grid[alg] = [dict(zip(names, combo)) for combo in itertools.product(*(ax[n] for n in names))]
-        if alg == "static":
-            grid["split"] = [{}]
+    axes = sweep_axes(quick, overrides)
+    grid: dict[str, list[dict]] = {}
+    for alg in ALGORITHMS:
+        names = list(axes.get(alg, {}))  # vanilla and split have no parameters: one point
+        grid[alg] = [dict(zip(names, combo)) for combo in itertools.product(*(axes[alg][n] for n in names))]
     return grid
 
 
@@ -395,7 +395,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--grid", action="append", metavar="ALG.PARAM=V1,V2,...",
         help="replace one axis of the sweep (spec 9's ranges), e.g. thresh.fraction=0.05,0.1,0.2,0.4 or "
-        "flag.flag_rate=\"2 KiB/s,5 KiB/s\"; repeatable. The sweep names chosen values on an axis's edge in sweep_edges.json",
+        "\"flag.flag_rate=2 KiB/s,5 KiB/s\"; repeatable. The sweep names chosen values on an axis's edge in sweep_edges.json",
     )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
 
