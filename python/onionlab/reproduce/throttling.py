@@ -89,21 +89,21 @@ AXIS_KINDS = {"rate": "rate", "flag_rate": "rate", "floor": "rate", "halflife": 
 def axis_value_key(param: str, value) -> float:
     """The number a swept value stands for (bytes/s, seconds or the fraction itself), to order
     an axis. Raises ValueError naming the parameter for a value of the wrong form."""
-    from onionlab._core import parse_byte_rate, parse_duration
+    from onionlab._core import parse_byte_rate
 
     kind = AXIS_KINDS[param]
     try:
         if kind == "rate":
             x = float(parse_byte_rate(value))
         elif kind == "duration":
-            x = float(parse_duration(value))
+            x = _seconds(value)
         else:
             x = float(value)
     except (TypeError, ValueError) as e:
         what = {"rate": "byte rate", "duration": "duration", "unit": "number"}[kind]
         raise ValueError(f"{param}: {value!r} is not a {what} ({e})") from None
     if kind == "unit" and not 0.0 <= x <= 1.0:
-        raise ValueError(f"{param}: {value!r} is outside [0, 1]")
+        raise ValueError(f"{param}: {x:g} is outside [0, 1]")
     if kind != "unit" and not x > 0:
         raise ValueError(f"{param}: {value!r} must be positive")
     return x
@@ -129,25 +129,18 @@ def grid_overrides(specs: list[str] | None) -> dict[str, dict[str, list]]:
         raw = [v.strip() for v in values.split(",")]
         if any(not v for v in raw):
             raise ValueError(f"--grid {spec!r}: empty value in the list")
-        vals = [float(v) if AXIS_KINDS[param] == "unit" and _is_number(v) else v for v in raw]
         keys = []
-        for v in vals:
+        for v in raw:
             try:
                 keys.append(axis_value_key(param, v))
             except ValueError as e:
                 raise ValueError(f"--grid {spec!r}: {e}") from None
         if len(set(keys)) != len(keys):
             raise ValueError(f"--grid {spec!r}: a value is repeated")
-        out.setdefault(alg, {})[param] = vals
+        # Numbers go into the configs as numbers (the parsed keys); rates and durations as
+        # written, units and all.
+        out.setdefault(alg, {})[param] = keys if AXIS_KINDS[param] == "unit" else raw
     return out
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 def sweep_axes(quick: bool, overrides: dict[str, dict[str, list]] | None = None) -> dict[str, dict[str, list]]:
@@ -460,8 +453,9 @@ def sweep_settings(args) -> tuple[str, str]:
     return args.sweep_duration or args.duration, args.sweep_warmup or args.warmup
 
 
-def sweep(out: Path, args, relays_file: str) -> dict[str, dict]:
-    overrides = grid_overrides(args.grid)
+def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list]]) -> dict[str, dict]:
+    """Runs the sweep (spec 9's axes with ``overrides`` from :func:`grid_overrides` in place)
+    and writes its tables and choice; returns the choice."""
     grid = _sweep_grid(args.quick, overrides)
     duration, warmup = sweep_settings(args)
     seeds = list(range(1, args.sweep_seeds + 1))
@@ -988,7 +982,7 @@ def main(out: Path, args) -> int:
 
     if args.no_sweep and args.grid:
         raise ValueError("--grid: has no effect with --no-sweep (the parameters come from --params)")
-    grid_overrides(args.grid)  # a bad --grid fails before any run
+    overrides = grid_overrides(args.grid)  # a bad --grid fails before any run
     if args.no_sweep:
         if not args.params:
             raise ValueError("--no-sweep needs --params FILE (a chosen.json)")
@@ -997,7 +991,7 @@ def main(out: Path, args) -> int:
         if missing:
             raise ValueError(f"--params {args.params}: no parameters for {', '.join(missing)}")
     else:
-        chosen = sweep(out, args, relays_file)
+        chosen = sweep(out, args, relays_file, overrides)
     print("chosen parameters: " + json.dumps(chosen, sort_keys=True), flush=True)
 
     seeds = list(range(1, args.seeds + 1))
