@@ -6,12 +6,18 @@ to parse the consensus. Selection keeps the bandwidth distribution and the flag 
 relays are split by position class (Guard only, Exit only, Guard+Exit, neither), each class
 gets a share of the N relays proportional to its size, and within a class relays are taken
 at evenly spaced bandwidth quantiles (the relay at rank (i + 0.5) / k of the sorted class).
+With --seed S the sample is a stratified random one instead: the class is cut into the same k
+equal-count bins and one relay is drawn uniformly from each (rank (i + u_i) / k, u_i uniform
+in [0, 1) from Python's seeded Mersenne Twister), so other seeds give other samples with the
+same flag proportions, for checking how much a finding depends on the one sample.
 BandwidthRate is the consensus bandwidth ("w Bandwidth=", KB/s; in the 2010 consensus the
 relay's self-advertised bandwidth) in KiB/s.
 
-Usage: tools/relays_from_consensus.py CONSENSUS N > relays.toml
+Usage: tools/relays_from_consensus.py CONSENSUS N [--seed S] > relays.toml
 """
 
+import argparse
+import random
 import sys
 
 from stem.descriptor import DocumentHandler, parse_file
@@ -39,7 +45,15 @@ def print_relays(chosen, flags_of) -> None:
 
 
 def main() -> int:
-    path, n = sys.argv[1], int(sys.argv[2])
+    ap = argparse.ArgumentParser(description="Derive an onionlab [[relays]] list from a Tor v3 consensus.")
+    ap.add_argument("consensus", help="path to a v3 consensus document")
+    ap.add_argument("n", type=int, help="number of relays to pick")
+    ap.add_argument("--seed", type=int, help="draw one relay at random from each quantile bin (default: each bin's midpoint)")
+    args = ap.parse_args()
+    path, n = args.consensus, args.n
+    if n < 1:
+        ap.error(f"n: must be at least 1, got {n}")
+    rng = random.Random(args.seed) if args.seed is not None else None
     doc = load_consensus(path)
     relays = [
         r
@@ -60,10 +74,11 @@ def main() -> int:
     for k in sorted(classes):
         members = sorted(classes[k], key=lambda r: (r.bandwidth, r.fingerprint))
         m = counts[k]
-        chosen += [members[int((i + 0.5) * len(members) / m)] for i in range(m)]
+        chosen += [members[int((i + (0.5 if rng is None else rng.random())) * len(members) / m)] for i in range(m)]
     chosen.sort(key=lambda r: (-r.bandwidth, r.nickname))
     print(f"# {n} relays derived from {path.split('/')[-1]} (valid-after {doc.valid_after})")
-    print("# by tools/relays_from_consensus.py: stratified by flag class, evenly spaced bandwidth quantiles.")
+    how = "evenly spaced bandwidth quantiles" if rng is None else f"one relay drawn per quantile bin, --seed {args.seed}"
+    print(f"# by tools/relays_from_consensus.py: stratified by flag class, {how}.")
     print(f"# Source relays: {total} Fast+Running+Valid with bandwidth > 0.")
     print_relays(chosen, lambda r: [f for f in ("Guard", "Exit", "Fast", "Stable") if f in r.flags])
     return 0

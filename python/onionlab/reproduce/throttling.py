@@ -318,6 +318,41 @@ def all_guards(relays_text: str) -> str:
     return "# Every relay made a guard (`--guards all`).\n" + text
 
 
+BUILTIN_RELAYS = Path(__file__).with_name("data") / "throttling-relays.toml"
+
+
+def relay_sample_text(path: str | None) -> str:
+    """The text of the relay sample: `path` (`--relays`) or the built-in 50 relays."""
+    if path is None:
+        return BUILTIN_RELAYS.read_text(encoding="utf-8")
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"--relays {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--relays {path}: cannot read it ({e})") from None
+
+
+def check_relay_sample(relays_text: str, args) -> list[dict]:
+    """The sample's `[[relays]]` tables, after the config validator has passed a medium-load
+    run on it (so a bad sample fails before any run starts, with `--relays` and the field
+    named)."""
+    import tempfile
+
+    from onionlab import config as config_mod
+
+    label = f"--relays {args.relays}" if args.relays else "the built-in relay sample"
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "throttling-relays.toml").write_text(relays_text, encoding="utf-8")
+        text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", "throttling-relays.toml", **client_settings(args))
+        (Path(d) / "check.toml").write_text(text, encoding="utf-8")
+        try:
+            resolved = config_mod.check(Path(d) / "check.toml")
+        except config_mod.ConfigError as e:
+            raise ValueError(f"{label}:\n" + config_mod.format_problems(e)) from None
+    return config_mod.parse(resolved)["relays"]
+
+
 def client_settings(args) -> dict:
     """The `config_text` settings every run of one reproduction shares: the web think time,
     the entry guards per client, whether clients build predicted circuits (and build-time
@@ -389,6 +424,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--grid", action="append", metavar="ALG.PARAM=V1,V2,...",
         help="replace one axis of the sweep (spec 9's ranges), e.g. thresh.fraction=0.05,0.1,0.2,0.4 or "
         "\"flag.flag_rate=2 KiB/s,5 KiB/s\"; repeatable. The sweep names chosen values on an axis's edge in sweep_edges.json",
+    )
+    p.add_argument(
+        "--relays", metavar="FILE",
+        help="the relay sample, a [[relays]] TOML file (default: the built-in 50 relays from the 2010-01-12 consensus); "
+        "tools/relays_from_consensus.py --seed S draws others with the same flag proportions. The think time stays "
+        "calibrated on the built-in sample",
     )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
 
@@ -964,18 +1005,15 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     if args.sweep_seeds < 1:
         raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
-    from onionlab.config import tomllib
-
     if args.entry_guards < 1:
         raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
-    relays_src = Path(__file__).with_name("data") / "throttling-relays.toml"
-    (out / "configs").mkdir(parents=True, exist_ok=True)
-    relays_file = "throttling-relays.toml"
-    relays_text = relays_src.read_text(encoding="utf-8")
+    relays_text = relay_sample_text(args.relays)
     if args.guards == "all":
         relays_text = all_guards(relays_text)
+    relays = check_relay_sample(relays_text, args)
+    (out / "configs").mkdir(parents=True, exist_ok=True)
+    relays_file = "throttling-relays.toml"
     (out / "configs" / relays_file).write_text(relays_text, encoding="utf-8")
-    relays = tomllib.loads(relays_text)["relays"]
     from onionlab._core import parse_byte_rate
 
     relay_bw = {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in relays}
@@ -1043,7 +1081,7 @@ def main(out: Path, args) -> int:
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
 
     summary = {
-        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, **tor_settings(args),
+        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
         "sweep": dict(zip(("seeds", "duration", "warmup", "grid"), (args.sweep_seeds, *sweep_settings(args), args.grid or []))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),

@@ -1,0 +1,83 @@
+"""Relay samples: `tools/relays_from_consensus.py` regenerates the shipped samples from the
+consensus in `data/`, and `reproduce throttling --relays` checks a sample before any run."""
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from onionlab.cli import main
+from onionlab.config import tomllib
+from onionlab.reproduce import throttling as T
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSENSUS = ROOT / "data" / "consensus" / "NetworkConsensus_1-12-10.txt"
+SAMPLES = ROOT / "examples" / "relay-samples"
+
+
+def derive(*args: str) -> str:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "relays_from_consensus.py"), str(CONSENSUS), "50", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout
+
+
+def flag_class(r: dict) -> tuple[bool, bool]:
+    return "Guard" in r["flags"], "Exit" in r["flags"]
+
+
+def test_the_tool_regenerates_the_built_in_sample_and_the_seeded_ones():
+    assert derive() == T.BUILTIN_RELAYS.read_text()
+    for seed in (2, 5):
+        assert derive("--seed", str(seed)) == (SAMPLES / f"throttling-2010-seed{seed}.toml").read_text()
+
+
+def test_a_seeded_sample_keeps_the_flag_proportions_but_picks_other_relays():
+    mid = tomllib.loads(T.BUILTIN_RELAYS.read_text())["relays"]
+    for seed in (2, 5):
+        other = tomllib.loads((SAMPLES / f"throttling-2010-seed{seed}.toml").read_text())["relays"]
+        assert len(other) == 50
+        assert Counter(map(flag_class, other)) == Counter(map(flag_class, mid))
+        assert {r["name"] for r in other} != {r["name"] for r in mid}
+
+
+def test_the_tool_rejects_a_bad_count():
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "relays_from_consensus.py"), str(CONSENSUS), "0"], capture_output=True, text=True)
+    assert r.returncode != 0 and "n: must be at least 1" in r.stderr
+
+
+def args(relays=None) -> SimpleNamespace:
+    return SimpleNamespace(
+        relays=relays, think="heavy", entry_guards=3, predicted_circuits=False, congestion_control="fixed-window",
+        cellq=None, cbt_learning=False, weights="uniform",
+    )
+
+
+def test_a_shipped_sample_passes_the_check():
+    path = str(SAMPLES / "throttling-2010-seed5.toml")
+    relays = T.check_relay_sample(T.relay_sample_text(path), args(path))
+    assert len(relays) == 50 and any("Guard" in r["flags"] for r in relays)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("relays = [", "TOML syntax error"),
+    ("relays = 3\n", "relays: expected an array of [[relays]] tables"),
+    ('[[relays]]\nname = "a"\nbandwidth = "fast"\nflags = ["Guard", "Exit", "Fast"]\n', 'relays[0].bandwidth: bad rate: "fast"'),
+    ('[[relays]]\nname = "a"\nbandwidth = "1 MiB/s"\nflags = ["Guard", "Fast"]\n', "no relay has both the Exit and Fast flags"),
+])
+def test_a_bad_sample_is_an_error_naming_relays_and_the_field(tmp_path, capsys, text, message):
+    f = tmp_path / "sample.toml"
+    f.write_text(text)
+    out = tmp_path / "out"
+    assert main(["reproduce", "throttling", "--relays", str(f), "-o", str(out)]) != 0
+    err = capsys.readouterr().err
+    assert f"--relays {f}" in err and message in err
+    assert not (out / "configs" / "sweep-vanilla-00.toml").exists(), "a bad sample fails before any run"
+
+
+def test_a_missing_sample_is_an_error(tmp_path, capsys):
+    assert main(["reproduce", "throttling", "--relays", str(tmp_path / "nope.toml"), "-o", str(tmp_path / "out")]) != 0
+    assert "no such file" in capsys.readouterr().err
