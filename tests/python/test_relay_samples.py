@@ -29,16 +29,23 @@ def flag_class(r: dict) -> tuple[bool, bool]:
     return "Guard" in r["flags"], "Exit" in r["flags"]
 
 
-def test_the_tool_regenerates_the_built_in_sample_and_the_seeded_ones():
+def shipped_samples() -> dict[int, Path]:
+    """The seeded samples in examples/relay-samples, by seed."""
+    found = {int(p.stem.rsplit("seed", 1)[1]): p for p in SAMPLES.glob("throttling-2010-seed*.toml")}
+    assert found, "examples/relay-samples has no samples"
+    return found
+
+
+def test_the_tool_regenerates_the_built_in_sample_and_every_shipped_one():
     assert derive() == T.BUILTIN_RELAYS.read_text()
-    for seed in (2, 5):
-        assert derive("--seed", str(seed)) == (SAMPLES / f"throttling-2010-seed{seed}.toml").read_text()
+    for seed, path in shipped_samples().items():
+        assert derive("--seed", str(seed)) == path.read_text(), path.name
 
 
 def test_a_seeded_sample_keeps_the_flag_proportions_but_picks_other_relays():
     mid = tomllib.loads(T.BUILTIN_RELAYS.read_text())["relays"]
-    for seed in (2, 5):
-        other = tomllib.loads((SAMPLES / f"throttling-2010-seed{seed}.toml").read_text())["relays"]
+    for seed, path in shipped_samples().items():
+        other = tomllib.loads(path.read_text())["relays"]
         assert len(other) == 50
         assert Counter(map(flag_class, other)) == Counter(map(flag_class, mid))
         assert {r["name"] for r in other} != {r["name"] for r in mid}
@@ -81,3 +88,8 @@ def test_a_bad_sample_is_an_error_naming_relays_and_the_field(tmp_path, capsys, 
 def test_a_missing_sample_is_an_error(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--relays", str(tmp_path / "nope.toml"), "-o", str(tmp_path / "out")]) != 0
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_compare_tool_names_a_directory_that_is_not_an_output(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "compare_throttling_runs.py"), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not a reproduce throttling output" in r.stderr and str(tmp_path) in r.stderr

@@ -72,6 +72,21 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
     assert json.loads((quick / "summary.json").read_text())["sweep"]["grid"] == ["thresh.fraction=0.1,0.2,0.4"]
 
 
+def test_compare_tool_orders_the_algorithms_per_load(quick):
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "compare_throttling_runs.py"
+    r = subprocess.run([sys.executable, str(tool), str(quick)], capture_output=True, text=True, check=True)
+    lines = [l for l in r.stdout.splitlines() if l.startswith(f"| {quick.name} |")]
+    assert [l.split(" | ")[1] for l in lines[:3]] == ["light", "medium", "heavy"]
+    t = pd.read_csv(quick / "table1.csv")
+    medium = t[(t.load == "medium") & (t.algorithm != "vanilla")].sort_values("web_ttlb_median", kind="stable")
+    web_order = lines[1].split(" | ")[7]
+    assert [part.split()[0] for part in web_order.split(" < ")] == list(medium.algorithm)
+    assert len(lines) == 4, "three loads, then one row of attacks"
+
+
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--no-sweep", "-o", str(tmp_path / "x")]) != 0
     assert "--params" in capsys.readouterr().err

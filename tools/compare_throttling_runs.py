@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Compare `onionlab reproduce throttling` outputs run on different relay samples.
+
+Development tool, run by hand. For each output directory it reads the relay sample the run
+used (`configs/throttling-relays.toml`), `table1.csv` and `anonymity_summary.csv`, and prints
+two markdown tables: the four throttling algorithms ordered by web download median and by
+bulk share at each load (the paper's findings are orders), and attacks 1 and 2's mean
+information loss. Directories are named by their last path component.
+
+Usage: tools/compare_throttling_runs.py OUT_DIR [OUT_DIR ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ALGORITHMS = ("static", "split", "flag", "thresh")
+LOADS = ("light", "medium", "heavy")
+
+
+def kib_per_s(bandwidth: str) -> float:
+    """A relay sample's "N KiB/s" bandwidth in KiB/s (the form relays_from_consensus.py writes)."""
+    number, unit = bandwidth.split()
+    if unit != "KiB/s":
+        raise ValueError(f"bandwidth {bandwidth!r}: expected KiB/s, as relays_from_consensus.py writes")
+    return float(number)
+
+
+def sample_shape(out: Path) -> dict:
+    """Total capacity (MiB/s), the two largest relays' share and the Exit-flagged share (%)."""
+    relays = tomllib.loads((out / "configs" / "throttling-relays.toml").read_text())["relays"]
+    bw = [kib_per_s(r["bandwidth"]) for r in relays]
+    total = sum(bw)
+    top = sorted(bw, reverse=True)
+    exits = sum(b for b, r in zip(bw, relays) if "Exit" in r.get("flags", []))
+    return {"capacity": total / 1024, "top2": 100 * (top[0] + top[1]) / total, "exit": 100 * exits / total}
+
+
+def order(values: pd.Series, digits: int) -> str:
+    """`values` (by algorithm) from smallest to largest, e.g. "flag 8.4 < split 9.6"."""
+    return " < ".join(f"{alg} {v:.{digits}f}" for alg, v in values.sort_values(kind="stable").items())
+
+
+def rows(out: Path) -> list[dict]:
+    """One row per load: the sample's shape, vanilla's figures and the algorithms' orders."""
+    shape = sample_shape(out)
+    t = pd.read_csv(out / "table1.csv").set_index(["load", "algorithm"])
+    result = []
+    for load in LOADS:
+        g = t.loc[load]
+        missing = [a for a in ("vanilla", *ALGORITHMS) if a not in g.index]
+        if missing:
+            raise ValueError(f"{out / 'table1.csv'}: no {load}-load row for {', '.join(missing)}")
+        result.append({
+            "run": out.name, "load": load, **shape,
+            "vanilla_web": g.loc["vanilla", "web_ttlb_median"], "vanilla_bulk": g.loc["vanilla", "bulk_pct"],
+            "web_order": order(g.loc[list(ALGORITHMS), "web_ttlb_median"], 2),
+            "bulk_order": order(g.loc[list(ALGORITHMS), "bulk_pct"], 1),
+        })
+    return result
+
+
+def attack_row(out: Path) -> dict:
+    """Mean entropy lost (bits) per attack and algorithm, medium load."""
+    a = pd.read_csv(out / "anonymity_summary.csv").set_index(["attack", "algorithm"]).mean_loss_bits
+    return {"run": out.name, **{f"{attack} {alg}": v for (attack, alg), v in a.items() if attack in ("attack1", "attack2", "attack2-timing")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("outs", nargs="+", type=Path, metavar="OUT_DIR", help="an output directory of `onionlab reproduce throttling`")
+    args = ap.parse_args(argv)
+    try:
+        table = pd.DataFrame([r for out in args.outs for r in rows(out)])
+        attacks = pd.DataFrame([attack_row(out) for out in args.outs])
+    except FileNotFoundError as e:
+        print(f"compare_throttling_runs: {e.filename}: no such file (not a reproduce throttling output?)", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError) as e:
+        print(f"compare_throttling_runs: {e}", file=sys.stderr)
+        return 2
+    print("| run | load | capacity (MiB/s) | top 2 (%) | exit (%) | vanilla web (s) | vanilla bulk (%) | web download median (s) | bulk share (%) |")
+    print("|---|---|---:|---:|---:|---:|---:|---|---|")
+    for r in table.itertuples():
+        print(f"| {r.run} | {r.load} | {r.capacity:.1f} | {r.top2:.0f} | {r.exit:.0f} | {r.vanilla_web:.2f} | {r.vanilla_bulk:.1f} | {r.web_order} | {r.bulk_order} |")
+    print()
+    cols = [c for c in attacks.columns if c != "run"]
+    print("| run | " + " | ".join(cols) + " |")
+    print("|---|" + "---:|" * len(cols))
+    for r in attacks.itertuples(index=False):
+        print(f"| {r[0]} | " + " | ".join(f"{v:.2f}" for v in r[1:]) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
