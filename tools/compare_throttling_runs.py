@@ -28,11 +28,10 @@ LOADS = ("light", "medium", "heavy")
 
 
 def kib_per_s(bandwidth: str) -> float:
-    """A relay sample's "N KiB/s" bandwidth in KiB/s (the form relays_from_consensus.py writes)."""
-    number, unit = bandwidth.split()
-    if unit != "KiB/s":
-        raise ValueError(f"bandwidth {bandwidth!r}: expected KiB/s, as relays_from_consensus.py writes")
-    return float(number)
+    """A relay's bandwidth ("12900 KiB/s", "10 MiB/s", ...) in KiB/s, parsed as the config is."""
+    from onionlab._core import parse_byte_rate
+
+    return parse_byte_rate(bandwidth) / 1024
 
 
 def sample_shape(out: Path) -> dict:
