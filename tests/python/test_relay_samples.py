@@ -1,11 +1,11 @@
 """Relay samples: `tools/relays_from_consensus.py` regenerates the shipped samples from the
 consensus in `data/`, and `reproduce throttling --relays` checks a sample before any run."""
 
+import argparse
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -56,16 +56,16 @@ def test_the_tool_rejects_a_bad_count():
     assert r.returncode != 0 and "n: must be at least 1" in r.stderr
 
 
-def args(relays=None) -> SimpleNamespace:
-    return SimpleNamespace(
-        relays=relays, think="heavy", entry_guards=3, predicted_circuits=False, congestion_control="fixed-window",
-        cellq=None, cbt_learning=False, weights="uniform",
-    )
+def parsed_args(*argv: str):
+    """`reproduce throttling`'s arguments as its own parser makes them."""
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    return p.parse_args(list(argv))
 
 
 def test_a_shipped_sample_passes_the_check():
     path = str(SAMPLES / "throttling-2010-seed5.toml")
-    relays = T.check_relay_sample(T.relay_sample_text(path), args(path))
+    relays = T.check_relay_sample(T.relay_sample_text(path), parsed_args("--relays", path))
     assert len(relays) == 50 and any("Guard" in r["flags"] for r in relays)
 
 
