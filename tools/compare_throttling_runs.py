@@ -18,13 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from onionlab.config import tomllib
+from onionlab.reproduce.throttling import ALGORITHMS as ALL_CONFIGURATIONS
+from onionlab.reproduce.throttling import LOADS, RELAYS_FILE
 
-ALGORITHMS = ("static", "split", "flag", "thresh")
-LOADS = ("light", "medium", "heavy")
+#: The throttling algorithms the paper's findings order (vanilla is the reference).
+ALGORITHMS = [a for a in ALL_CONFIGURATIONS if a != "vanilla"]
 
 
 def kib_per_s(bandwidth: str) -> float:
@@ -36,7 +35,7 @@ def kib_per_s(bandwidth: str) -> float:
 
 def sample_shape(out: Path) -> dict:
     """Total capacity (MiB/s), the two largest relays' share and the Exit-flagged share (%)."""
-    relays = tomllib.loads((out / "configs" / "throttling-relays.toml").read_text())["relays"]
+    relays = tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"]
     bw = [kib_per_s(r["bandwidth"]) for r in relays]
     total = sum(bw)
     top = sorted(bw, reverse=True)
@@ -56,14 +55,14 @@ def rows(out: Path) -> list[dict]:
     result = []
     for load in LOADS:
         g = t.loc[load]
-        missing = [a for a in ("vanilla", *ALGORITHMS) if a not in g.index]
+        missing = [a for a in ALL_CONFIGURATIONS if a not in g.index]
         if missing:
             raise ValueError(f"{out / 'table1.csv'}: no {load}-load row for {', '.join(missing)}")
         result.append({
             "run": out.name, "load": load, **shape,
             "vanilla_web": g.loc["vanilla", "web_ttlb_median"], "vanilla_bulk": g.loc["vanilla", "bulk_pct"],
-            "web_order": order(g.loc[list(ALGORITHMS), "web_ttlb_median"], 2),
-            "bulk_order": order(g.loc[list(ALGORITHMS), "bulk_pct"], 1),
+            "web_order": order(g.loc[ALGORITHMS, "web_ttlb_median"], 2),
+            "bulk_order": order(g.loc[ALGORITHMS, "bulk_pct"], 1),
         })
     return result
 

@@ -319,6 +319,8 @@ def all_guards(relays_text: str) -> str:
 
 
 BUILTIN_RELAYS = Path(__file__).with_name("data") / "throttling-relays.toml"
+#: The relay sample's name under ``configs/``, where every generated config refers to it.
+RELAYS_FILE = "throttling-relays.toml"
 
 
 def relay_sample_text(path: str | None) -> str:
@@ -343,8 +345,8 @@ def check_relay_sample(relays_text: str, args) -> list[dict]:
 
     label = f"--relays {args.relays}" if args.relays else "the built-in relay sample"
     with tempfile.TemporaryDirectory() as d:
-        (Path(d) / "throttling-relays.toml").write_text(relays_text, encoding="utf-8")
-        text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", "throttling-relays.toml", **client_settings(args))
+        (Path(d) / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
+        text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
         (Path(d) / "check.toml").write_text(text, encoding="utf-8")
         try:
             resolved = config_mod.check(Path(d) / "check.toml")
@@ -1012,7 +1014,7 @@ def main(out: Path, args) -> int:
         relays_text = all_guards(relays_text)
     relays = check_relay_sample(relays_text, args)
     (out / "configs").mkdir(parents=True, exist_ok=True)
-    relays_file = "throttling-relays.toml"
+    relays_file = RELAYS_FILE
     (out / "configs" / relays_file).write_text(relays_text, encoding="utf-8")
     from onionlab._core import parse_byte_rate
 
