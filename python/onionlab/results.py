@@ -10,6 +10,8 @@ A results directory holds::
     relays.parquet      one row per relay per metrics interval (all seeds)
     connections.parquet one row per client connection per relay per interval, when the config
                         sets experiment.connection_metrics_interval (else absent)
+    channels.parquet    one row per relay-to-relay channel end per interval, when the config
+                        sets experiment.channel_metrics_interval (else absent)
     summary.json        pooled per-class figures and per-seed run summaries (sorted keys)
     config.toml         the fully resolved config that produced them
     timing.json         wall-clock seconds per seed (the only non-deterministic file)
@@ -75,6 +77,21 @@ CONNECTIONS_SCHEMA = pa.schema(
     ]
 )
 
+CHANNELS_SCHEMA = pa.schema(
+    [
+        ("seed", pa.int64()),
+        ("relay", pa.string()),
+        ("peer", pa.string()),
+        ("initiator", pa.bool_()),
+        ("interval_start", pa.float64()),
+        ("bytes_written", pa.int64()),
+        ("bytes_read", pa.int64()),
+        ("circuits", pa.int64()),
+        ("active_circuits", pa.int64()),
+        ("queued_cells", pa.int64()),
+    ]
+)
+
 FILES = ("downloads.parquet", "relays.parquet", "summary.json", "config.toml")
 
 
@@ -125,7 +142,8 @@ class Results:
 
     ``downloads`` and ``relays`` hold every seed's rows (a ``seed`` column tells them apart);
     ``connections`` is the per-client-connection table (empty unless the config sets
-    ``experiment.connection_metrics_interval``); ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
+    ``experiment.connection_metrics_interval``); ``channels`` the per-channel table of
+    relay-to-relay channels (empty unless it sets ``experiment.channel_metrics_interval``); ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
     :mod:`onionlab.stats`); ``config`` is the resolved TOML; ``timing`` maps seed to wall
     seconds (not part of the deterministic output).
     """
@@ -137,6 +155,7 @@ class Results:
     timing: dict = field(default_factory=dict)
     source: str | None = None
     connections: pd.DataFrame = field(default_factory=lambda: table({}, CONNECTIONS_SCHEMA))
+    channels: pd.DataFrame = field(default_factory=lambda: table({}, CHANNELS_SCHEMA))
 
     @classmethod
     def from_runs(cls, runs: list[dict[str, Any]], config: str) -> "Results":
@@ -150,6 +169,8 @@ class Results:
         relays = relays.sort_values(["seed"], kind="mergesort").reset_index(drop=True)
         cns = [table(r.get("connections", {}), CONNECTIONS_SCHEMA) for r in runs] or [table({}, CONNECTIONS_SCHEMA)]
         connections = pd.concat(cns, ignore_index=True).sort_values(["seed"], kind="mergesort").reset_index(drop=True)
+        chs = [table(r.get("channels", {}), CHANNELS_SCHEMA) for r in runs] or [table({}, CHANNELS_SCHEMA)]
+        channels = pd.concat(chs, ignore_index=True).sort_values(["seed"], kind="mergesort").reset_index(drop=True)
         per_seed = []
         timing = {}
         for r in runs:
@@ -158,7 +179,15 @@ class Results:
             timing[str(s["seed"])] = wall
             per_seed.append(_json_safe(s))
         summary = _json_safe(stats.pooled_summary(downloads, per_seed))
-        return cls(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing, connections=connections)
+        return cls(
+            downloads=downloads,
+            relays=relays,
+            summary=summary,
+            config=config,
+            timing=timing,
+            connections=connections,
+            channels=channels,
+        )
 
     @property
     def label(self) -> str:
@@ -176,6 +205,8 @@ class Results:
             pq.write_table(_conform(df, schema), d / name, compression="zstd")
         if len(self.connections):
             pq.write_table(_conform(self.connections, CONNECTIONS_SCHEMA), d / "connections.parquet", compression="zstd")
+        if len(self.channels):
+            pq.write_table(_conform(self.channels, CHANNELS_SCHEMA), d / "channels.parquet", compression="zstd")
         (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"
         (d / "config.toml").write_text(cfg, encoding="utf-8")
@@ -198,12 +229,25 @@ def load(directory: str | os.PathLike) -> Results:
         connections = pq.read_table(d / "connections.parquet").to_pandas()
     else:
         connections = table({}, CONNECTIONS_SCHEMA)
+    if (d / "channels.parquet").is_file():
+        channels = pq.read_table(d / "channels.parquet").to_pandas()
+    else:
+        channels = table({}, CHANNELS_SCHEMA)
     summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
     config = (d / "config.toml").read_text(encoding="utf-8")
     timing = {}
     if (d / "timing.json").is_file():
         timing = json.loads((d / "timing.json").read_text(encoding="utf-8")).get("wall_seconds", {})
-    return Results(downloads=downloads, relays=relays, summary=summary, config=config, timing=timing, source=str(d), connections=connections)
+    return Results(
+        downloads=downloads,
+        relays=relays,
+        summary=summary,
+        config=config,
+        timing=timing,
+        source=str(d),
+        connections=connections,
+        channels=channels,
+    )
 
 
 def as_results(x: "Results | str | os.PathLike") -> Results:

@@ -160,6 +160,8 @@ struct DocExperiment<'a> {
     metrics_interval: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     connection_metrics_interval: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channel_metrics_interval: Option<String>,
 }
 
 /// `tor.congestion_control` as written back: a name, or the Vegas table in full.
@@ -396,6 +398,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 seeds: &e.seeds,
                 metrics_interval: format_duration(e.metrics_interval),
                 connection_metrics_interval: e.connection_metrics_interval.map(format_duration),
+                channel_metrics_interval: e.channel_metrics_interval.map(format_duration),
             },
             tor: DocTor {
                 refill_interval: format_duration(t.refill_interval),

@@ -44,6 +44,10 @@ pub struct ExperimentSection {
     /// client and its throttle); `None`: no such table.
     #[serde(serialize_with = "ser_opt_duration")]
     pub connection_metrics_interval: Option<SimDuration>,
+    /// Interval of the per-channel table (each relay-to-relay channel end: bytes, circuits,
+    /// queued cells); `None`: no such table.
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub channel_metrics_interval: Option<SimDuration>,
 }
 
 /// Tor and transport parameters (defaults: tor's, see onionlab-tor's `TorConfig`).

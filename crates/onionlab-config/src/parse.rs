@@ -131,7 +131,7 @@ pub const BANDWIDTH_WEIGHTS: &[&str] = &[
 
 const TOP_KEYS: &[&str] =
     &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms", "network_file"];
-const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval"];
+const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval", "channel_metrics_interval"];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
     "link_handshake_rtts",
@@ -715,7 +715,16 @@ impl Ctx<'_> {
         let metrics_interval =
             self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
         let connection_metrics_interval = self.opt(t, p, "connection_metrics_interval", Ctx::pos_duration);
-        ExperimentSection { name, duration: duration.unwrap_or(SimDuration::ZERO), warmup, seeds, metrics_interval, connection_metrics_interval }
+        let channel_metrics_interval = self.opt(t, p, "channel_metrics_interval", Ctx::pos_duration);
+        ExperimentSection {
+            name,
+            duration: duration.unwrap_or(SimDuration::ZERO),
+            warmup,
+            seeds,
+            metrics_interval,
+            connection_metrics_interval,
+            channel_metrics_interval,
+        }
     }
 
     fn seeds(&mut self, v: &Value) -> Vec<u64> {

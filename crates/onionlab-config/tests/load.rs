@@ -797,11 +797,15 @@ fn throttling() {
 }
 
 #[test]
-fn connection_metrics_interval() {
+fn connection_and_channel_metrics_intervals() {
     let c = load(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"60 s\"")).unwrap();
     assert_eq!(c.experiment.connection_metrics_interval, Some(SimDuration::from_secs(60)));
     assert_eq!(load(MINIMAL).unwrap().experiment.connection_metrics_interval, None);
     err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"0 s\""), "experiment.connection_metrics_interval", &["longer than 0"]);
+    let c = load(&edit("duration = \"2 min\"", "duration = \"2 min\"\nchannel_metrics_interval = \"10 s\"")).unwrap();
+    assert_eq!(c.experiment.channel_metrics_interval, Some(SimDuration::from_secs(10)));
+    assert_eq!(load(MINIMAL).unwrap().experiment.channel_metrics_interval, None);
+    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nchannel_metrics_interval = \"often\""), "experiment.channel_metrics_interval", &["duration"]);
 }
 
 #[test]

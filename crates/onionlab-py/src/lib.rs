@@ -125,7 +125,7 @@ fn column<'py, T: IntoPyObject<'py> + Clone>(py: Python<'py>, d: &Bound<'py, PyD
 
 /// Runs one seed of the experiment at `path`. `progress(sim_done_s, sim_total_s, events)`
 /// is called about 100 times. Returns {"downloads": {column: list}, "relays": {...},
-/// "connections": {...}, "summary": {...}}.
+/// "connections": {...}, "channels": {...}, "summary": {...}}.
 #[pyfunction]
 #[pyo3(signature = (path, seed, progress=None))]
 fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObject>) -> PyResult<Py<PyDict>> {
@@ -190,6 +190,19 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     column(py, &cl, "bytes_read", c.iter().map(|x| x.bytes_read).collect::<Vec<_>>())?;
     column(py, &cl, "throttle_rate", c.iter().map(|x| x.throttle_rate).collect::<Vec<_>>())?;
 
+    let ch = PyDict::new(py);
+    let c = &out.channels;
+    column(py, &ch, "seed", c.iter().map(|x| x.seed).collect::<Vec<_>>())?;
+    column(py, &ch, "relay", c.iter().map(|x| x.relay.clone()).collect::<Vec<_>>())?;
+    column(py, &ch, "peer", c.iter().map(|x| x.peer.clone()).collect::<Vec<_>>())?;
+    column(py, &ch, "initiator", c.iter().map(|x| x.initiator).collect::<Vec<_>>())?;
+    column(py, &ch, "interval_start", c.iter().map(|x| x.interval_start).collect::<Vec<_>>())?;
+    column(py, &ch, "bytes_written", c.iter().map(|x| x.bytes_written).collect::<Vec<_>>())?;
+    column(py, &ch, "bytes_read", c.iter().map(|x| x.bytes_read).collect::<Vec<_>>())?;
+    column(py, &ch, "circuits", c.iter().map(|x| x.circuits).collect::<Vec<_>>())?;
+    column(py, &ch, "active_circuits", c.iter().map(|x| x.active_circuits).collect::<Vec<_>>())?;
+    column(py, &ch, "queued_cells", c.iter().map(|x| x.queued_cells).collect::<Vec<_>>())?;
+
     let s = &out.summary;
     let sm = PyDict::new(py);
     sm.set_item("experiment", &s.experiment)?;
@@ -217,6 +230,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     res.set_item("downloads", dl)?;
     res.set_item("relays", rl)?;
     res.set_item("connections", cl)?;
+    res.set_item("channels", ch)?;
     res.set_item("summary", sm)?;
     Ok(res.unbind())
 }

@@ -65,6 +65,30 @@ pub struct ConnectionRow {
     pub throttle_rate: Option<u64>,
 }
 
+/// One relay's end of a channel to another relay over one channel-metrics interval: the
+/// per-channel view of where a relay's traffic and queues sit (which neighbour a saturated
+/// relay's bandwidth goes to, and how many circuits share it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelRow {
+    pub seed: u64,
+    /// The relay at this end, and the relay at the other.
+    pub relay: String,
+    pub peer: String,
+    /// `relay` opened the channel.
+    pub initiator: bool,
+    pub interval_start: f64,
+    /// Bytes written to / read from the kernel at this end in the interval. A channel
+    /// that closed during the interval has no row for it: bytes since its last sample are
+    /// not reported.
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    /// At the end of the interval: circuits over the channel, those with cells waiting to
+    /// be written at this end, and the cells waiting (circuit queues plus outbuf).
+    pub circuits: u64,
+    pub active_circuits: u64,
+    pub queued_cells: u64,
+}
+
 /// Per-class totals of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClassTotals {
@@ -93,5 +117,7 @@ pub struct RunOutput {
     pub relays: Vec<RelayRow>,
     /// Empty unless `experiment.connection_metrics_interval` is set.
     pub connections: Vec<ConnectionRow>,
+    /// Empty unless `experiment.channel_metrics_interval` is set.
+    pub channels: Vec<ChannelRow>,
     pub summary: RunSummary,
 }

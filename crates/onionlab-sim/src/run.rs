@@ -18,7 +18,7 @@ use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
 use crate::build::{build, Built};
-use crate::results::{ClassTotals, ConnectionRow, DownloadRow, RelayRow, RunOutput, RunSummary};
+use crate::results::{ChannelRow, ClassTotals, ConnectionRow, DownloadRow, RelayRow, RunOutput, RunSummary};
 
 /// Why a run could not be built or failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -34,6 +34,7 @@ const APP_CLASS: EventClass = EventClass(30);
 const METRICS_TOKEN: u64 = u64::MAX;
 const PROGRESS_TOKEN: u64 = u64::MAX - 1;
 const CONN_METRICS_TOKEN: u64 = u64::MAX - 2;
+const CHAN_METRICS_TOKEN: u64 = u64::MAX - 3;
 
 /// Progress callback: (simulated seconds done, simulated seconds total, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
@@ -97,6 +98,9 @@ pub fn run_inspected(
     if let Some(ci) = cfg.experiment.connection_metrics_interval {
         sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CONN_METRICS_TOKEN });
     }
+    if let Some(ci) = cfg.experiment.channel_metrics_interval {
+        sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CHAN_METRICS_TOKEN });
+    }
     let progress_step = SimDuration::from_nanos((duration.as_nanos() / 100).max(1));
     if progress.is_some() {
         sim.q.schedule_in(progress_step, APP_CLASS, TorEvent::App { token: PROGRESS_TOKEN });
@@ -108,6 +112,9 @@ pub fn run_inspected(
     let mut downloads = Vec::new();
     let mut relay_rows = Vec::new();
     let mut conn_rows = Vec::new();
+    let mut chan_rows = Vec::new();
+    // Byte counters at the last sample, per (channel, this end is the initiator).
+    let mut chan_last: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
     // Client node -> (name, class).
     let client_info: BTreeMap<u32, (String, String)> =
         clients.iter().zip(&names).map(|(&(n, g), name)| (n, (name.clone(), cfg.clients[g].name.clone()))).collect();
@@ -167,6 +174,28 @@ pub fn run_inspected(
                 }
                 if now + ci <= end {
                     sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CONN_METRICS_TOKEN });
+                }
+            }
+            TorEvent::App { token: CHAN_METRICS_TOKEN } => {
+                let now = sim.q.now();
+                let ci = cfg.experiment.channel_metrics_interval.expect("scheduled only when set");
+                for e in sim.tor.relay_channel_ends() {
+                    let last = chan_last.insert((e.chan, e.initiator), (e.bytes_written, e.bytes_read)).unwrap_or((0, 0));
+                    chan_rows.push(ChannelRow {
+                        seed,
+                        relay: name_of(&sim, e.relay),
+                        peer: name_of(&sim, e.peer),
+                        initiator: e.initiator,
+                        interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
+                        bytes_written: e.bytes_written - last.0,
+                        bytes_read: e.bytes_read - last.1,
+                        circuits: u64::from(e.circuits),
+                        active_circuits: u64::from(e.active_circuits),
+                        queued_cells: e.queued_cells,
+                    });
+                }
+                if now + ci <= end {
+                    sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CHAN_METRICS_TOKEN });
                 }
             }
             TorEvent::App { token: PROGRESS_TOKEN } => {
@@ -251,6 +280,7 @@ pub fn run_inspected(
         downloads,
         relays: relay_rows,
         connections: conn_rows,
+        channels: chan_rows,
         summary: RunSummary {
             experiment: cfg.experiment.name.clone(),
             seed,

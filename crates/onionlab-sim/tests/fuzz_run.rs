@@ -402,6 +402,7 @@ struct Gen {
     seed: u64,
     metrics_us: Option<u64>,
     conn_metrics_us: Option<u64>,
+    chan_metrics_us: Option<u64>,
     tor: GenTor,
     latency: GenLatency,
     weights: Option<Vec<(&'static str, u64)>>,
@@ -432,6 +433,7 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
             0..(i64::MAX as u64),
             of(logu(pick(w, 10_000, 1_000), 2_000_000)),
             of(logu(pick(w, 10_000, 1_000), 3_000_000)),
+            of(logu(pick(w, 10_000, 1_000), 3_000_000)),
         ),
         tor(w),
         latency(w),
@@ -455,7 +457,7 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
     )
         .prop_map(
             |(
-                (duration_ms, warmup, seed, metrics_us, conn_metrics_us),
+                (duration_ms, warmup, seed, metrics_us, conn_metrics_us, chan_metrics_us),
                 tor,
                 latency,
                 (weights, compute_flags),
@@ -470,6 +472,7 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
                 seed,
                 metrics_us,
                 conn_metrics_us,
+                chan_metrics_us,
                 tor,
                 latency,
                 weights,
@@ -549,6 +552,9 @@ fn render(g: &Gen) -> (String, Option<String>) {
     }
     if let Some(m) = g.conn_metrics_us {
         writeln!(s, "connection_metrics_interval = {}", dur_us(m)).unwrap();
+    }
+    if let Some(m) = g.chan_metrics_us {
+        writeln!(s, "channel_metrics_interval = {}", dur_us(m)).unwrap();
     }
 
     let t = &g.tor;
@@ -759,6 +765,7 @@ fn check_run(cfg: &ExperimentConfig) -> Result<(), TestCaseError> {
     prop_assert_eq!(&again.downloads, &out.downloads);
     prop_assert_eq!(&again.relays, &out.relays);
     prop_assert_eq!(&again.connections, &out.connections);
+    prop_assert_eq!(&again.channels, &out.channels);
     prop_assert_eq!(&again.summary.counters, &out.summary.counters);
     prop_assert_eq!(&again.summary.classes, &out.summary.classes);
     prop_assert_eq!(again.summary.events, out.summary.events);
@@ -821,6 +828,15 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
     };
     for c in &out.connections {
         prop_assert!(c.throttle_rate.is_none() || limits(&c.relay), "{c:?}");
+    }
+
+    // Channel table: relay-to-relay ends only, present only when asked for; only open
+    // circuits hold cells, and an active circuit holds at least one.
+    prop_assert!(cfg.experiment.channel_metrics_interval.is_some() || out.channels.is_empty());
+    let is_relay = |name: &str| cfg.relays.iter().any(|c| c.name == name) || out.relays.iter().any(|r| r.relay == name);
+    for c in &out.channels {
+        prop_assert!(c.relay != c.peer && is_relay(&c.relay) && is_relay(&c.peer), "{c:?}");
+        prop_assert!(c.active_circuits <= c.circuits && c.queued_cells >= c.active_circuits, "{c:?}");
     }
     Ok(())
 }

@@ -115,6 +115,49 @@ fn the_connection_table_counts_every_byte_across_reconnections() {
 }
 
 #[test]
+fn the_channel_table_accounts_for_every_byte_between_relays() {
+    // Channels never close, so every byte a relay wrote went to a relay (channel table), a
+    // client (connection table) or, at an exit, a server (in neither).
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"\nchannel_metrics_interval = \"10 s\"");
+    let text = format!("{text}\n[tor]\nidle_channel_timeout = \"never\"\n");
+    let cfg = onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let out = run(&cfg, 4, None).unwrap();
+    assert!(!out.channels.is_empty());
+    let names: Vec<&str> = cfg.relays.iter().map(|r| r.name.as_str()).collect();
+    for c in &out.channels {
+        assert!(names.contains(&c.relay.as_str()) && names.contains(&c.peer.as_str()) && c.relay != c.peer, "{c:?}");
+        assert!(c.active_circuits <= c.circuits, "only open circuits hold cells: {c:?}");
+        assert!(c.queued_cells >= c.active_circuits, "an active circuit has a cell waiting: {c:?}");
+    }
+    // Rows come in interval order, one per open channel end; 12 samples in 2 minutes.
+    let starts: std::collections::BTreeSet<u64> = out.channels.iter().map(|c| c.interval_start as u64).collect();
+    assert_eq!(starts, (0..12).map(|i| i * 10).collect());
+    let total = |rows: &mut dyn Iterator<Item = u64>| -> u64 { rows.sum() };
+    for relay in &cfg.relays {
+        let name = relay.name.as_str();
+        let written = total(&mut out.relays.iter().filter(|r| r.relay == name).map(|r| r.bytes_written));
+        let to_relays = total(&mut out.channels.iter().filter(|c| c.relay == name).map(|c| c.bytes_written));
+        let to_clients = total(&mut out.connections.iter().filter(|c| c.relay == name).map(|c| c.bytes_written));
+        assert!(to_relays > 0, "{name} relayed to other relays");
+        if relay.flags.iter().any(|f| f == "Exit") {
+            assert!(to_relays + to_clients <= written, "{name}: {to_relays} + {to_clients} > {written}");
+        } else {
+            assert_eq!(to_relays + to_clients, written, "{name}: every byte it wrote is in one of the two tables");
+        }
+    }
+    // What one end wrote, the other read, less what is still on the wire at the end.
+    for a in out.channels.iter().filter(|c| c.interval_start == 110.0) {
+        let sent = total(&mut out.channels.iter().filter(|c| c.relay == a.relay && c.peer == a.peer && c.initiator == a.initiator).map(|c| c.bytes_written));
+        let got = total(&mut out.channels.iter().filter(|c| c.relay == a.peer && c.peer == a.relay && c.initiator != a.initiator).map(|c| c.bytes_read));
+        assert!(got <= sent && sent - got <= 2 * 1024 * 1024, "{} -> {}: wrote {sent}, read {got}", a.relay, a.peer);
+    }
+    assert_eq!(run(&cfg, 4, None).unwrap().channels, out.channels, "same seed, same table");
+}
+
+#[test]
 fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
     let base = std::fs::read_to_string(&p).unwrap().replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"");

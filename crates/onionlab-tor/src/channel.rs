@@ -160,3 +160,29 @@ impl Channel {
         if self.nodes[0] == node { Side::Initiator } else { Side::Acceptor }
     }
 }
+
+/// One relay's end of a channel to another relay at one moment
+/// ([`crate::TorNetwork::relay_channel_ends`]): who is at each end, its byte counters since
+/// the channel opened, and what waits to be written on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayChannelEnd {
+    pub chan: u32,
+    /// The relay at this end.
+    pub relay: NodeId,
+    /// The relay at the other end.
+    pub peer: NodeId,
+    /// This relay opened the channel.
+    pub initiator: bool,
+    /// Handshakes done (cells may flow).
+    pub open: bool,
+    /// Bytes read from / written to the kernel at this end since the channel opened.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Circuits (not closed) over the channel (tor's `n_circuits`).
+    pub circuits: u32,
+    /// Circuits with cells waiting in a queue that feeds this end: those the circuit
+    /// scheduler chooses among.
+    pub active_circuits: u32,
+    /// Cells in those queues plus this end's outbuf (not yet given to the kernel).
+    pub queued_cells: u64,
+}

@@ -29,6 +29,7 @@ pub mod scheduler;
 pub mod token_bucket;
 pub mod vegas;
 
+pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord};
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
 pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};

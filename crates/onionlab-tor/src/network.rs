@@ -35,7 +35,7 @@ use onionlab_core::{EventClass, EventQueue, RngStreams, SimDuration, SimTime};
 use onionlab_net::{ConnId, HostId, HostSpec, LatencyModel, NetEvent, NetNotice, Network, Side, TransportConfig};
 
 use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
-use crate::channel::{ChanEnd, Channel};
+use crate::channel::{ChanEnd, Channel, RelayChannelEnd};
 use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES, NO_STREAM};
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
@@ -590,6 +590,54 @@ impl TorNetwork {
                 }
             })
             .collect()
+    }
+
+    /// Every open channel end a relay holds toward another relay, with what waits to be
+    /// written on it: the per-channel view behind the `channels` results table. Built by
+    /// one pass over the circuits, so call it at metrics intervals, not per event.
+    pub fn relay_channel_ends(&self) -> Vec<RelayChannelEnd> {
+        // Per (channel, side): queued cells and active circuits.
+        let mut queued = vec![(0u64, 0u32); self.chans.len() * 2];
+        for c in &self.circuits {
+            for (pos, qs) in c.queues.iter().enumerate() {
+                for dir in [Direction::Out, Direction::In] {
+                    let n = qs[dir.index()].cells.len();
+                    if n == 0 {
+                        continue;
+                    }
+                    if let Some(chan) = c.queue_chan(pos, dir) {
+                        let slot = &mut queued[chan as usize * 2 + side_index(c.queue_side(pos, dir))];
+                        slot.0 += n;
+                        slot.1 += 1;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for &relay in &self.relays {
+            for &(chan, side) in &self.nodes[relay as usize].chans {
+                let peer = self.chan_peer(chan, side);
+                if self.node_kind(peer) != NodeKind::Relay {
+                    continue;
+                }
+                let ch = &self.chans[chan as usize];
+                let end = &ch.ends[side_index(side)];
+                let (in_queues, active) = queued[chan as usize * 2 + side_index(side)];
+                out.push(RelayChannelEnd {
+                    chan,
+                    relay,
+                    peer,
+                    initiator: side == Side::Initiator,
+                    open: ch.open,
+                    bytes_read: end.bytes_read,
+                    bytes_written: end.bytes_written,
+                    circuits: ch.circuits,
+                    active_circuits: active,
+                    queued_cells: in_queues + end.outbuf.len(),
+                });
+            }
+        }
+        out
     }
 
     /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
