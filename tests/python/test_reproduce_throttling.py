@@ -20,8 +20,11 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "figure4a.png", "figure4b.png", "figure4c.png", "summary.json", "attack3.csv", "configs/medium-flag.toml"):
+              "figure4a.png", "figure4b.png", "figure4c.png", "summary.json", "attack3.csv", "channels.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
+    channels = pd.read_csv(quick / "channels.csv")
+    assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
+    assert (channels.groupby("algorithm").size() <= 10).all() and (channels["relay"] != channels["peer"]).all()
     chosen = json.loads((quick / "chosen.json").read_text())
     assert set(chosen) == {"vanilla", "static", "split", "flag", "thresh"}
 
@@ -351,3 +354,28 @@ def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute(
     assert a.loc["attack2-any", "set_size"] == 2, "g2's 11 KB/s minute keeps it"
     assert a.loc["attack2-any", "entropy_loss_bits"] == pytest.approx(math.log2(3) - 1)
     assert not a.loc["attack2-any", "true_guard_excluded"]
+
+
+def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():
+    # Relay X writes to Y and Z over two 10 s samples after the warm-up (one before it is
+    # ignored). X->Y: 10 circuits, 8 active, 400 then 600 cells queued, 40 KiB each
+    # sample; X->Z: open only in the second sample, 1 circuit, 20 KiB. Z->X: idle.
+    rows = [
+        (0.0, "X", "Y", 99 * 1024, 99, 99, 9999),
+        (10.0, "X", "Y", 40 * 1024, 10, 8, 400),
+        (20.0, "X", "Y", 40 * 1024, 10, 8, 600),
+        (20.0, "X", "Z", 20 * 1024, 1, 1, 50),
+        (10.0, "Z", "X", 0, 1, 0, 0),
+        (20.0, "Z", "X", 0, 1, 0, 0),
+    ]
+    ch = pd.DataFrame(rows, columns=["interval_start", "relay", "peer", "bytes_written", "circuits", "active_circuits", "queued_cells"]).assign(seed=1)
+    t = T.busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0)
+    assert list(zip(t["relay"], t["peer"])) == [("X", "Y"), ("X", "Z"), ("Z", "X")]
+    xy, xz, zx = (t.iloc[i] for i in range(3))
+    assert xy["kib_per_s"] == pytest.approx(80 / 20) and xy["queued_cells"] == 500 and xy["active_circuits"] == 8
+    assert xy["kib_per_s_per_active_circuit"] == pytest.approx(0.5) and xy["share_of_relay"] == pytest.approx(80 / 100)
+    # Absent from the first sample: it counts as empty then.
+    assert xz["kib_per_s"] == pytest.approx(1.0) and xz["active_circuits"] == 0.5 and xz["queued_cells"] == 25
+    assert math.isnan(zx["kib_per_s_per_active_circuit"]) and zx["circuits"] == 1
+    assert len(T.busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0, top=1)) == 1
+    assert T.busiest_channels(SimpleNamespace(channels=ch.iloc[:0]), warmup_s=10.0).empty

@@ -52,6 +52,12 @@ TIMING_STEP_S = 1.0
 #: Attack 2 reads an unthrottled circuit's speed as its busiest PEAK_STEP_S seconds in a minute.
 PEAK_STEP_S = 10.0
 
+#: Sampling interval (seconds) of the per-channel table of the medium-load runs
+#: (``channels.csv``: where relays' queues sit).
+CHANNEL_STEP_S = 10.0
+#: Channel ends per algorithm in ``channels.csv``: those with the most queued cells.
+CHANNEL_TOP = 10
+
 #: Web think times (the paper's UNC data set may not be redistributed). Both are lognormal
 #: stand-ins calibrated to table 1's vanilla medium-load split (65.8 % web / 34.2 % bulk).
 #: "heavy" (the default): median 8 s, sigma 2.0 (mean 59 s; 10 % of pauses under 0.6 s,
@@ -233,9 +239,11 @@ think = { dist = "fixed", value = "120 s" }
 def config_text(
     name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
-    cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform",
+    cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None,
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
+    if chan_interval:
+        extra += f'\nchannel_metrics_interval = "{chan_interval}"'
     # [tor] lines beyond the defaults: sensitivities only, so the main runs' configs stay as they were.
     tor_extra = "\npredicted_circuits = true" if predicted_circuits or cbt_learning else ""
     if cbt_learning:
@@ -941,6 +949,35 @@ size = "10 MiB"
 COLORS = dict(zip(ALGORITHMS, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")))
 
 
+def busiest_channels(res, warmup_s: float, top: int = CHANNEL_TOP) -> pd.DataFrame:
+    """The `top` relay-to-relay channel ends with the most cells waiting, after the warm-up,
+    averaged over samples and seeds (a channel end absent from a sample, closed or not yet
+    open, counts as empty then). Per end: KiB/s written, circuits, active circuits (with
+    cells waiting there), queued cells, and KiB/s per active circuit, the share of a
+    circuit waiting there. ``share_of_relay`` is the end's part of what its relay wrote to
+    relays."""
+    cols = ["relay", "peer", "kib_per_s", "share_of_relay", "circuits", "active_circuits", "queued_cells", "kib_per_s_per_active_circuit"]
+    c = res.channels
+    c = c[c["interval_start"] >= warmup_s]
+    if c.empty:
+        return pd.DataFrame(columns=cols)
+    samples = c.groupby("seed")["interval_start"].nunique().sum()
+    step = float(np.diff(np.sort(c["interval_start"].unique()))[0]) if c["interval_start"].nunique() > 1 else CHANNEL_STEP_S
+    g = c.groupby(["relay", "peer"]).agg(
+        written=("bytes_written", "sum"), circuits=("circuits", "sum"), active_circuits=("active_circuits", "sum"), queued_cells=("queued_cells", "sum"),
+    )
+    t = pd.DataFrame({
+        "kib_per_s": g["written"] / 1024 / (samples * step),
+        "share_of_relay": g["written"] / g.groupby("relay")["written"].transform("sum"),
+        "circuits": g["circuits"] / samples,
+        "active_circuits": g["active_circuits"] / samples,
+        "queued_cells": g["queued_cells"] / samples,
+    })
+    t["kib_per_s_per_active_circuit"] = (t["kib_per_s"] / t["active_circuits"]).where(t["active_circuits"] > 0)
+    t = t.reset_index().sort_values(["queued_cells", "relay", "peer"], ascending=[False, True, True], kind="mergesort").head(top)
+    return t[cols].round(3).reset_index(drop=True)
+
+
 def _cdf(ax, values, label):
     x, y = ecdf(values)
     if len(x):
@@ -1041,7 +1078,11 @@ def main(out: Path, args) -> int:
             name = f"{load}-{alg}"
             # Medium load feeds the anonymity analysis (finer samples; see TIMING_STEP_S).
             ci = "60 s" if load != "medium" else f"{TIMING_STEP_S:g} s" if alg == "flag" else f"{PEAK_STEP_S:g} s"
-            text = config_text(name, bulk, mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, conn_interval=ci, **client_settings(args))
+            chan = f"{CHANNEL_STEP_S:g} s" if load == "medium" else None
+            text = config_text(
+                name, bulk, mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file,
+                conn_interval=ci, chan_interval=chan, **client_settings(args),
+            )
             exps.append((name, write_config(out, name, text), seeds))
     print(f"main runs: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
     runs = run_many(exps, out, args.jobs)
@@ -1071,6 +1112,9 @@ def main(out: Path, args) -> int:
         ignore_index=True,
     )
     anon.to_csv(out / "anonymity.csv", index=False)
+    channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
+    channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]
+    channels.to_csv(out / "channels.csv", index=False)
     figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
     figure4(anon, "attack2", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
     anon_summary = (
@@ -1093,7 +1137,7 @@ def main(out: Path, args) -> int:
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, summary.json")
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, channels.csv, summary.json")
     return 0
 
 
