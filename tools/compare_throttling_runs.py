@@ -2,10 +2,12 @@
 """Compare `onionlab reproduce throttling` outputs run on different relay samples.
 
 Development tool, run by hand. For each output directory it reads the relay sample the run
-used (`configs/throttling-relays.toml`), `table1.csv` and `anonymity_summary.csv`, and prints
-two markdown tables: the four throttling algorithms ordered by web download median and by
-bulk share at each load (the paper's findings are orders), and attacks 1 and 2's mean
-information loss. Directories are named by their last path component.
+used (`configs/throttling-relays.toml`), `table1.csv`, `anonymity_summary.csv` and, where the
+output has one, `channels.csv`, and prints three markdown tables: the four throttling
+algorithms ordered by web download median and by bulk share at each load (the paper's
+findings are orders), attacks 1 and 2's mean information loss, and under vanilla at medium
+load the channel end with the most cells waiting (where the sample's bottleneck sits).
+Directories are named by their last path component.
 
 Usage: tools/compare_throttling_runs.py OUT_DIR [OUT_DIR ...]
 """
@@ -73,6 +75,31 @@ def attack_row(out: Path) -> dict:
     return {"run": out.name, **{f"{attack} {alg}": v for (attack, alg), v in a.items() if attack in ("attack1", "attack2", "attack2-timing")}}
 
 
+def bottleneck_row(out: Path) -> dict | None:
+    """Vanilla's channel end with the most cells waiting at medium load, with the flags of
+    the relays at either end; `None` for an output without `channels.csv` (older runs)."""
+    path = out / "channels.csv"
+    if not path.is_file():
+        return None
+    c = pd.read_csv(path)
+    c = c[c["algorithm"] == "vanilla"].sort_values("queued_cells", ascending=False, kind="stable")
+    if c.empty:
+        raise ValueError(f"{path}: no vanilla rows")
+    relays = {r["name"]: r for r in tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"]}
+
+    def who(name: str) -> str:
+        r = relays.get(name, {})
+        kind = "exit" if "Exit" in r.get("flags", []) else "guard" if "Guard" in r.get("flags", []) else "middle"
+        return f"{name} ({kind}, {kib_per_s(r['bandwidth']):.0f} KiB/s)" if r else name
+
+    top, second = c.iloc[0], c.iloc[1] if len(c) > 1 else None
+    return {
+        "run": out.name, "end": f"{who(top['relay'])} → {who(top['peer'])}",
+        "active": top["active_circuits"], "per_circuit": top["kib_per_s_per_active_circuit"], "queued": top["queued_cells"],
+        "ratio": top["queued_cells"] / second["queued_cells"] if second is not None and second["queued_cells"] > 0 else float("nan"),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outs", nargs="+", type=Path, metavar="OUT_DIR", help="an output directory of `onionlab reproduce throttling`")
@@ -80,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table = pd.DataFrame([r for out in args.outs for r in rows(out)])
         attacks = pd.DataFrame([attack_row(out) for out in args.outs])
+        bottlenecks = [b for b in (bottleneck_row(out) for out in args.outs) if b is not None]
     except FileNotFoundError as e:
         print(f"compare_throttling_runs: {e.filename}: no such file (not a reproduce throttling output?)", file=sys.stderr)
         return 2
@@ -96,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|" + "---:|" * len(cols))
     for r in attacks.itertuples(index=False):
         print(f"| {r[0]} | " + " | ".join(f"{v:.2f}" for v in r[1:]) + " |")
+    if bottlenecks:
+        print()
+        print("| run | vanilla's channel end with the most cells waiting (medium) | active circuits | KiB/s per active circuit | cells waiting | x the next end's |")
+        print("|---|---|---:|---:|---:|---:|")
+        for b in bottlenecks:
+            print(f"| {b['run']} | {b['end']} | {b['active']:.0f} | {b['per_circuit']:.1f} | {b['queued']:,.0f} | {b['ratio']:.1f} |")
     return 0
 
 

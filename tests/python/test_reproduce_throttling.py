@@ -87,7 +87,10 @@ def test_compare_tool_orders_the_algorithms_per_load(quick):
     medium = t[(t.load == "medium") & (t.algorithm != "vanilla")].sort_values("web_ttlb_median", kind="stable")
     web_order = lines[1].split(" | ")[7]
     assert [part.split()[0] for part in web_order.split(" < ")] == list(medium.algorithm)
-    assert len(lines) == 4, "three loads, then one row of attacks"
+    assert len(lines) == 5, "three loads, one row of attacks, one bottleneck"
+    c = pd.read_csv(quick / "channels.csv")
+    top = c[c.algorithm == "vanilla"].sort_values("queued_cells", ascending=False, kind="stable").iloc[0]
+    assert lines[4].split(" | ")[1].startswith(f"{top.relay} (") and f"→ {top.peer} (" in lines[4]
 
 
 def test_bad_arguments_are_clear_errors(tmp_path, capsys):

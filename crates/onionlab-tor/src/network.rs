@@ -592,9 +592,10 @@ impl TorNetwork {
             .collect()
     }
 
-    /// Every open channel end a relay holds toward another relay, with what waits to be
-    /// written on it: the per-channel view behind the `channels` results table. Built by
-    /// one pass over the circuits, so call it at metrics intervals, not per event.
+    /// Every channel end a relay holds toward another relay (open, or still in its
+    /// handshakes; closed channels are gone), with what waits to be written on it: the
+    /// per-channel view behind the `channels` results table. Built by one pass over the
+    /// circuits, so call it at metrics intervals, not per event.
     pub fn relay_channel_ends(&self) -> Vec<RelayChannelEnd> {
         // Per (channel, side): queued cells and active circuits.
         let mut queued = vec![(0u64, 0u32); self.chans.len() * 2];
