@@ -92,6 +92,9 @@ CHANNELS_SCHEMA = pa.schema(
     ]
 )
 
+#: The tables a run has only when its config asks for them: attribute (and file stem) and schema.
+OPTIONAL_TABLES = {"connections": CONNECTIONS_SCHEMA, "channels": CHANNELS_SCHEMA}
+
 FILES = ("downloads.parquet", "relays.parquet", "summary.json", "config.toml")
 
 
@@ -167,10 +170,12 @@ class Results:
         downloads = downloads.sort_values(["seed", "start", "client"], kind="mergesort").reset_index(drop=True)
         relays = pd.concat(rls, ignore_index=True)
         relays = relays.sort_values(["seed"], kind="mergesort").reset_index(drop=True)
-        cns = [table(r.get("connections", {}), CONNECTIONS_SCHEMA) for r in runs] or [table({}, CONNECTIONS_SCHEMA)]
-        connections = pd.concat(cns, ignore_index=True).sort_values(["seed"], kind="mergesort").reset_index(drop=True)
-        chs = [table(r.get("channels", {}), CHANNELS_SCHEMA) for r in runs] or [table({}, CHANNELS_SCHEMA)]
-        channels = pd.concat(chs, ignore_index=True).sort_values(["seed"], kind="mergesort").reset_index(drop=True)
+        optional = {
+            name: pd.concat([table(r.get(name, {}), schema) for r in runs] or [table({}, schema)], ignore_index=True)
+            .sort_values(["seed"], kind="mergesort")
+            .reset_index(drop=True)
+            for name, schema in OPTIONAL_TABLES.items()
+        }
         per_seed = []
         timing = {}
         for r in runs:
@@ -185,8 +190,7 @@ class Results:
             summary=summary,
             config=config,
             timing=timing,
-            connections=connections,
-            channels=channels,
+            **optional,
         )
 
     @property
@@ -203,10 +207,10 @@ class Results:
             ("relays.parquet", self.relays, RELAYS_SCHEMA),
         ):
             pq.write_table(_conform(df, schema), d / name, compression="zstd")
-        if len(self.connections):
-            pq.write_table(_conform(self.connections, CONNECTIONS_SCHEMA), d / "connections.parquet", compression="zstd")
-        if len(self.channels):
-            pq.write_table(_conform(self.channels, CHANNELS_SCHEMA), d / "channels.parquet", compression="zstd")
+        for name, schema in OPTIONAL_TABLES.items():
+            df = getattr(self, name)
+            if len(df):
+                pq.write_table(_conform(df, schema), d / f"{name}.parquet", compression="zstd")
         (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"
         (d / "config.toml").write_text(cfg, encoding="utf-8")
@@ -225,14 +229,10 @@ def load(directory: str | os.PathLike) -> Results:
         raise FileNotFoundError(f"{d}: not a results directory (missing {', '.join(missing)})")
     downloads = pq.read_table(d / "downloads.parquet").to_pandas()
     relays = pq.read_table(d / "relays.parquet").to_pandas()
-    if (d / "connections.parquet").is_file():
-        connections = pq.read_table(d / "connections.parquet").to_pandas()
-    else:
-        connections = table({}, CONNECTIONS_SCHEMA)
-    if (d / "channels.parquet").is_file():
-        channels = pq.read_table(d / "channels.parquet").to_pandas()
-    else:
-        channels = table({}, CHANNELS_SCHEMA)
+    optional = {
+        name: pq.read_table(d / f"{name}.parquet").to_pandas() if (d / f"{name}.parquet").is_file() else table({}, schema)
+        for name, schema in OPTIONAL_TABLES.items()
+    }
     summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
     config = (d / "config.toml").read_text(encoding="utf-8")
     timing = {}
@@ -245,8 +245,7 @@ def load(directory: str | os.PathLike) -> Results:
         config=config,
         timing=timing,
         source=str(d),
-        connections=connections,
-        channels=channels,
+        **optional,
     )
 
 
