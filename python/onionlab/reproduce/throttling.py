@@ -952,7 +952,8 @@ COLORS = dict(zip(ALGORITHMS, ("tab:blue", "tab:orange", "tab:green", "tab:red",
 def busiest_channels(res, warmup_s: float, top: int = CHANNEL_TOP) -> pd.DataFrame:
     """The `top` relay-to-relay channel ends with the most cells waiting, after the warm-up,
     averaged over samples and seeds (a channel end absent from a sample, closed or not yet
-    open, counts as empty then). Per end: KiB/s written, circuits, active circuits (with
+    open, counts as empty then; two channels between the same pair count as one end). Per
+    end: KiB/s written, circuits, active circuits (with
     cells waiting there), queued cells, and KiB/s per active circuit, the share of a
     circuit waiting there. ``share_of_relay`` is the end's part of what its relay wrote to
     relays."""
