@@ -35,9 +35,13 @@ def kib_per_s(bandwidth: str) -> float:
     return parse_byte_rate(bandwidth) / 1024
 
 
-def sample_shape(out: Path) -> dict:
+def sample_relays(out: Path) -> list[dict]:
+    """The `[[relays]]` tables of the sample the output was run on."""
+    return tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"]
+
+
+def sample_shape(relays: list[dict]) -> dict:
     """Total capacity (MiB/s), the two largest relays' share and the Exit-flagged share (%)."""
-    relays = tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"]
     bw = [kib_per_s(r["bandwidth"]) for r in relays]
     total = sum(bw)
     top = sorted(bw, reverse=True)
@@ -50,9 +54,9 @@ def order(values: pd.Series, digits: int) -> str:
     return " < ".join(f"{alg} {v:.{digits}f}" for alg, v in values.sort_values(kind="stable").items())
 
 
-def rows(out: Path) -> list[dict]:
+def rows(out: Path, relays: list[dict]) -> list[dict]:
     """One row per load: the sample's shape, vanilla's figures and the algorithms' orders."""
-    shape = sample_shape(out)
+    shape = sample_shape(relays)
     t = pd.read_csv(out / "table1.csv").set_index(["load", "algorithm"])
     result = []
     for load in LOADS:
@@ -75,7 +79,7 @@ def attack_row(out: Path) -> dict:
     return {"run": out.name, **{f"{attack} {alg}": v for (attack, alg), v in a.items() if attack in ("attack1", "attack2", "attack2-timing")}}
 
 
-def bottleneck_row(out: Path) -> dict | None:
+def bottleneck_row(out: Path, relays: list[dict]) -> dict | None:
     """Vanilla's channel end with the most cells waiting at medium load, with the flags of
     the relays at either end; `None` for an output without `channels.csv` (older runs)."""
     path = out / "channels.csv"
@@ -85,10 +89,10 @@ def bottleneck_row(out: Path) -> dict | None:
     c = c[c["algorithm"] == "vanilla"].sort_values("queued_cells", ascending=False, kind="stable")
     if c.empty:
         raise ValueError(f"{path}: no vanilla rows")
-    relays = {r["name"]: r for r in tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"]}
+    by_name = {r["name"]: r for r in relays}
 
     def who(name: str) -> str:
-        r = relays.get(name, {})
+        r = by_name.get(name, {})
         kind = "exit" if "Exit" in r.get("flags", []) else "guard" if "Guard" in r.get("flags", []) else "middle"
         return f"{name} ({kind}, {kib_per_s(r['bandwidth']):.0f} KiB/s)" if r else name
 
@@ -105,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("outs", nargs="+", type=Path, metavar="OUT_DIR", help="an output directory of `onionlab reproduce throttling`")
     args = ap.parse_args(argv)
     try:
-        table = pd.DataFrame([r for out in args.outs for r in rows(out)])
+        samples = {out: sample_relays(out) for out in args.outs}
+        table = pd.DataFrame([r for out in args.outs for r in rows(out, samples[out])])
         attacks = pd.DataFrame([attack_row(out) for out in args.outs])
-        bottlenecks = [b for b in (bottleneck_row(out) for out in args.outs) if b is not None]
+        bottlenecks = [b for b in (bottleneck_row(out, samples[out]) for out in args.outs) if b is not None]
     except FileNotFoundError as e:
         print(f"compare_throttling_runs: {e.filename}: no such file (not a reproduce throttling output?)", file=sys.stderr)
         return 2

@@ -146,7 +146,8 @@ class Results:
     ``downloads`` and ``relays`` hold every seed's rows (a ``seed`` column tells them apart);
     ``connections`` is the per-client-connection table (empty unless the config sets
     ``experiment.connection_metrics_interval``); ``channels`` the per-channel table of
-    relay-to-relay channels (empty unless it sets ``experiment.channel_metrics_interval``); ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
+    relay-to-relay channels (empty unless it sets ``experiment.channel_metrics_interval``);
+    ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
     :mod:`onionlab.stats`); ``config`` is the resolved TOML; ``timing`` maps seed to wall
     seconds (not part of the deterministic output).
     """

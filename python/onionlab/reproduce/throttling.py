@@ -953,10 +953,9 @@ def busiest_channels(res, warmup_s: float, top: int = CHANNEL_TOP) -> pd.DataFra
     """The `top` relay-to-relay channel ends with the most cells waiting, after the warm-up,
     averaged over samples and seeds (a channel end absent from a sample, closed or not yet
     open, counts as empty then; two channels between the same pair count as one end). Per
-    end: KiB/s written, circuits, active circuits (with
-    cells waiting there), queued cells, and KiB/s per active circuit, the share of a
-    circuit waiting there. ``share_of_relay`` is the end's part of what its relay wrote to
-    relays."""
+    end: KiB/s written, circuits, active circuits (with cells waiting there), queued cells,
+    and KiB/s per active circuit, the share of a circuit waiting there. ``share_of_relay``
+    is the end's part of what its relay wrote to relays."""
     cols = ["relay", "peer", "kib_per_s", "share_of_relay", "circuits", "active_circuits", "queued_cells", "kib_per_s_per_active_circuit"]
     c = res.channels
     c = c[c["interval_start"] >= warmup_s]
