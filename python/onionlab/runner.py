@@ -19,7 +19,7 @@ from typing import Any, Iterable, Optional
 from onionlab import _core
 from onionlab import config as config_mod
 from onionlab.progress import Progress
-from onionlab.results import Results
+from onionlab.results import Results, typed_run
 
 # ---------------------------------------------------------------- worker side (spawned)
 
@@ -33,8 +33,9 @@ def _init_worker(q) -> None:
 
 def _run_seed(path: str, seed: int, report_progress: bool = False) -> dict[str, Any]:
     """Runs one seed; in a worker process, progress goes to the queue set up by
-    :func:`_init_worker`. Exceptions come back as plain ValueError/RuntimeError so that they
-    unpickle in the parent."""
+    :func:`_init_worker`. The tables come back as DataFrames (:func:`typed_run`).
+    Exceptions come back as plain ValueError/RuntimeError so that they unpickle in the
+    parent."""
     cb = None
     q = _progress_queue
     if report_progress and q is not None:
@@ -46,13 +47,14 @@ def _run_seed(path: str, seed: int, report_progress: bool = False) -> dict[str, 
                 pass
 
     try:
-        return _core.run_experiment(path, int(seed), cb)
+        run = _core.run_experiment(path, int(seed), cb)
     except KeyboardInterrupt:
         raise
     except ValueError as e:
         raise ValueError(f"seed {seed}: {e}") from None
     except Exception as e:
         raise RuntimeError(f"seed {seed}: {type(e).__name__}: {e}") from None
+    return typed_run(run)
 
 
 # ---------------------------------------------------------------- parent side

@@ -359,6 +359,29 @@ def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute(
     assert not a.loc["attack2-any", "true_guard_excluded"]
 
 
+def test_attack_targets_are_each_clients_main_guard_connection_with_two_active_minutes():
+    # After a 60 s warm-up: "two" gets more bytes from "b" than from "a" (and "a" before the
+    # warm-up does not count); "tie" gets as much from "a" as from "b" (the first by name
+    # is its main guard); "once" is active in one minute only; "idle" sends nothing.
+    rows = [
+        ("two", "a", 0.0, 10**6), ("two", "a", 60.0, 10), ("two", "a", 120.0, 10), ("two", "b", 60.0, 500), ("two", "b", 180.0, 500),
+        ("tie", "b", 60.0, 100), ("tie", "b", 120.0, 100), ("tie", "a", 60.0, 100), ("tie", "a", 180.0, 100),
+        ("once", "a", 60.0, 100), ("once", "a", 70.0, 100),
+        ("idle", "a", 60.0, 0), ("idle", "a", 120.0, 0),
+    ]
+    conns = pd.DataFrame([{"seed": 1, "relay": g, "client": c, "class": "web", "interval_start": t, "bytes_written": b, "bytes_read": 0,
+                           "throttle_rate": np.nan} for c, g, t, b in rows])
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": np.nan} for g in "ab" for t in range(0, 240, 60)])
+    bw = {"a": 1e5, "b": 1e6}
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=60.0)
+    assert sorted(set(a["client"])) == ["tie", "two"]
+    assert (a.groupby("client").size() == 4).all(), "attacks 1 and 2, each by both rules"
+    targets = {client: (guard, rows_["interval_start"].tolist()) for client, _, guard, rows_ in T._timing_targets(conns, 60.0, {"a": 0, "b": 1})}
+    assert targets == {"tie": ("a", [60.0, 180.0]), "two": ("b", [60.0, 180.0])}
+    # A main guard the attacker does not know is not a target of the timing attacks.
+    assert [t[0] for t in T._timing_targets(conns, 60.0, {"a": 0})] == ["tie"]
+
+
 def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():
     # Relay X writes to Y and Z over two 10 s samples after the warm-up (one before it is
     # ignored). X->Y: 10 circuits, 8 active, 400 then 600 cells queued, 40 KiB each

@@ -86,6 +86,35 @@ def test_write_load_round_trip_and_bytes_identical(fake_results, tmp_path):
     assert len(r.relays) == len(fake_results.relays)
 
 
+def test_runs_typed_in_a_worker_give_the_same_results_as_raw_runs(fake_results, tmp_path):
+    from onionlab.results import typed_run
+
+    typed = [typed_run(fake_run(1)), typed_run(fake_run(2))]
+    assert all(isinstance(r["downloads"], pd.DataFrame) and isinstance(r["relays"], pd.DataFrame) for r in typed)
+    assert all(typed_run(typed[0])[k] is v for k, v in typed[0].items()), "typing twice changes nothing"
+    a, b = tmp_path / "a", tmp_path / "b"
+    fake_results.write(a)
+    Results.from_runs(typed, fake_results.config).write(b)
+    for f in ("downloads.parquet", "relays.parquet", "summary.json", "config.toml"):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_tables_edited_by_a_user_still_write_with_nulls_and_the_schema_types(fake_results, tmp_path):
+    # A float column's NaN is written as null; a whole-valued float column where the
+    # schema has integers (what a pandas edit that introduced NaN and dropped it leaves)
+    # is written as integers; a column the schema lacks is kept after the schema's.
+    r = fake_results
+    d = r.downloads.copy()
+    d["size"] = d["size"].astype(float)
+    d["note"] = "x"
+    r.downloads = d
+    r.write(tmp_path / "e")
+    back = load(tmp_path / "e").downloads
+    assert back["size"].dtype == np.int64 and (back["size"] == d["size"].astype(np.int64)).all()
+    assert back["ttlb"].isna().sum() == d["ttlb"].isna().sum() == 4
+    assert list(back.columns)[-1] == "note" and (back["note"] == "x").all()
+
+
 def test_empty_runs_write_and_summarise(tmp_path):
     run = fake_run(1, n=0, errors=0)
     res = Results.from_runs([run], "")

@@ -594,43 +594,78 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
     g = _guard_rates(res, relay_bw, alg)
     g = g[g["minute"] * 60 >= warmup_s]
     rho = g.groupby(["seed", "relay"])["alpha"].mean()
-    minutes = {k: v.dropna().to_numpy() for k, v in g.groupby(["seed", "relay"])["alpha"]}
+    # Per seed: every guard's mean rate (NaN if it has none) and its minutes' rates, sorted,
+    # so that "any minute in the band" is two binary searches.
+    rho_by_seed = {seed: np.array([r.get(name, np.nan) for name in guards], dtype=float) for seed, r in ((s, rho.loc[s]) for s in rho.index.get_level_values(0).unique())}
+    minutes = {k: np.sort(v.dropna().to_numpy(dtype=float)) for k, v in g.groupby(["seed", "relay"])["alpha"]}
     c = _per_minute(res.connections)
-    c = c[c["interval_start"] >= warmup_s].copy()
-    c["lambda"] = c["bytes_written"] / 60.0
+    c = c[c["interval_start"] >= warmup_s]
     rows = []
-    for (seed, client), cc in c.groupby(["seed", "client"], sort=True):
-        by_guard = cc.groupby("relay")["bytes_written"].sum()
-        if by_guard.max() <= 0:
-            continue
-        true_guard = by_guard.idxmax()
-        mine = cc[cc["relay"] == true_guard]
-        active = mine[mine["bytes_written"] > 0]
-        if len(active) < 2:
-            continue
-        rho_s = rho.loc[seed] if seed in rho.index.get_level_values(0) else pd.Series(dtype=float)
-        # Attack 1: throughput. Attack 2: the rate a flood would reveal (Eq. 2): the
-        # connection's throttle rate in minutes it is throttled; otherwise what the circuit
-        # carries while busy (the minute's peak sample), since an unthrottled flood runs at
-        # the circuit's own speed. (The guard's bandwidth itself is not observable through
-        # the target circuit; using it would hand the attacker the answer.)
-        lam = active["lambda"].to_numpy()
-        seen = mine[(mine["bytes_written"] > 0) | mine["throttle_rate"].notna()]
-        th = seen["throttle_rate"].to_numpy(dtype=float)
-        est = np.where(np.isnan(th), seen["peak_rate"].to_numpy(dtype=float), th)
-        for attack, x in (("attack1", lam), ("attack2", est)):
-            mu, sd = float(np.mean(x)), float(np.std(x))
-            by_mean = [gname for gname in guards if gname in rho_s.index and not math.isnan(rho_s[gname]) and mu - sd <= rho_s[gname] <= mu + sd]
-            by_any = [gname for gname in guards if ((a := minutes.get((seed, gname))) is not None and bool(np.any((a >= mu - sd) & (a <= mu + sd))))]
-            for name, cand in ((attack, by_mean), (f"{attack}-any", by_any)):
-                if cand:
-                    loss = hmax - math.log2(len(cand))
-                    excluded = true_guard not in cand
-                else:
-                    loss, excluded = 0.0, False
-                rows.append({"seed": seed, "client": client, "class": cc["class"].iloc[0], "attack": name, "algorithm": alg,
-                             "set_size": len(cand), "entropy_loss_bits": loss, "true_guard_excluded": excluded})
+    for seed, target in _band_targets(c):
+        rho_s = rho_by_seed.get(seed, np.full(len(guards), np.nan))
+        known = ~np.isnan(rho_s)
+        mins = [minutes.get((seed, name), np.empty(0)) for name in guards]
+        for client, cls, true_guard, bw, th, peak in target:
+            # Attack 1: throughput. Attack 2: the rate a flood would reveal (Eq. 2): the
+            # connection's throttle rate in minutes it is throttled; otherwise what the
+            # circuit carries while busy (the minute's peak sample), since an unthrottled
+            # flood runs at the circuit's own speed. (The guard's bandwidth itself is not
+            # observable through the target circuit; using it would hand the attacker the
+            # answer.)
+            lam = bw[bw > 0] / 60.0
+            seen = (bw > 0) | ~np.isnan(th)
+            est = np.where(np.isnan(th[seen]), peak[seen], th[seen])
+            for attack, x in (("attack1", lam), ("attack2", est)):
+                mu, sd = float(np.mean(x)), float(np.std(x))
+                lo, hi = mu - sd, mu + sd
+                with np.errstate(invalid="ignore"):
+                    by_mean = known & (lo <= rho_s) & (rho_s <= hi)
+                by_any = np.array([np.searchsorted(a, hi, "right") > np.searchsorted(a, lo, "left") for a in mins])
+                for name, cand in ((attack, by_mean), (f"{attack}-any", by_any)):
+                    n = int(cand.sum())
+                    if n:
+                        loss = hmax - math.log2(n)
+                        excluded = not cand[guards.index(true_guard)]
+                    else:
+                        loss, excluded = 0.0, False
+                    rows.append({"seed": seed, "client": client, "class": cls, "attack": name, "algorithm": alg,
+                                 "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
     return pd.DataFrame(rows)
+
+
+def _main_guards(c: pd.DataFrame) -> pd.DataFrame:
+    """Each (seed, client)'s main guard: the relay it received the most bytes from in
+    ``c`` (ties: the first relay by name), with those bytes. Columns seed, client, relay,
+    total."""
+    sums = c.groupby(["seed", "client", "relay"], sort=True, as_index=False)["bytes_written"].sum()
+    sums = sums.rename(columns={"bytes_written": "total"})
+    sums = sums.sort_values(["seed", "client", "total", "relay"], ascending=[True, True, False, True], kind="stable")
+    return sums.drop_duplicates(["seed", "client"], keep="first")
+
+
+def _band_targets(c: pd.DataFrame):
+    """Targets of the band procedure (:func:`attacks`), from the per-minute connection
+    table after the warm-up: each client whose main guard sent it bytes, on at least two
+    active minutes. Yields (seed, list of (client, class, guard, bytes written, throttle
+    rate, peak rate)), the arrays in minute order."""
+    main = _main_guards(c)
+    main = main[main["total"] > 0]
+    mine = c.merge(main[["seed", "client", "relay"]], on=["seed", "client", "relay"], how="inner")
+    mine = mine.sort_values(["seed", "client", "interval_start"], kind="stable")
+    for seed, cs in mine.groupby("seed", sort=True):
+        out = []
+        client = cs["client"].to_numpy()
+        bounds = np.flatnonzero(client[1:] != client[:-1]) + 1
+        bw_all = cs["bytes_written"].to_numpy()
+        th_all = cs["throttle_rate"].to_numpy(dtype=float)
+        pk_all = cs["peak_rate"].to_numpy(dtype=float)
+        cls_all, relay_all = cs["class"].to_numpy(), cs["relay"].to_numpy()
+        for a, b in zip(np.r_[0, bounds], np.r_[bounds, len(cs)]):
+            bw = bw_all[a:b]
+            if int((bw > 0).sum()) < 2:
+                continue
+            out.append((client[a], cls_all[a], relay_all[a], bw, th_all[a:b], pk_all[a:b]))
+        yield seed, out
 
 
 def _ewma_factor(halflife_s: float, dt: float = 1.0) -> float:
@@ -641,17 +676,22 @@ def _timing_targets(cs: pd.DataFrame, warmup_s: float, gi: dict[str, int]):
     """Targets of the timing attacks, as in :func:`attacks`: each client's main guard
     connection (most bytes after the warm-up), if that guard is known and the connection
     was active in at least two minutes after the warm-up. Yields (client, class, guard,
-    all of the connection's rows)."""
-    for client, cc in cs.groupby("client", sort=True):
-        after = cc[cc["interval_start"] >= warmup_s]
-        by_guard = after.groupby("relay")["bytes_written"].sum()
-        if by_guard.empty or by_guard.max() <= 0:
-            continue
-        g = by_guard.idxmax()
-        mine_after = after[after["relay"] == g]
-        if g not in gi or (mine_after.groupby(mine_after["interval_start"] // 60)["bytes_written"].sum() > 0).sum() < 2:
-            continue
-        yield client, cc["class"].iloc[0], g, cc[cc["relay"] == g]
+    the connection's rows: ``interval_start``, ``bytes_written``, ``throttle_rate``, all
+    samples), clients in order."""
+    after = cs[cs["interval_start"] >= warmup_s]
+    main = _main_guards(after)
+    main = main[(main["total"] > 0) & main["relay"].isin(gi)]
+    mine = after.merge(main[["seed", "client", "relay"]], on=["seed", "client", "relay"], how="inner")
+    per_minute = mine.groupby(["client", mine["interval_start"] // 60])["bytes_written"].sum()
+    active = (per_minute > 0).groupby(level=0).sum()
+    keep = main[main["client"].map(active).fillna(0).to_numpy() >= 2]
+    rows_of = cs.groupby(["client", "relay"], sort=False).indices
+    first_class = cs.drop_duplicates("client").set_index("client")["class"]
+    # Numeric columns only: taking rows of the Arrow-backed string columns costs more than
+    # the attacks themselves.
+    numeric = cs[["interval_start", "bytes_written", "throttle_rate"]]
+    for client, g in zip(keep["client"], keep["relay"]):
+        yield client, first_class[client], g, numeric.iloc[rows_of[(client, g)]]
 
 
 def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: float, step_s: float, slack_s: float | None = None) -> pd.DataFrame:
