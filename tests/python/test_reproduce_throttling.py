@@ -103,6 +103,12 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert not (tmp_path / "z" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --grid fails before any run"
     assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--grid", "thresh.fraction=0.1", "-o", str(tmp_path / "w")]) != 0
     assert "--grid: has no effect with --no-sweep" in capsys.readouterr().err
+    for arg, value, message in (("--capacity-scale", "0", "must be a positive number"), ("--capacity-scale", "x", "expected a number"),
+                                ("--think-median", "0 s", "must be positive"), ("--think-median", "soon", "'soon'")):
+        with pytest.raises(SystemExit):
+            main(["reproduce", "throttling", arg, value, "-o", str(tmp_path / "v")])
+        err = capsys.readouterr().err
+        assert arg in err and message in err, err
 
 
 # ---------------------------------------------------------------- pieces, on hand-made data
@@ -198,6 +204,37 @@ def test_all_guards_flags_every_relay_and_changes_nothing_else():
         assert "Guard" in a["flags"] and a["flags"].count("Guard") == 1
         assert set(a["flags"]) - {"Guard"} == set(b["flags"]) - {"Guard"}
         assert {k: v for k, v in a.items() if k != "flags"} == {k: v for k, v in b.items() if k != "flags"}
+
+
+def test_scale_capacity_multiplies_every_relays_bandwidth_and_nothing_else():
+    from onionlab._core import parse_byte_rate
+
+    text = T.relay_sample_text(None)
+    scaled = T.scale_capacity(text, 4)
+    first, *after = scaled.splitlines()
+    assert first == "# Every bandwidth multiplied by 4 (--capacity-scale)."
+    before = text.splitlines()
+    assert len(after) == len(before)
+    pairs = [(a, b) for a, b in zip(before, after) if a != b]
+    assert pairs and all(a.startswith("bandwidth") for a, _ in pairs), "only bandwidth lines change"
+    for a, b in pairs:
+        assert parse_byte_rate(b.split('"')[1]) == 4 * parse_byte_rate(a.split('"')[1])
+    assert "consensus_weight = 12900" in scaled, "weights are relative: left as they are"
+    with pytest.raises(ValueError, match="--capacity-scale: the relay sample has no bandwidth lines"):
+        T.scale_capacity("[[relays]]\nname = 'a'\n", 2)
+    with pytest.raises(ValueError, match="--capacity-scale: relay bandwidth 'fast'"):
+        T.scale_capacity('bandwidth = "fast"\n', 2)
+
+
+def test_think_median_replaces_the_median_and_keeps_the_shape():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    default = T.client_settings(p.parse_args([]))["think"]
+    assert default == T.THINK["heavy"] == '{ dist = "lognormal", median = "8 s", sigma = 2.0 }'
+    assert T.client_settings(p.parse_args(["--think-median", "2 s"]))["think"] == '{ dist = "lognormal", median = "2 s", sigma = 2.0 }'
+    assert T.client_settings(p.parse_args(["--think", "smooth", "--think-median", "5 s"]))["think"] == '{ dist = "lognormal", median = "5 s", sigma = 1.25 }'
 
 
 def test_config_text_sets_the_entry_guards_per_client():

@@ -64,10 +64,16 @@ CHANNEL_TOP = 10
 #: 1 % over 14 min), the dispersed, heavy-tailed shape web think-time traces show.
 #: "smooth": median 20 s, sigma 1.25 (mean 44 s), the earlier default, kept as a
 #: sensitivity check: with it no static rate in spec 9's range harms web clients.
-THINK = {
-    "heavy": '{ dist = "lognormal", median = "8 s", sigma = 2.0 }',
-    "smooth": '{ dist = "lognormal", median = "20 s", sigma = 1.25 }',
-}
+#: (median, sigma) of each.
+THINK_SHAPES = {"heavy": ("8 s", 2.0), "smooth": ("20 s", 1.25)}
+
+
+def think_text(median: str, sigma: float) -> str:
+    """The `think` value of a web workload: a lognormal of this median and sigma."""
+    return f'{{ dist = "lognormal", median = "{median}", sigma = {sigma} }}'
+
+
+THINK = {name: think_text(m, s) for name, (m, s) in THINK_SHAPES.items()}
 
 
 #: Spec section 9's proposed ranges (the paper gives none), one axis per parameter. Each
@@ -343,6 +349,28 @@ def relay_sample_text(path: str | None) -> str:
         raise ValueError(f"--relays {path}: cannot read it ({e})") from None
 
 
+_BANDWIDTH_LINE = re.compile(r'^(\s*bandwidth\s*=\s*)"([^"]*)"', re.MULTILINE)
+
+
+def scale_capacity(relays_text: str, factor: float) -> str:
+    """The relay sample with every relay's `bandwidth` (its token-bucket rate) multiplied
+    by `factor` (`--capacity-scale`). Consensus weights are left as they are: scaling them
+    all alike would not change which paths clients pick."""
+    from onionlab._core import parse_byte_rate
+
+    def scaled(m: re.Match) -> str:
+        try:
+            rate = parse_byte_rate(m.group(2))
+        except ValueError as e:
+            raise ValueError(f"--capacity-scale: relay bandwidth {m.group(2)!r}: {e}") from None
+        return f'{m.group(1)}"{round(rate * factor)} B/s"'
+
+    text, n = _BANDWIDTH_LINE.subn(scaled, relays_text)
+    if n == 0:
+        raise ValueError("--capacity-scale: the relay sample has no bandwidth lines to scale")
+    return f"# Every bandwidth multiplied by {factor:g} (--capacity-scale).\n" + text
+
+
 def check_relay_sample(relays_text: str, args) -> list[dict]:
     """The sample's `[[relays]]` tables, after the config validator has passed a medium-load
     run on it (so a bad sample fails before any run starts, with `--relays` and the field
@@ -368,7 +396,8 @@ def client_settings(args) -> dict:
     the entry guards per client, whether clients build predicted circuits (and build-time
     test circuits), the circuits' congestion control, and the exits' edge-blocking
     watermarks."""
-    return {"think": THINK[args.think], **tor_settings(args)}
+    median, sigma = THINK_SHAPES[args.think]
+    return {"think": think_text(args.think_median or median, sigma), **tor_settings(args)}
 
 
 def tor_settings(args) -> dict:
@@ -379,6 +408,28 @@ def tor_settings(args) -> dict:
         "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
         "weights": args.weights,
     }
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def _positive_duration(text: str) -> str:
+    from onionlab._core import parse_duration
+
+    try:
+        secs = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+    if not secs > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return text
 
 
 def _cellq(text: str) -> tuple:
@@ -400,6 +451,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-duration", help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
     p.add_argument("--sweep-warmup", help="warm-up of sweep runs (default: --warmup)")
     p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
+    p.add_argument(
+        "--think-median", metavar="DURATION", type=_positive_duration,
+        help="the think time's median, its sigma kept (default: the --think shape's, 8 s for heavy); to recalibrate the "
+        "vanilla split after --capacity-scale",
+    )
+    p.add_argument(
+        "--capacity-scale", metavar="K", type=_positive_float, default=1.0,
+        help="multiply every relay's bandwidth by K (default 1). The paper's table 1 totals (about 90 GiB) are what a "
+        "network about 4 times the built-in sample's capacity delivers in an hour",
+    )
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 3 simulated minutes, two sweep points) for tests")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep; use the parameters in --params")
     p.add_argument("--params", metavar="FILE", help="chosen parameters (a chosen.json from an earlier run) for --no-sweep")
@@ -1089,6 +1150,8 @@ def main(out: Path, args) -> int:
     relays_text = relay_sample_text(args.relays)
     if args.guards == "all":
         relays_text = all_guards(relays_text)
+    if args.capacity_scale != 1.0:
+        relays_text = scale_capacity(relays_text, args.capacity_scale)
     relays = check_relay_sample(relays_text, args)
     (out / "configs").mkdir(parents=True, exist_ok=True)
     relays_file = RELAYS_FILE
@@ -1167,7 +1230,8 @@ def main(out: Path, args) -> int:
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
 
     summary = {
-        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
+        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": args.think_median or THINK_SHAPES[args.think][0],
+        "capacity_scale": args.capacity_scale, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
         "sweep": dict(zip(("seeds", "duration", "warmup", "grid"), (args.sweep_seeds, *sweep_settings(args), args.grid or []))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
