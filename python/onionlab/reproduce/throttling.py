@@ -458,8 +458,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--capacity-scale", metavar="K", type=_positive_float, default=1.0,
-        help="multiply every relay's bandwidth by K (default 1). The paper's table 1 totals (about 90 GiB) are what a "
-        "network about 4 times the built-in sample's capacity delivers in an hour",
+        help="multiply every relay's bandwidth by K (default 1). If the paper's table 1 totals (about 90 GiB) are per "
+        "60-minute run, they are what a network of about 4 times the built-in sample's capacity delivers",
     )
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 3 simulated minutes, two sweep points) for tests")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep; use the parameters in --params")
@@ -651,13 +651,14 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
     whose throttle rate is outside a range" fits both readings when a guard's rate moves
     over time (B/N does); the variant never drops a guard for a rate it actually had."""
     guards = sorted(relay_bw)
+    gi = {name: i for i, name in enumerate(guards)}
     hmax = math.log2(len(guards))
     g = _guard_rates(res, relay_bw, alg)
     g = g[g["minute"] * 60 >= warmup_s]
     rho = g.groupby(["seed", "relay"])["alpha"].mean()
     # Per seed: every guard's mean rate (NaN if it has none) and its minutes' rates, sorted,
     # so that "any minute in the band" is two binary searches.
-    rho_by_seed = {seed: np.array([r.get(name, np.nan) for name in guards], dtype=float) for seed, r in ((s, rho.loc[s]) for s in rho.index.get_level_values(0).unique())}
+    rho_by_seed = {seed: rho.loc[seed].reindex(guards).to_numpy(dtype=float) for seed in rho.index.get_level_values(0).unique()}
     minutes = {k: np.sort(v.dropna().to_numpy(dtype=float)) for k, v in g.groupby(["seed", "relay"])["alpha"]}
     c = _per_minute(res.connections)
     c = c[c["interval_start"] >= warmup_s]
@@ -686,7 +687,7 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
                     n = int(cand.sum())
                     if n:
                         loss = hmax - math.log2(n)
-                        excluded = not cand[guards.index(true_guard)]
+                        excluded = true_guard not in gi or not cand[gi[true_guard]]
                     else:
                         loss, excluded = 0.0, False
                     rows.append({"seed": seed, "client": client, "class": cls, "attack": name, "algorithm": alg,
