@@ -122,7 +122,7 @@ def typed_run(run: dict[str, Any]) -> dict[str, Any]:
     its schema, as :meth:`Results.from_runs` would build it. A worker process calls this
     before sending its run back: a DataFrame pickles in a tenth of the time of the column
     lists, and the parent then does not convert every run one after another."""
-    return {k: table(v, RUN_TABLES[k]) if k in RUN_TABLES and not isinstance(v, pd.DataFrame) else v for k, v in run.items()}
+    return {k: _frame(v, RUN_TABLES[k]) if k in RUN_TABLES else v for k, v in run.items()}
 
 
 def _frame(columns: Mapping[str, list] | pd.DataFrame, schema: pa.Schema) -> pd.DataFrame:
