@@ -20,13 +20,29 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "figure4a.png", "figure4b.png", "figure4c.png", "summary.json", "attack3.csv", "channels.csv", "configs/medium-flag.toml"):
+              "figure4a.png", "figure4b.png", "figure4c.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
     channels = pd.read_csv(quick / "channels.csv")
     assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
     assert (channels.groupby("algorithm").size() <= 10).all() and (channels["relay"] != channels["peer"]).all()
     chosen = json.loads((quick / "chosen.json").read_text())
     assert set(chosen) == {"vanilla", "static", "split", "flag", "thresh"}
+
+
+def test_throttle_state_says_whom_each_algorithm_throttles(quick):
+    st = pd.read_csv(quick / "throttle_state.csv").set_index(["load", "algorithm"])
+    assert len(st) == 15
+    vanilla = st.xs("vanilla", level="algorithm")
+    assert (vanilla[["guard_samples_throttling_pct", "throttled_connections_per_guard", "web_throttled_pct", "bulk_throttled_pct"]] == 0).all().all()
+    # Bit-splitting and static throttle every client connection, all the time.
+    for alg in ("split", "static"):
+        rows = st.xs(alg, level="algorithm")
+        assert (rows[["guard_samples_throttling_pct", "web_throttled_pct", "bulk_throttled_pct"]] == 100).all().all(), alg
+    # Only threshold has a floor; its share is a percentage.
+    assert st.xs("thresh", level="algorithm")["at_floor_pct"].between(0, 100).all()
+    assert st.drop(index="thresh", level="algorithm")["at_floor_pct"].isna().all()
+    s = json.loads((quick / "summary.json").read_text())
+    assert len(s["throttle_state"]) == 15
 
 
 def test_table1_has_the_papers_numbers_beside_ours_and_throttling_cuts_the_bulk_share(quick):
@@ -417,6 +433,33 @@ def test_attack_targets_are_each_clients_main_guard_connection_with_two_active_m
     assert targets == {"tie": ("a", [60.0, 180.0]), "two": ("b", [60.0, 180.0])}
     # A main guard the attacker does not know is not a target of the timing attacks.
     assert [t[0] for t in T._timing_targets(conns, 60.0, {"a": 0})] == ["tie"]
+
+
+def test_throttle_state_hand_worked():
+    # Warm-up 10 s. Guard g2 has no client connection at 30 s: that sample is left out.
+    relays = pd.DataFrame({
+        "relay": ["g1", "g1", "g1", "g1", "g2", "g2", "g2"],
+        "interval_start": [0.0, 10.0, 20.0, 30.0, 10.0, 20.0, 30.0],
+        "client_connections": [3, 3, 3, 3, 2, 2, 0],
+        "throttled_connections": [3, 2, 1, 0, 1, 0, 0],
+        "throttle_rate": [20480.0, 20480.0, 30000.0, float("nan"), 20480.0, float("nan"), 50.0],
+    })
+    conns = pd.DataFrame({
+        "class": ["bulk", "web", "web", "web", "web", "bulk", "bulk"],
+        "interval_start": [0.0, 10.0, 10.0, 20.0, 30.0, 10.0, 20.0],
+        "throttle_rate": [20480.0, 20480.0, float("nan"), float("nan"), float("nan"), 20480.0, 30000.0],
+    })
+    res = SimpleNamespace(relays=relays, connections=conns)
+    s = T.throttle_state(res, "thresh", {"floor": "20 KiB/s"}, warmup_s=10.0)
+    assert s["guard_samples_throttling_pct"] == pytest.approx(60.0)  # 3 of 5 samples
+    assert s["throttled_connections_per_guard"] == pytest.approx(0.8)  # (2+1+0+1+0)/5
+    assert s["at_floor_pct"] == pytest.approx(200 / 3)  # 20480, 30000, 20480
+    assert s["web_throttled_pct"] == pytest.approx(25.0)
+    assert s["bulk_throttled_pct"] == pytest.approx(100.0)
+    assert s["web_pct_of_throttled"] == pytest.approx(100 / 3)
+    assert math.isnan(T.throttle_state(res, "flag", {}, warmup_s=10.0)["at_floor_pct"])
+    empty = T.throttle_state(SimpleNamespace(relays=relays.iloc[:0], connections=conns.iloc[:0]), "thresh", {"floor": "5 KiB/s"}, 0.0)
+    assert all(math.isnan(v) for k, v in empty.items() if k != "algorithm")
 
 
 def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():

@@ -1080,6 +1080,48 @@ def busiest_channels(res, warmup_s: float, top: int = CHANNEL_TOP) -> pd.DataFra
     return t[cols].round(3).reset_index(drop=True)
 
 
+THROTTLE_STATE_COLUMNS = [
+    "load", "algorithm", "guard_samples_throttling_pct", "throttled_connections_per_guard", "at_floor_pct",
+    "web_throttled_pct", "bulk_throttled_pct", "web_pct_of_throttled",
+]
+
+
+def throttle_state(res, alg: str, params: dict, warmup_s: float) -> dict:
+    """Whom an algorithm throttles, after the warm-up (``throttle_state.csv``). Both tables
+    sample the state at the end of each interval, so each share is a time average whatever
+    the interval. From the relay table, guards with client connections only:
+    ``guard_samples_throttling_pct`` (samples with at least one throttled connection),
+    ``throttled_connections_per_guard`` (mean) and, for threshold, ``at_floor_pct`` (samples
+    whose rate is the floor F: the floor(T*N)-th loudest connection was slower than F).
+    From the per-connection table: ``web_throttled_pct`` and ``bulk_throttled_pct`` (each
+    class's connection samples that were throttled) and ``web_pct_of_throttled`` (web
+    clients' part of the throttled samples). A share with nothing to count is NaN."""
+    from onionlab._core import parse_byte_rate
+
+    def pct(mask) -> float:
+        return 100.0 * float(mask.mean()) if len(mask) else math.nan
+
+    r = res.relays
+    r = r[(r["interval_start"] >= warmup_s) & (r["client_connections"] > 0)]
+    at_floor = math.nan
+    if alg == "thresh":
+        floor = float(parse_byte_rate(params["floor"]))
+        rated = r["throttle_rate"].dropna()
+        at_floor = pct(rated <= floor + 0.5)  # rates are whole bytes/s
+    c = res.connections
+    c = c[c["interval_start"] >= warmup_s]
+    throttled = c["throttle_rate"].notna()
+    return {
+        "algorithm": alg,
+        "guard_samples_throttling_pct": pct(r["throttled_connections"] > 0),
+        "throttled_connections_per_guard": float(r["throttled_connections"].mean()) if len(r) else math.nan,
+        "at_floor_pct": at_floor,
+        "web_throttled_pct": pct(throttled[c["class"] == "web"]),
+        "bulk_throttled_pct": pct(throttled[c["class"] == "bulk"]),
+        "web_pct_of_throttled": pct(c.loc[throttled, "class"] == "web"),
+    }
+
+
 def _cdf(ax, values, label):
     x, y = ecdf(values)
     if len(x):
@@ -1219,6 +1261,11 @@ def main(out: Path, args) -> int:
     channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
     channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]
     channels.to_csv(out / "channels.csv", index=False)
+    state = pd.DataFrame(
+        [{"load": load, **throttle_state(res, alg, chosen[alg], warmup_s)} for (load, alg), res in results.items()],
+        columns=THROTTLE_STATE_COLUMNS,
+    ).round(3)
+    state.to_csv(out / "throttle_state.csv", index=False)
     figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
     figure4(anon, "attack2", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
     anon_summary = (
@@ -1237,12 +1284,13 @@ def main(out: Path, args) -> int:
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),
+        "throttle_state": state.to_dict(orient="records"),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, channels.csv, summary.json")
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, channels.csv, throttle_state.csv, summary.json")
     return 0
 
 
