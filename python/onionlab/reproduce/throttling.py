@@ -1096,7 +1096,6 @@ def throttle_state(res, alg: str, params: dict, warmup_s: float) -> dict:
     From the per-connection table: ``web_throttled_pct`` and ``bulk_throttled_pct`` (each
     class's connection samples that were throttled) and ``web_pct_of_throttled`` (web
     clients' part of the throttled samples). A share with nothing to count is NaN."""
-    from onionlab._core import parse_byte_rate
 
     def pct(mask) -> float:
         return 100.0 * float(mask.mean()) if len(mask) else math.nan
@@ -1105,7 +1104,7 @@ def throttle_state(res, alg: str, params: dict, warmup_s: float) -> dict:
     r = r[(r["interval_start"] >= warmup_s) & (r["client_connections"] > 0)]
     at_floor = math.nan
     if alg == "thresh":
-        floor = float(parse_byte_rate(params["floor"]))
+        floor = axis_value_key("floor", params["floor"])
         rated = r["throttle_rate"].dropna()
         at_floor = pct(rated <= floor + 0.5)  # rates are whole bytes/s
     c = res.connections
