@@ -88,7 +88,9 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
     named = {(e["algorithm"], e["parameter"]) for e in edges}
     # Only the widened axis has three values in the quick sweep.
     assert named == ({("thresh", "fraction")} if chosen["thresh"]["fraction"] in (0.1, 0.4) else set())
-    assert json.loads((quick / "summary.json").read_text())["sweep"]["grid"] == ["thresh.fraction=0.1,0.2,0.4"]
+    summary = json.loads((quick / "summary.json").read_text())
+    assert summary["sweep"]["grid"] == ["thresh.fraction=0.1,0.2,0.4"] and summary["sweep"]["criterion"] == "median"
+    assert {"web_ttlb_mean_of_medians", "web_ttlb_mean_of_means"} <= set(sweep.columns)
 
 
 def test_compare_tool_orders_the_algorithms_per_load(quick):
@@ -119,6 +121,11 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert not (tmp_path / "z" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --grid fails before any run"
     assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--grid", "thresh.fraction=0.1", "-o", str(tmp_path / "w")]) != 0
     assert "--grid: has no effect with --no-sweep" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--criterion", "mean", "-o", str(tmp_path / "u")]) != 0
+    assert "--criterion: has no effect with --no-sweep" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reproduce", "throttling", "--criterion", "p90", "-o", str(tmp_path / "t")])
+    assert "--criterion" in capsys.readouterr().err
     for arg, value, message in (("--capacity-scale", "0", "must be a positive number"), ("--capacity-scale", "x", "expected a number"),
                                 ("--think-median", "0 s", "must be positive"), ("--think-median", "soon", "'soon'")):
         with pytest.raises(SystemExit):
@@ -146,6 +153,32 @@ def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
     t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median"])
     t["web_ttfb_median"] = 1.0
     assert T.choose(t) == {"vanilla": {}, "static": {"rate": "b"}, "split": {}}
+
+
+def test_choose_by_mean_rejects_a_fast_median_that_starves_the_throttled_clients():
+    # "starve": most downloads are fast, a few (the flagged clients') take 300 s. Its median
+    # is the best; its mean is not.
+    rows = [
+        ("flag", '{"flag_rate": "starve"}', 1, 1.0, 30.0), ("flag", '{"flag_rate": "starve"}', 2, 1.2, 32.0),
+        ("flag", '{"flag_rate": "fair"}', 1, 2.0, 4.0), ("flag", '{"flag_rate": "fair"}', 2, 2.2, 4.4),
+    ]
+    t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median", "web_ttlb_mean"])
+    t["web_ttfb_median"] = 0.5
+    assert T.choose(t)["flag"] == {"flag_rate": "starve"}
+    assert T.choose(t, "median")["flag"] == {"flag_rate": "starve"}
+    assert T.choose(t, "mean")["flag"] == {"flag_rate": "fair"}
+    with pytest.raises(ValueError, match="--criterion: 'p90' is not one of median, mean"):
+        T.choose(t, "p90")
+
+
+def test_medians_reports_the_mean_over_finished_web_downloads_only():
+    d = pd.DataFrame({
+        "seed": [1, 1, 1, 1, 2], "class": ["web", "web", "web", "bulk", "web"],
+        "ttfb": [0.5, 0.5, 0.5, 1.0, 0.5], "ttlb": [1.0, 2.0, 9.0, 50.0, 100.0], "error": [None, None, None, None, None],
+    })
+    d.loc[len(d)] = {"seed": 1, "class": "web", "ttfb": math.nan, "ttlb": math.nan, "error": "timeout"}
+    m = T.medians(SimpleNamespace(downloads=d), seed=1)
+    assert m["web_ttlb_median"] == 2.0 and m["web_ttlb_mean"] == 4.0 and m["web_downloads"] == 3
 
 
 def test_the_sweep_is_spec_9s_ranges_and_grid_replaces_one_axis():

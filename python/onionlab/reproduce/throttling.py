@@ -450,6 +450,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-seeds", type=int, default=2, help="seeds per sweep point (default 2); the choice is the best mean of per-seed medians")
     p.add_argument("--sweep-duration", help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
     p.add_argument("--sweep-warmup", help="warm-up of sweep runs (default: --warmup)")
+    p.add_argument(
+        "--criterion", choices=tuple(SWEEP_CRITERIA),
+        help="what the sweep minimises, per seed then averaged over seeds: the median web download time (default, the "
+        "paper's) or the mean, which counts in full the slow downloads of clients a setting starves",
+    )
     p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
     p.add_argument(
         "--think-median", metavar="DURATION", type=_positive_duration,
@@ -531,6 +536,7 @@ def medians(res, seed: int | None = None) -> dict[str, float]:
     return {
         "web_ttfb_median": float(w["ttfb"].median()) if len(w) else math.nan,
         "web_ttlb_median": float(w["ttlb"].median()) if len(w) else math.nan,
+        "web_ttlb_mean": float(w["ttlb"].mean()) if len(w) else math.nan,
         "bulk_ttlb_median": float(b["ttlb"].median()) if len(b) else math.nan,
         "web_downloads": int(len(w)),
         "bulk_downloads": int(len(b)),
@@ -540,17 +546,31 @@ def medians(res, seed: int | None = None) -> dict[str, float]:
 # ---------------------------------------------------------------- the sweep
 
 
-def choose(table: pd.DataFrame) -> dict[str, dict]:
-    """Each algorithm's parameters with the lowest mean over seeds of the per-seed median web
-    download time (the paper tuned for web client performance; a mean of per-seed medians
-    weighs every seed equally and is not swayed by one seed's outlier). Ties: lower mean
+#: The sweep's criteria: the per-seed column each one averages over seeds (lowest wins).
+#: ``median`` is the paper's ("tuned to maximize web client performance", judged by the
+#: median download time of figure 3). A median over finished downloads can be won by
+#: starving the clients an algorithm throttles: they finish few downloads, so they barely
+#: count (flagging at 1 KiB/s, never unflagged, had the fastest median at 4x capacity
+#: while its web clients received 12 % less data than under vanilla). ``mean`` weighs
+#: those slow downloads in full.
+SWEEP_CRITERIA = {"median": "web_ttlb_median", "mean": "web_ttlb_mean"}
+
+
+def choose(table: pd.DataFrame, criterion: str = "median") -> dict[str, dict]:
+    """Each algorithm's parameters with the lowest mean over seeds of the per-seed web
+    download time statistic ``criterion`` names (:data:`SWEEP_CRITERIA`; default the
+    median, the paper's). The paper tuned for web client performance; a mean over seeds
+    weighs every seed equally and is not swayed by one seed's outlier. Ties: lower mean
     time to first byte, then the sweep's order."""
+    if criterion not in SWEEP_CRITERIA:
+        raise ValueError(f"--criterion: {criterion!r} is not one of {', '.join(SWEEP_CRITERIA)}")
+    column = SWEEP_CRITERIA[criterion]
     per = table.groupby(["algorithm", "params"], sort=False).agg(
-        web_ttlb_mean_of_medians=("web_ttlb_median", "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean")
+        key=(column, "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean")
     ).reset_index()
     chosen = {"vanilla": {}}
     for alg, grp in per.groupby("algorithm", sort=True):
-        best = grp.sort_values(["web_ttlb_mean_of_medians", "web_ttfb_mean_of_medians"], kind="mergesort").iloc[0]
+        best = grp.sort_values(["key", "web_ttfb_mean_of_medians"], kind="mergesort").iloc[0]
         chosen[alg] = json.loads(best["params"])
     return chosen
 
@@ -578,7 +598,7 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
             text = config_text(name, LOADS["medium"], mechanism_line(alg, params), duration, warmup, relays_file, conn_metrics=False, **client_settings(args))
             exps.append((name, write_config(out, name, text), seeds))
             meta[name] = (alg, params)
-    print(f"sweep: {len(exps)} configurations, medium load, seeds {seeds}, {duration} each, warm-up {warmup}", flush=True)
+    print(f"sweep: {len(exps)} configurations, medium load, seeds {seeds}, {duration} each, warm-up {warmup}, criterion: web download {args.criterion}", flush=True)
     results = run_many(exps, out, args.jobs)
     rows = []
     for name, res in results.items():
@@ -586,13 +606,15 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
         for seed in seeds:
             rows.append({"algorithm": alg, "params": json.dumps(params, sort_keys=True), "seed": seed, **medians(res, seed)})
     table = pd.DataFrame(rows)
-    chosen = choose(table)
+    chosen = choose(table, args.criterion)
     agg = table.groupby(["algorithm", "params"], sort=False).agg(
         seeds=("seed", "size"), web_ttlb_mean_of_medians=("web_ttlb_median", "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean"),
+        web_ttlb_mean_of_means=("web_ttlb_mean", "mean"),
         bulk_ttlb_mean_of_medians=("bulk_ttlb_median", "mean"), web_ttlb_min=("web_ttlb_median", "min"), web_ttlb_max=("web_ttlb_median", "max"),
     ).reset_index()
     agg["chosen"] = [json.loads(p) == chosen[a] for a, p in zip(agg["algorithm"], agg["params"])]
-    agg.sort_values(["algorithm", "web_ttlb_mean_of_medians"], kind="mergesort").to_csv(out / "sweep.csv", index=False)
+    sort_by = {"median": "web_ttlb_mean_of_medians", "mean": "web_ttlb_mean_of_means"}[args.criterion]
+    agg.sort_values(["algorithm", sort_by], kind="mergesort").to_csv(out / "sweep.csv", index=False)
     table.to_csv(out / "sweep_per_seed.csv", index=False)
     (out / "chosen.json").write_text(json.dumps(chosen, indent=2, sort_keys=True) + "\n")
     edges = edge_choices(sweep_axes(args.quick, overrides), chosen)
@@ -1204,6 +1226,9 @@ def main(out: Path, args) -> int:
 
     if args.no_sweep and args.grid:
         raise ValueError("--grid: has no effect with --no-sweep (the parameters come from --params)")
+    if args.no_sweep and args.criterion:
+        raise ValueError("--criterion: has no effect with --no-sweep (the parameters come from --params)")
+    args.criterion = args.criterion or "median"
     overrides = grid_overrides(args.grid)  # a bad --grid fails before any run
     if args.no_sweep:
         if not args.params:
@@ -1279,7 +1304,7 @@ def main(out: Path, args) -> int:
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": args.think_median or THINK_SHAPES[args.think][0],
         "capacity_scale": args.capacity_scale, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
-        "sweep": dict(zip(("seeds", "duration", "warmup", "grid"), (args.sweep_seeds, *sweep_settings(args), args.grid or []))) if not args.no_sweep else None,
+        "sweep": dict(zip(("seeds", "duration", "warmup", "grid", "criterion"), (args.sweep_seeds, *sweep_settings(args), args.grid or [], args.criterion))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),
