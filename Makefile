@@ -3,7 +3,7 @@
 PYTHON ?= python3
 CARGO ?= cargo
 
-.PHONY: demo test install rust-test py-test smoke bench
+.PHONY: demo test install rust-test py-test smoke bench lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e '.[test]'
@@ -38,3 +38,9 @@ bench: install
 	$(CARGO) bench -p onionlab-tor --bench tor_network
 	$(CARGO) bench -p onionlab-sim --bench experiment
 	$(PYTHON) bench/throttling_medium.py
+
+# Style: rustfmt (rustfmt.toml: 140 columns) and clippy with no warnings. Not part of
+# `make test`, so a machine without the rustfmt or clippy components can still run CI.
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings

@@ -61,11 +61,17 @@ pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<Co
     for (key, value) in net {
         if !NETWORK_FILE_KEYS.contains(&key.as_str()) {
             let hint = format!("a network file holds only {}", NETWORK_FILE_KEYS.join(", "));
-            errors.push(ConfigError::new(format!("network_file:{key}"), format!("key `{key}` is not allowed in a network file")).with_hint(hint));
+            errors.push(
+                ConfigError::new(format!("network_file:{key}"), format!("key `{key}` is not allowed in a network file")).with_hint(hint),
+            );
             continue;
         }
         if WHOLE.contains(&key.as_str()) {
-            let clash = if key.starts_with("relays") { WHOLE[..2].iter().find(|k| root.contains_key(**k)) } else { root.contains_key(&key).then_some(&"") };
+            let clash = if key.starts_with("relays") {
+                WHOLE[..2].iter().find(|k| root.contains_key(**k))
+            } else {
+                root.contains_key(&key).then_some(&"")
+            };
             if let Some(k) = clash {
                 let k = if k.is_empty() { key.as_str() } else { k };
                 errors.push(
@@ -98,9 +104,8 @@ pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<Co
 /// Prefixes problems found in content that came from the network file with `network_file:`.
 pub fn relabel(errors: &mut [ConfigError], origins: &Origins) {
     for e in errors {
-        let from_file = origins.0.iter().any(|o| {
-            e.path == *o || e.path.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with(['.', '[', ':']))
-        });
+        let from_file =
+            origins.0.iter().any(|o| e.path == *o || e.path.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with(['.', '[', ':'])));
         if from_file {
             e.path = format!("network_file:{}", e.path);
         }

@@ -44,20 +44,14 @@ pub fn load_str(text: &str, base_dir: &Path) -> Result<ExperimentConfig, ConfigE
 /// Reads, parses and validates the config file at `path`. Relative file names resolve
 /// against the file's directory; the experiment name defaults to the file stem.
 pub fn load_file(path: &Path) -> Result<ExperimentConfig, ConfigErrors> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new("", format!("cannot read config file {}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| ConfigError::new("", format!("cannot read config file {}: {e}", path.display())))?;
     let base_dir = path.parent().unwrap_or(Path::new(""));
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "experiment".into());
     parse::parse_config(&text, base_dir, &name)
 }
 
-const NS_PER: [(u64, &str); 5] = [
-    (60_000_000_000, "min"),
-    (1_000_000_000, "s"),
-    (1_000_000, "ms"),
-    (1_000, "us"),
-    (1, "ns"),
-];
+const NS_PER: [(u64, &str); 5] = [(60_000_000_000, "min"), (1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us"), (1, "ns")];
 
 /// A human duration string that `parse_duration` reads back exactly: an integer in the
 /// largest unit that divides it ("10 min", "100 ms", "250 us"), or decimal seconds when
@@ -81,8 +75,7 @@ pub fn format_duration(d: SimDuration) -> String {
 }
 
 const BINARY_BYTES: [(u64, &str); 5] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"), (1, "B")];
-const DECIMAL_BYTES: [(u64, &str); 5] =
-    [(1_000_000_000_000, "TB"), (1_000_000_000, "GB"), (1_000_000, "MB"), (1_000, "KB"), (1, "B")];
+const DECIMAL_BYTES: [(u64, &str); 5] = [(1_000_000_000_000, "TB"), (1_000_000_000, "GB"), (1_000_000, "MB"), (1_000, "KB"), (1, "B")];
 const DECIMAL_BITS: [(u64, &str); 4] = [(1_000_000_000, "Gbit"), (1_000_000, "Mbit"), (1_000, "Kbit"), (1, "bit")];
 
 /// `n` as an integer in the largest unit of `units` that divides it exactly.
@@ -363,14 +356,10 @@ fn doc_placement(p: &Placement) -> DocPlacement {
 fn doc_size(s: &SizeDist) -> DocSize {
     match s {
         SizeDist::Fixed { bytes } => DocSize::Fixed(format_size(*bytes)),
-        SizeDist::Uniform { min, max } => {
-            DocSize::Uniform { dist: "uniform", min: format_size(*min), max: format_size(*max) }
+        SizeDist::Uniform { min, max } => DocSize::Uniform { dist: "uniform", min: format_size(*min), max: format_size(*max) },
+        SizeDist::Choice { sizes, weights } => {
+            DocSize::Choice { dist: "choice", sizes: sizes.iter().map(|b| format_size(*b)).collect(), weights: weights.clone() }
         }
-        SizeDist::Choice { sizes, weights } => DocSize::Choice {
-            dist: "choice",
-            sizes: sizes.iter().map(|b| format_size(*b)).collect(),
-            weights: weights.clone(),
-        },
     }
 }
 
@@ -453,10 +442,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     flags: &r.flags,
                     consensus_weight: r.consensus_weight,
                     location: r.location,
-                    perconn: r.perconn.map(|(rate, burst)| DocPerconn {
-                        rate: format_byte_rate(rate),
-                        burst: format_size(burst),
-                    }),
+                    perconn: r.perconn.map(|(rate, burst)| DocPerconn { rate: format_byte_rate(rate), burst: format_size(burst) }),
                     scheduler: &r.scheduler,
                     throttling: &r.throttling,
                     tortoise: DocTortoise::from(&r.tortoise),

@@ -23,9 +23,14 @@ use serde_json::Value;
 pub enum MarkovDelay {
     Zero,
     /// Rate per microsecond.
-    Exponential { lambda_per_us: f64 },
+    Exponential {
+        lambda_per_us: f64,
+    },
     /// `exp(N(mu, sigma))` microseconds.
-    LogNormal { mu: f64, sigma: f64 },
+    LogNormal {
+        mu: f64,
+        sigma: f64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -238,10 +243,9 @@ mod tests {
         assert!(e.contains("nodes"), "{e}");
         let no_exit = TINY.replace(r#"{"source": "a", "target": "e", "type": "transition", "weight": 0.5},"#, "");
         assert!(MarkovModel::parse(&no_exit, "m.json", &["$", "F"]).is_ok());
-        let dead = TINY.replace(r#""source": "a", "target": "a""#, r#""source": "e", "target": "e""#).replace(
-            r#"{"source": "a", "target": "e", "type": "transition", "weight": 0.5},"#,
-            "",
-        );
+        let dead = TINY
+            .replace(r#""source": "a", "target": "a""#, r#""source": "e", "target": "e""#)
+            .replace(r#"{"source": "a", "target": "e", "type": "transition", "weight": 0.5},"#, "");
         let e = MarkovModel::parse(&dead, "m.json", &["$", "F"]).unwrap_err();
         assert!(e.contains("no transition"), "{e}");
     }

@@ -307,10 +307,18 @@ pub struct ServerGroup {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "dist", rename_all = "snake_case")]
 pub enum SizeDist {
-    Fixed { bytes: u64 },
-    Uniform { min: u64, max: u64 },
+    Fixed {
+        bytes: u64,
+    },
+    Uniform {
+        min: u64,
+        max: u64,
+    },
     /// Sizes with relative weights.
-    Choice { sizes: Vec<u64>, weights: Vec<f64> },
+    Choice {
+        sizes: Vec<u64>,
+        weights: Vec<f64>,
+    },
 }
 
 /// A distribution of durations.
@@ -366,12 +374,7 @@ pub enum Workload {
     /// PrivCount Markov client (tgen's models): the stream model emits streams and the gaps
     /// before them; each stream is one download of the packet model's packets towards the
     /// client times `packet_bytes`; after the stream model ends, `pause`, then again.
-    Markov {
-        stream_model: crate::markov::MarkovModel,
-        packet_model: crate::markov::MarkovModel,
-        packet_bytes: u64,
-        pause: TimeDist,
-    },
+    Markov { stream_model: crate::markov::MarkovModel, packet_model: crate::markov::MarkovModel, packet_bytes: u64, pause: TimeDist },
 }
 
 /// Browsing sessions of a web client: it browses for `length`, then pauses for a time

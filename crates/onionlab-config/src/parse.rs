@@ -98,8 +98,7 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 /// Consensus flags a relay may carry.
-pub const KNOWN_FLAGS: &[&str] =
-    &["Authority", "BadExit", "Exit", "Fast", "Guard", "HSDir", "Running", "Stable", "V2Dir", "Valid"];
+pub const KNOWN_FLAGS: &[&str] = &["Authority", "BadExit", "Exit", "Fast", "Guard", "HSDir", "Running", "Stable", "V2Dir", "Valid"];
 /// Circuit schedulers the simulator implements.
 pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact", "kist", "kist-lite"];
 /// Tor's CircuitPriorityHalflife default (circuitmux_ewma.c), and its decay tick.
@@ -124,14 +123,13 @@ const SCHEDULER_EXAMPLE: &str =
 const REQUIRED_BANDWIDTH_WEIGHTS: &[&str] = &["Wgg", "Wgm", "Wgd", "Wmg", "Wmm", "Wme", "Wmd", "Weg", "Wem", "Wee", "Wed"];
 const BANDWIDTH_WEIGHT_SCALE: u64 = 10_000;
 /// Consensus bandwidth-weight names (dir-spec section 3.8.3).
-pub const BANDWIDTH_WEIGHTS: &[&str] = &[
-    "Wbd", "Wbe", "Wbg", "Wbm", "Wdb", "Web", "Wed", "Wee", "Weg", "Wem", "Wgb", "Wgd", "Wgg", "Wgm",
-    "Wmb", "Wmd", "Wme", "Wmg", "Wmm",
-];
+pub const BANDWIDTH_WEIGHTS: &[&str] =
+    &["Wbd", "Wbe", "Wbg", "Wbm", "Wdb", "Web", "Wed", "Wee", "Weg", "Wem", "Wgb", "Wgd", "Wgg", "Wgm", "Wmb", "Wmd", "Wme", "Wmg", "Wmm"];
 
 const TOP_KEYS: &[&str] =
     &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms", "network_file"];
-const EXPERIMENT_KEYS: &[&str] = &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval", "channel_metrics_interval"];
+const EXPERIMENT_KEYS: &[&str] =
+    &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval", "channel_metrics_interval"];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
     "link_handshake_rtts",
@@ -154,8 +152,23 @@ const TOR_KEYS: &[&str] = &[
 ];
 const NETWORK_KEYS: &[&str] = &["latency", "bandwidth_weights", "compute_flags"];
 const LATENCY_KEYS: &[&str] = &["constant", "matrix", "gml"];
-const RELAY_KEYS: &[&str] =
-    &["name", "bandwidth", "burst", "link", "link_up", "link_down", "flags", "consensus_weight", "location", "perconn", "scheduler", "throttling", "tortoise", "mtbf", "address"];
+const RELAY_KEYS: &[&str] = &[
+    "name",
+    "bandwidth",
+    "burst",
+    "link",
+    "link_up",
+    "link_down",
+    "flags",
+    "consensus_weight",
+    "location",
+    "perconn",
+    "scheduler",
+    "throttling",
+    "tortoise",
+    "mtbf",
+    "address",
+];
 const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
@@ -227,7 +240,13 @@ pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<E
         Ok(t) => t,
         Err(e) => return Err(syntax_error("", None, text, &e).into()),
     };
-    let mut cx = Ctx { base_dir, errors: Vec::new(), default_scheduler: SchedulerConfig::RoundRobin, default_throttling: ThrottlingConfig::None, default_tortoise: None };
+    let mut cx = Ctx {
+        base_dir,
+        errors: Vec::new(),
+        default_scheduler: SchedulerConfig::RoundRobin,
+        default_throttling: ThrottlingConfig::None,
+        default_tortoise: None,
+    };
     let origins = crate::include::merge_network_file(&mut root, base_dir, &mut cx.errors);
     let cfg = cx.config(&root, default_name);
     crate::include::relabel(&mut cx.errors, &origins);
@@ -311,12 +330,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// The candidate closest to `word`, if it is close enough to be a plausible typo.
 pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).max(2);
-    candidates
-        .iter()
-        .map(|c| (edit_distance(word, c), *c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    candidates.iter().map(|c| (edit_distance(word, c), *c)).filter(|(d, _)| *d <= limit).min_by_key(|(d, _)| *d).map(|(_, c)| c)
 }
 
 /// "did you mean `x`?" if something is close, else the list of choices.
@@ -358,7 +372,9 @@ impl Ctx<'_> {
             format!(
                 "must be at least tick / {EWMA_MAX_HALFLIVES_PER_TICK} ({} with tick {}), found {}",
                 // Rounded up to the microsecond, for reading.
-                crate::format_duration(SimDuration::from_nanos(tick.as_nanos().div_ceil(EWMA_MAX_HALFLIVES_PER_TICK).div_ceil(1000) * 1000)),
+                crate::format_duration(SimDuration::from_nanos(
+                    tick.as_nanos().div_ceil(EWMA_MAX_HALFLIVES_PER_TICK).div_ceil(1000) * 1000
+                )),
                 crate::format_duration(tick),
                 crate::format_duration(halflife)
             ),
@@ -645,8 +661,15 @@ impl Ctx<'_> {
                 self.err_hint(format!("relays[{i}]"), "runs both guard throttling and Tortoise", hint);
             }
         }
-        if mechanisms.throttling != ThrottlingConfig::None && mechanisms.tortoise.is_some() && clients.iter().any(|g| g.relay_operators.is_some()) {
-            self.err_hint("mechanisms", "client-operated relays would run both guard throttling and Tortoise", "choose one of mechanisms.throttling and mechanisms.tortoise");
+        if mechanisms.throttling != ThrottlingConfig::None
+            && mechanisms.tortoise.is_some()
+            && clients.iter().any(|g| g.relay_operators.is_some())
+        {
+            self.err_hint(
+                "mechanisms",
+                "client-operated relays would run both guard throttling and Tortoise",
+                "choose one of mechanisms.throttling and mechanisms.tortoise",
+            );
         }
         if network.compute_flags {
             for (i, r) in relays.iter().enumerate() {
@@ -657,7 +680,11 @@ impl Ctx<'_> {
             }
             for (i, g) in clients.iter().enumerate() {
                 if g.relay_operators.is_some_and(|o| o.mtbf.is_none()) {
-                    self.err_hint(format!("clients[{i}].relay_operators.mtbf"), "needed when network.compute_flags is on", "mtbf = \"30 days\"");
+                    self.err_hint(
+                        format!("clients[{i}].relay_operators.mtbf"),
+                        "needed when network.compute_flags is on",
+                        "mtbf = \"30 days\"",
+                    );
                 }
             }
         }
@@ -712,8 +739,7 @@ impl Ctx<'_> {
             None => vec![1],
             Some(v) => self.seeds(v),
         };
-        let metrics_interval =
-            self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
+        let metrics_interval = self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
         let connection_metrics_interval = self.opt(t, p, "connection_metrics_interval", Ctx::pos_duration);
         let channel_metrics_interval = self.opt(t, p, "channel_metrics_interval", Ctx::pos_duration);
         ExperimentSection {
@@ -744,11 +770,7 @@ impl Ctx<'_> {
                     None
                 }
                 other => {
-                    self.err_hint(
-                        &sp,
-                        format!("seeds must be non-negative integers, found {}", describe(other)),
-                        "e.g. seeds = [1, 2, 3]",
-                    );
+                    self.err_hint(&sp, format!("seeds must be non-negative integers, found {}", describe(other)), "e.g. seeds = [1, 2, 3]");
                     None
                 }
             };
@@ -797,9 +819,7 @@ impl Ctx<'_> {
         TorParams {
             refill_interval: self.opt(t, p, "refill_interval", Ctx::pos_duration).unwrap_or(d.refill_interval),
             link_handshake_rtts: self.opt(t, p, "link_handshake_rtts", Ctx::u32).unwrap_or(d.link_handshake_rtts),
-            max_circuit_dirtiness: self
-                .opt(t, p, "max_circuit_dirtiness", Ctx::pos_duration)
-                .unwrap_or(d.max_circuit_dirtiness),
+            max_circuit_dirtiness: self.opt(t, p, "max_circuit_dirtiness", Ctx::pos_duration).unwrap_or(d.max_circuit_dirtiness),
             idle_channel_timeout: match t.get("idle_channel_timeout") {
                 None => d.idle_channel_timeout,
                 Some(Value::String(s)) if s.trim() == "never" => None,
@@ -812,7 +832,8 @@ impl Ctx<'_> {
                     let path = join(p, "cbt_learning");
                     match self.cbt_learning(v, &path) {
                         Some(Some(_)) if t.get("predicted_circuits").and_then(Value::as_bool) != Some(true) => {
-                            let hint = "tor launches its build-time test circuits where it predicts circuits: set predicted_circuits = true too";
+                            let hint =
+                                "tor launches its build-time test circuits where it predicts circuits: set predicted_circuits = true too";
                             self.err_hint(path, "needs predicted_circuits = true", hint);
                             d.cbt_learning
                         }
@@ -821,9 +842,7 @@ impl Ctx<'_> {
                     }
                 }
             },
-            circuit_idle_timeout: self
-                .opt(t, p, "circuit_idle_timeout", Ctx::pos_duration)
-                .unwrap_or(d.circuit_idle_timeout),
+            circuit_idle_timeout: self.opt(t, p, "circuit_idle_timeout", Ctx::pos_duration).unwrap_or(d.circuit_idle_timeout),
             circ_max_cell_queue,
             num_entry_guards,
             use_entry_guards: self.opt(t, p, "use_entry_guards", Ctx::boolean).unwrap_or(d.use_entry_guards),
@@ -926,7 +945,10 @@ impl Ctx<'_> {
                         self.err_hint(
                             wp,
                             format!("missing {}", missing.join(", ")),
-                            format!("a consensus bandwidth-weights line gives {}; omit the whole table for uniform weights", REQUIRED_BANDWIDTH_WEIGHTS.join(", ")),
+                            format!(
+                                "a consensus bandwidth-weights line gives {}; omit the whole table for uniform weights",
+                                REQUIRED_BANDWIDTH_WEIGHTS.join(", ")
+                            ),
                         );
                     }
                     BandwidthWeightsConfig::Given(out)
@@ -951,9 +973,7 @@ impl Ctx<'_> {
             for (j, cell) in line.split(',').enumerate() {
                 let cell = cell.trim();
                 match cell.parse::<f64>() {
-                    Ok(ms) if (0.0..1e12).contains(&ms) => {
-                        row.push(SimDuration::from_nanos((ms * 1e6).round() as u64))
-                    }
+                    Ok(ms) if (0.0..1e12).contains(&ms) => row.push(SimDuration::from_nanos((ms * 1e6).round() as u64)),
                     _ => {
                         self.err_hint(
                             path,
@@ -1062,7 +1082,11 @@ impl Ctx<'_> {
         self.keys(&t, "relays_file:", &["relays"]);
         match t.get("relays") {
             None => {
-                self.err_hint("relays_file", format!("{file:?} has no [[relays]] tables"), "the file holds [[relays]] tables like the main config's");
+                self.err_hint(
+                    "relays_file",
+                    format!("{file:?} has no [[relays]] tables"),
+                    "the file holds [[relays]] tables like the main config's",
+                );
                 false
             }
             Some(v) => match self.relay_list(v, "relays_file:relays", names, locations) {
@@ -1083,7 +1107,11 @@ impl Ctx<'_> {
         locations: Option<usize>,
     ) -> Option<Vec<RelayConfig>> {
         let Value::Array(a) = v else {
-            self.err_hint(path, format!("expected an array of [[relays]] tables, found {}", describe(v)), "write each relay as a [[relays]] table");
+            self.err_hint(
+                path,
+                format!("expected an array of [[relays]] tables, found {}", describe(v)),
+                "write each relay as a [[relays]] table",
+            );
             return None;
         };
         let mut out = Vec::new();
@@ -1098,13 +1126,7 @@ impl Ctx<'_> {
 
     /// One relay. The default access link is twice the relay's rate, and at least 10 Mbit:
     /// fast enough that the token bucket, not the link, is what limits a relay by default.
-    fn relay(
-        &mut self,
-        t: &Table,
-        p: &str,
-        names: &mut BTreeMap<String, String>,
-        locations: Option<usize>,
-    ) -> RelayConfig {
+    fn relay(&mut self, t: &Table, p: &str, names: &mut BTreeMap<String, String>, locations: Option<usize>) -> RelayConfig {
         self.keys(t, p, RELAY_KEYS);
         let name = self.req(t, p, "name", Ctx::string, "name = \"relay1\"").unwrap_or("");
         if name.is_empty() && t.contains_key("name") {
@@ -1123,9 +1145,7 @@ impl Ctx<'_> {
         let default_link = rate.map_or(MIN_DEFAULT_RELAY_LINK, |r| r.saturating_mul(16).max(MIN_DEFAULT_RELAY_LINK));
         let (link_up, link_down) = self.links(t, p, default_link, default_link);
         let flags = self.flags(t, p);
-        let consensus_weight = self
-            .opt(t, p, "consensus_weight", Ctx::u64)
-            .unwrap_or_else(|| (rate.unwrap_or(0) / 1024).max(1));
+        let consensus_weight = self.opt(t, p, "consensus_weight", Ctx::u64).unwrap_or_else(|| (rate.unwrap_or(0) / 1024).max(1));
         let location = self.opt(t, p, "location", Ctx::u32).unwrap_or(0);
         self.check_location(location, &join(p, "location"), locations);
         let perconn = match t.get("perconn") {
@@ -1192,7 +1212,11 @@ impl Ctx<'_> {
         match s.trim().parse() {
             Ok(a) => Some(a),
             Err(_) => {
-                self.err_hint(path, format!("{s:?} is not an IPv4 address"), "write it as four numbers 0-255, e.g. address = \"192.0.2.7\"");
+                self.err_hint(
+                    path,
+                    format!("{s:?} is not an IPv4 address"),
+                    "write it as four numbers 0-255, e.g. address = \"192.0.2.7\"",
+                );
                 None
             }
         }
@@ -1285,7 +1309,15 @@ impl Ctx<'_> {
             let (link_up, link_down) = self.links(t, &cp, DEFAULT_CLIENT_UP, DEFAULT_CLIENT_DOWN);
             let placement = self.placement_field(t, &cp, Placement::At(0), locations);
             let relay_operators = t.get("relay_operators").and_then(|v| self.relay_operators(v, &join(&cp, "relay_operators"), count));
-            out.push(ClientGroup { name: name.to_string(), workload: workload.to_string(), count, link_up, link_down, placement, relay_operators });
+            out.push(ClientGroup {
+                name: name.to_string(),
+                workload: workload.to_string(),
+                count,
+                link_up,
+                link_down,
+                placement,
+                relay_operators,
+            });
         }
         out
     }
@@ -1315,7 +1347,8 @@ impl Ctx<'_> {
                         None => Some(None),
                         Some(v) => {
                             let sp = join(&p, "session");
-                            let example = "session = { length = \"15 min\", pause = { dist = \"uniform\", min = \"9 min\", max = \"11 min\" } }";
+                            let example =
+                                "session = { length = \"15 min\", pause = { dist = \"uniform\", min = \"9 min\", max = \"11 min\" } }";
                             self.table(v, &sp).and_then(|st| {
                                 self.keys(st, &sp, &["length", "pause"]);
                                 let length = self.req(st, &sp, "length", Ctx::pos_duration, example);
@@ -1422,15 +1455,10 @@ impl Ctx<'_> {
                     self.err_hint(&sp, "needs at least one size", example);
                 }
                 if sizes.len() != weights.len() {
-                    self.err_hint(
-                        &wp,
-                        format!("{} weights for {} sizes", weights.len(), sizes.len()),
-                        "give one weight per size",
-                    );
+                    self.err_hint(&wp, format!("{} weights for {} sizes", weights.len(), sizes.len()), "give one weight per size");
                 }
                 let before = self.errors.len();
-                let sizes: Vec<u64> =
-                    sizes.iter().enumerate().filter_map(|(i, s)| self.pos_size(s, &format!("{sp}[{i}]"))).collect();
+                let sizes: Vec<u64> = sizes.iter().enumerate().filter_map(|(i, s)| self.pos_size(s, &format!("{sp}[{i}]"))).collect();
                 let weights: Vec<f64> = weights
                     .iter()
                     .enumerate()
@@ -1624,7 +1652,11 @@ impl Ctx<'_> {
                 None
             }
             (Some(h), Some(l)) if h == 0 || l >= h => {
-                self.err_hint(join(p, "cellq_low"), format!("cellq_low ({l}) must be below cellq_high ({h}), and cellq_high above 0"), hint);
+                self.err_hint(
+                    join(p, "cellq_low"),
+                    format!("cellq_low ({l}) must be below cellq_high ({h}), and cellq_high above 0"),
+                    hint,
+                );
                 None
             }
             (Some(h), Some(l)) => Some((h, l)),
@@ -1694,7 +1726,11 @@ impl Ctx<'_> {
         let max_clean = self.opt(t, p, "max_clean", Ctx::u32);
         // Tor's range for cbtmaxopencircs: 0..=MAX_UNUSED_OPEN_CIRCUITS (14).
         if let Some(n) = max_clean.filter(|&n| n > 14) {
-            self.err_hint(join(p, "max_clean"), format!("{n} is outside tor's range 0..=14"), "cbtmaxopencircs: 10 in tor 0.4.8, 12 in tor 0.2.2");
+            self.err_hint(
+                join(p, "max_clean"),
+                format!("{n} is outside tor's range 0..=14"),
+                "cbtmaxopencircs: 10 in tor 0.4.8, 12 in tor 0.2.2",
+            );
             return None;
         }
         let bad = |k: &str| t.contains_key(k);
@@ -1884,9 +1920,19 @@ impl Ctx<'_> {
                 Some(ThrottlingConfig::Split { burst: burst?, denominator: denominator? })
             }
             "flag" => {
-                self.keys(t, p, &["kind", "flag_rate", "penalty", "halflife", "burst", "freeze_penalty_at_flag", "denominator", "meta_ewma_tick_quirk"]);
+                self.keys(
+                    t,
+                    p,
+                    &["kind", "flag_rate", "penalty", "halflife", "burst", "freeze_penalty_at_flag", "denominator", "meta_ewma_tick_quirk"],
+                );
                 let flag_rate = self.req(t, p, "flag_rate", Ctx::byte_rate, "flag_rate = \"20 KiB/s\": the rate of flagged connections");
-                let penalty = self.req(t, p, "penalty", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "penalty = 0.25: unflag below penalty x M (0 never unflags)");
+                let penalty = self.req(
+                    t,
+                    p,
+                    "penalty",
+                    |cx, v, q| cx.float_in(v, q, 0.0, 1.0),
+                    "penalty = 0.25: unflag below penalty x M (0 never unflags)",
+                );
                 let halflife = halflife(self);
                 let burst = burst(self);
                 let freeze = self.opt(t, p, "freeze_penalty_at_flag", Ctx::boolean);
@@ -1908,7 +1954,8 @@ impl Ctx<'_> {
             }
             "threshold" => {
                 self.keys(t, p, &["kind", "fraction", "refresh", "floor", "halflife", "burst", "semantics"]);
-                let fraction = self.req(t, p, "fraction", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "fraction = 0.1: throttle the loudest 10%");
+                let fraction =
+                    self.req(t, p, "fraction", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "fraction = 0.1: throttle the loudest 10%");
                 let refresh = self.req(t, p, "refresh", Ctx::pos_duration, "refresh = \"30 s\": the period R");
                 let floor = self.req(t, p, "floor", Ctx::byte_rate, "floor = \"20 KiB/s\": the lowest throttle rate F");
                 let halflife = halflife(self);
@@ -1970,8 +2017,11 @@ impl Ctx<'_> {
             }
             "kist" | "kist-lite" => {
                 let lite = kind == "kist-lite";
-                let known: &[&str] =
-                    if lite { &["kind", "run_interval", "halflife", "tick"] } else { &["kind", "run_interval", "sock_buf_size_factor", "halflife", "tick"] };
+                let known: &[&str] = if lite {
+                    &["kind", "run_interval", "halflife", "tick"]
+                } else {
+                    &["kind", "run_interval", "sock_buf_size_factor", "halflife", "tick"]
+                };
                 self.keys(t, p, known);
                 let run_interval = self.opt(t, p, "run_interval", Ctx::pos_duration);
                 if let Some(ri) = run_interval.filter(|&d| d > KIST_RUN_INTERVAL_MAX) {
@@ -1983,7 +2033,11 @@ impl Ctx<'_> {
                 }
                 let factor = self.opt(t, p, "sock_buf_size_factor", Ctx::float);
                 if let Some(f) = factor.filter(|&f| f < 0.0) {
-                    self.err_hint(join(p, "sock_buf_size_factor"), format!("must be at least 0, found {f}"), "KISTSockBufSizeFactor, tor's default 1.0");
+                    self.err_hint(
+                        join(p, "sock_buf_size_factor"),
+                        format!("must be at least 0, found {f}"),
+                        "KISTSockBufSizeFactor, tor's default 1.0",
+                    );
                 }
                 let halflife = self.opt(t, p, "halflife", Ctx::pos_duration);
                 let tick = self.opt(t, p, "tick", Ctx::pos_duration);
@@ -2032,10 +2086,7 @@ mod tests {
 
     #[test]
     fn display_format() {
-        let e = ConfigErrors(vec![
-            ConfigError::new("a.b", "bad").with_hint("fix it"),
-            ConfigError::new("", "whole file"),
-        ]);
+        let e = ConfigErrors(vec![ConfigError::new("a.b", "bad").with_hint("fix it"), ConfigError::new("", "whole file")]);
         assert_eq!(e.to_string(), "2 problems in the config:\na.b: bad (hint: fix it)\nwhole file");
     }
 }

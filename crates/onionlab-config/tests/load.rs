@@ -248,13 +248,7 @@ fn five_problems_are_all_reported() {
     let errs = errors(&text);
     let paths: Vec<&str> = errs.0.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(errs.len(), 5, "{errs}");
-    for p in [
-        "experiment.durration",
-        "experiment.duration",
-        "relays[1].bandwidth",
-        "clients[0].workload",
-        "workloads.web.think.sigma",
-    ] {
+    for p in ["experiment.durration", "experiment.duration", "relays[1].bandwidth", "clients[0].workload", "workloads.web.think.sigma"] {
         assert!(paths.contains(&p), "{p} missing from\n{errs}");
     }
 }
@@ -300,10 +294,7 @@ fn duration_missing_zero_bare_and_malformed() {
 
 #[test]
 fn warmup_must_be_shorter_than_duration() {
-    let e = err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nwarmup = \"2 min\""), "experiment.warmup", &[
-        "shorter",
-        "2 min",
-    ]);
+    let e = err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nwarmup = \"2 min\""), "experiment.warmup", &["shorter", "2 min"]);
     assert!(e.hint.is_some());
 }
 
@@ -320,9 +311,11 @@ fn seeds_must_be_non_negative_integers() {
 
 #[test]
 fn metrics_interval_positive_and_name_nonempty() {
-    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nmetrics_interval = \"0 ms\""), "experiment.metrics_interval", &[
-        "longer than 0",
-    ]);
+    err_at(
+        &edit("duration = \"2 min\"", "duration = \"2 min\"\nmetrics_interval = \"0 ms\""),
+        "experiment.metrics_interval",
+        &["longer than 0"],
+    );
     err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nname = \"\""), "experiment.name", &["empty"]);
 }
 
@@ -362,7 +355,11 @@ fn tor_parameters() {
     assert_eq!(c.tor.idle_channel_timeout, Some(IdleChannelTimeoutConfig { relay: (s(900), s(900)), ..today }));
     let c = load(&tor("idle_channel_timeout = { client = \"3 min\", relay = \"3 min\" }")).unwrap();
     assert!(to_toml(&c).contains("idle_channel_timeout = \"3 min\""), "{}", to_toml(&c));
-    err_at(&tor("idle_channel_timeout = { client = [\"270 s\", \"180 s\"] }"), "tor.idle_channel_timeout.client", &["low no more than high"]);
+    err_at(
+        &tor("idle_channel_timeout = { client = [\"270 s\", \"180 s\"] }"),
+        "tor.idle_channel_timeout.client",
+        &["low no more than high"],
+    );
     err_at(&tor("idle_channel_timeout = { relay = [\"45 min\"] }"), "tor.idle_channel_timeout.relay", &["two durations"]);
     err_at(&tor("idle_channel_timeout = { relay = [\"45 min\", \"later\"] }"), "tor.idle_channel_timeout.relay", &["duration"]);
     err_at(&tor("idle_channel_timeout = { client = \"0 s\" }"), "tor.idle_channel_timeout.client", &["longer than 0"]);
@@ -392,7 +389,11 @@ fn tor_parameters() {
     err_at(&tor("cbt_learning = { max_clean = 3 }"), "tor.cbt_learning", &["needs predicted_circuits"]);
     err_at(&tor("predicted_circuits = true\ncbt_learning = \"yes\""), "tor.cbt_learning", &["true, false or a table"]);
     err_at(&tor("predicted_circuits = true\ncbt_learning = { max_clean = 15 }"), "tor.cbt_learning.max_clean", &["range 0..=14"]);
-    err_at(&tor("predicted_circuits = true\ncbt_learning = { test_frequency = \"0 s\" }"), "tor.cbt_learning.test_frequency", &["longer than 0"]);
+    err_at(
+        &tor("predicted_circuits = true\ncbt_learning = { test_frequency = \"0 s\" }"),
+        "tor.cbt_learning.test_frequency",
+        &["longer than 0"],
+    );
     err_at(&tor("predicted_circuits = true\ncbt_learning = { every = \"10 s\" }"), "tor.cbt_learning.every", &["unknown"]);
     let c = load(&tor("predicted_circuits = true\ncircuit_idle_timeout = \"30 min\"")).unwrap();
     // Congestion control: tor's fixed windows unless asked for Vegas.
@@ -408,7 +409,11 @@ fn tor_parameters() {
     assert_eq!(c.tor.congestion_control, CongestionControlConfig::Vegas(want));
     let again = load_str(&to_toml(&c), Path::new(".")).unwrap();
     assert_eq!(again.tor.congestion_control, c.tor.congestion_control);
-    err_at(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 0 }"), "tor.congestion_control.sendme_inc", &["outside tor's range"]);
+    err_at(
+        &tor("congestion_control = { kind = \"vegas\", sendme_inc = 0 }"),
+        "tor.congestion_control.sendme_inc",
+        &["outside tor's range"],
+    );
     let errs = errors(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 0, ss_max = 3 }"));
     assert!(errs.at("tor.congestion_control.sendme_inc").is_some() && errs.at("tor.congestion_control.ss_max").is_some(), "{errs}");
     err_at(&tor("congestion_control = { kind = \"vegas\", alpah = 3 }"), "tor.congestion_control.alpah", &["unknown key"]);
@@ -443,10 +448,7 @@ fn latency_files() {
     let lat = |s: &str| edit("latency = { constant = \"20 ms\" }", s);
     let e = err_at(&lat("latency = { matrix = \"nope.csv\" }"), "network.latency.matrix", &["cannot read", "nope.csv"]);
     assert!(hint(&e).contains("relative"));
-    err_at(&lat("latency = { matrix = \"latency_ragged.csv\" }"), "network.latency.matrix", &[
-        "latency_ragged.csv line 2",
-        "square",
-    ]);
+    err_at(&lat("latency = { matrix = \"latency_ragged.csv\" }"), "network.latency.matrix", &["latency_ragged.csv line 2", "square"]);
     err_at(&lat("latency = { matrix = \"latency_bad.csv\" }"), "network.latency.matrix", &["latency_bad.csv line 2", "-3"]);
     err_at(&lat("latency = { gml = \"empty.gml\" }"), "network.latency.gml", &["empty"]);
     err_at(&lat("latency = { gml = \"missing.gml\" }"), "network.latency.gml", &["cannot read"]);
@@ -463,7 +465,8 @@ fn locations_must_exist_in_the_matrix() {
 
 #[test]
 fn bandwidth_weights() {
-    let bw = |s: &str| edit("latency = { constant = \"20 ms\" }", &format!("latency = {{ constant = \"20 ms\" }}\nbandwidth_weights = {s}"));
+    let bw =
+        |s: &str| edit("latency = { constant = \"20 ms\" }", &format!("latency = {{ constant = \"20 ms\" }}\nbandwidth_weights = {s}"));
     let e = err_at(&bw("{ Wggg = 1 }"), "network.bandwidth_weights.Wggg", &["unknown bandwidth weight"]);
     assert!(hint(&e).contains("Wgg"));
     err_at(&bw("{ Wgg = \"half\" }"), "network.bandwidth_weights.Wgg", &["integer"]);
@@ -471,7 +474,8 @@ fn bandwidth_weights() {
     // A run builds them as a consensus line: every required weight, each at most 10000.
     let e = err_at(&bw("{ Wgg = 7000 }"), "network.bandwidth_weights", &["missing Wgm, Wgd,", "Wed"]);
     assert!(!e.message.contains("Wgg"), "{e}");
-    let full = "Wgg = 7000, Wgm = 7000, Wgd = 0, Wmg = 3000, Wmm = 10000, Wme = 0, Wmd = 0, Weg = 10000, Wem = 10000, Wee = 10000, Wed = 10000";
+    let full =
+        "Wgg = 7000, Wgm = 7000, Wgd = 0, Wmg = 3000, Wmm = 10000, Wme = 0, Wmd = 0, Weg = 10000, Wem = 10000, Wee = 10000, Wed = 10000";
     let Some(BandwidthWeightsConfig::Given(w)) = load(&bw(&format!("{{ {full} }}"))).unwrap().network.bandwidth_weights else { panic!() };
     assert_eq!(w["Wgg"], 7000);
     err_at(&bw(&format!("{{ {} }}", full.replace("Wee = 10000", "Wee = 10001"))), "network.bandwidth_weights.Wee", &["at most 10000"]);
@@ -506,9 +510,7 @@ fn relay_fields() {
     err_at(&after_guard("consensus_weight = -5"), "relays[0].consensus_weight", &["negative"]);
     err_at(&after_guard("location = \"here\""), "relays[0].location", &["integer"]);
     err_at(&after_guard("perconn = { rate = \"50 KiB/s\" }"), "relays[0].perconn.burst", &["missing"]);
-    err_at(&after_guard("perconn = { rate = \"50 KiB/s\", burst = \"1 MiB\", ratee = 1 }"), "relays[0].perconn.ratee", &[
-        "unknown key",
-    ]);
+    err_at(&after_guard("perconn = { rate = \"50 KiB/s\", burst = \"1 MiB\", ratee = 1 }"), "relays[0].perconn.ratee", &["unknown key"]);
     err_at(&format!("relays = 5\n{}", no_relays()), "relays", &["array"]);
     // IPv4 addresses, for tor's same-/16 path restriction.
     let e = err_at(&after_guard("address = \"10.0.0.256\""), "relays[0].address", &["not an IPv4 address"]);
@@ -623,9 +625,11 @@ fn size_distributions() {
     err_at(&size("320"), "workloads.web.size", &["bare number"]);
     err_at(&size("{ dist = \"uniform\", min = \"2 MiB\", max = \"1 MiB\" }"), "workloads.web.size.min", &["larger than max"]);
     err_at(&size("{ dist = \"uniform\", min = \"2 MiB\" }"), "workloads.web.size.max", &["missing"]);
-    err_at(&size("{ dist = \"choice\", sizes = [\"1 KiB\", \"2 KiB\"], weights = [1] }"), "workloads.web.size.weights", &[
-        "1 weights for 2 sizes",
-    ]);
+    err_at(
+        &size("{ dist = \"choice\", sizes = [\"1 KiB\", \"2 KiB\"], weights = [1] }"),
+        "workloads.web.size.weights",
+        &["1 weights for 2 sizes"],
+    );
     err_at(&size("{ dist = \"choice\", sizes = [\"1 KiB\"], weights = [0] }"), "workloads.web.size.weights[0]", &["positive"]);
     err_at(&size("{ dist = \"choice\", sizes = [\"1 KiB\", 5], weights = [1, 1] }"), "workloads.web.size.sizes[1]", &["bare number"]);
     err_at(&size("{ dist = \"choice\", sizes = [], weights = [] }"), "workloads.web.size.sizes", &["at least one"]);
@@ -651,15 +655,20 @@ fn time_distributions() {
     assert!(hint(&e).contains("`lognormal`"));
     err_at(&think("{ dist = \"empirical\", file = \"nope.csv\" }"), "workloads.web.think.file", &["cannot read"]);
     err_at(&think("{ dist = \"empirical\", file = \"think_bad.csv\" }"), "workloads.web.think.file", &["think_bad.csv line 3", "seconds"]);
-    err_at(&think("{ dist = \"empirical\", file = \"think_short.csv\" }"), "workloads.web.think.file", &[
-        "think_short.csv line 2",
-        "must be 1",
-    ]);
+    err_at(
+        &think("{ dist = \"empirical\", file = \"think_short.csv\" }"),
+        "workloads.web.think.file",
+        &["think_short.csv line 2", "must be 1"],
+    );
     err_at(&think("{ dist = \"empirical\", file = \"latency.csv\" }"), "workloads.web.think.file", &["latency.csv line 2"]);
     let c = load(&think("\"20 s\"")).unwrap();
     assert_eq!(
         c.workloads["web"],
-        Workload::Web { size: SizeDist::Fixed { bytes: 320 * 1024 }, think: TimeDist::Fixed { value: SimDuration::from_secs(20) }, session: None }
+        Workload::Web {
+            size: SizeDist::Fixed { bytes: 320 * 1024 },
+            think: TimeDist::Fixed { value: SimDuration::from_secs(20) },
+            session: None
+        }
     );
 }
 
@@ -696,28 +705,55 @@ fn kist_schedulers() {
         SchedulerConfig::Kist { run_interval: SimDuration::from_millis(10), sock_buf_size_factor: 1.0, halflife: h, tick: l },
         "tor's KISTSchedRunInterval and KISTSockBufSizeFactor by default"
     );
-    let c = load(&with("scheduler = { kind = \"kist\", run_interval = \"2 ms\", sock_buf_size_factor = 0.5, halflife = \"10 s\" }")).unwrap();
+    let c =
+        load(&with("scheduler = { kind = \"kist\", run_interval = \"2 ms\", sock_buf_size_factor = 0.5, halflife = \"10 s\" }")).unwrap();
     assert_eq!(
         c.mechanisms.scheduler,
-        SchedulerConfig::Kist { run_interval: SimDuration::from_millis(2), sock_buf_size_factor: 0.5, halflife: SimDuration::from_secs(10), tick: l }
+        SchedulerConfig::Kist {
+            run_interval: SimDuration::from_millis(2),
+            sock_buf_size_factor: 0.5,
+            halflife: SimDuration::from_secs(10),
+            tick: l
+        }
     );
     let c = load(&with("scheduler = { kind = \"kist-lite\", run_interval = \"5 ms\" }")).unwrap();
     assert_eq!(c.mechanisms.scheduler, SchedulerConfig::KistLite { run_interval: SimDuration::from_millis(5), halflife: h, tick: l });
     // The resolved TOML reads back the same.
     assert_eq!(load_str(&onionlab_config::to_toml(&c), &fixtures()).unwrap(), c);
 
-    let e = err_at(&with("scheduler = { kind = \"kist\", run_interval = \"1 s\" }"), "mechanisms.scheduler.run_interval", &["at most 100 ms"]);
+    let e =
+        err_at(&with("scheduler = { kind = \"kist\", run_interval = \"1 s\" }"), "mechanisms.scheduler.run_interval", &["at most 100 ms"]);
     assert!(hint(&e).contains("10 ms"));
     err_at(&with("scheduler = { kind = \"kist\", run_interval = \"0 ms\" }"), "mechanisms.scheduler.run_interval", &["longer than 0"]);
     err_at(&with("scheduler = { kind = \"kist\", run_interval = 10 }"), "mechanisms.scheduler.run_interval", &["bare number"]);
-    let e = err_at(&with("scheduler = { kind = \"kist\", sock_buf_size_factor = -1 }"), "mechanisms.scheduler.sock_buf_size_factor", &["at least 0"]);
+    let e = err_at(
+        &with("scheduler = { kind = \"kist\", sock_buf_size_factor = -1 }"),
+        "mechanisms.scheduler.sock_buf_size_factor",
+        &["at least 0"],
+    );
     assert!(hint(&e).contains("KISTSockBufSizeFactor"));
-    err_at(&with("scheduler = { kind = \"kist\", sock_buf_size_factor = \"big\" }"), "mechanisms.scheduler.sock_buf_size_factor", &["expected a number"]);
-    err_at(&with("scheduler = { kind = \"kist-lite\", sock_buf_size_factor = 1.0 }"), "mechanisms.scheduler.sock_buf_size_factor", &["unknown key"]);
+    err_at(
+        &with("scheduler = { kind = \"kist\", sock_buf_size_factor = \"big\" }"),
+        "mechanisms.scheduler.sock_buf_size_factor",
+        &["expected a number"],
+    );
+    err_at(
+        &with("scheduler = { kind = \"kist-lite\", sock_buf_size_factor = 1.0 }"),
+        "mechanisms.scheduler.sock_buf_size_factor",
+        &["unknown key"],
+    );
     // Tick-based EWMA overflows past 512 half-lives per tick; the exact form has no tick.
-    let e = err_at(&with("scheduler = { kind = \"ewma\", halflife = \"5 ms\" }"), "mechanisms.scheduler.halflife", &["at least tick / 512", "19532 us"]);
+    let e = err_at(
+        &with("scheduler = { kind = \"ewma\", halflife = \"5 ms\" }"),
+        "mechanisms.scheduler.halflife",
+        &["at least tick / 512", "19532 us"],
+    );
     assert!(hint(&e).contains("overflow"));
-    err_at(&with("scheduler = { kind = \"kist-lite\", halflife = \"1 ms\", tick = \"1 s\" }"), "mechanisms.scheduler.halflife", &["at least tick / 512"]);
+    err_at(
+        &with("scheduler = { kind = \"kist-lite\", halflife = \"1 ms\", tick = \"1 s\" }"),
+        "mechanisms.scheduler.halflife",
+        &["at least tick / 512"],
+    );
     load(&with("scheduler = { kind = \"ewma\", halflife = \"20 ms\" }")).expect("10 s is 500 half-lives of 20 ms");
     load(&with("scheduler = { kind = \"ewma-exact\", halflife = \"1 ms\" }")).expect("no tick to overflow");
     let e = err_at(&with("scheduler = \"kits\""), "mechanisms.scheduler", &["unknown scheduler"]);
@@ -778,13 +814,33 @@ fn throttling() {
     let e = err_at(&with("throttling = \"flagg\""), "mechanisms.throttling", &["unknown throttling"]);
     assert!(hint(&e).contains("flag"));
     err_at(&with("throttling = { kind = \"flag\", penalty = 0.5 }"), "mechanisms.throttling.flag_rate", &["missing"]);
-    err_at(&with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 1.5 }"), "mechanisms.throttling.penalty", &["between 0 and 1"]);
-    err_at(&with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.5, freeze_penalty_at_flag = \"yes\" }"), "mechanisms.throttling.freeze_penalty_at_flag", &["true or false"]);
+    err_at(
+        &with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 1.5 }"),
+        "mechanisms.throttling.penalty",
+        &["between 0 and 1"],
+    );
+    err_at(
+        &with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.5, freeze_penalty_at_flag = \"yes\" }"),
+        "mechanisms.throttling.freeze_penalty_at_flag",
+        &["true or false"],
+    );
     err_at(&with("throttling = { kind = \"split\", denominator = \"clients\" }"), "mechanisms.throttling.denominator", &["unknown value"]);
     err_at(&with("throttling = { kind = \"static\", rate = 50 }"), "mechanisms.throttling.rate", &["bare number"]);
-    err_at(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", burst = \"0 B\" }"), "mechanisms.throttling.burst", &["at least 1 byte"]);
-    err_at(&with("throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"0 s\", floor = \"1 KiB/s\" }"), "mechanisms.throttling.refresh", &["longer than 0"]);
-    err_at(&with("throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"10 s\", floor = \"1 KiB/s\", semantics = \"mine\" }"), "mechanisms.throttling.semantics", &["unknown value"]);
+    err_at(
+        &with("throttling = { kind = \"static\", rate = \"5 KiB/s\", burst = \"0 B\" }"),
+        "mechanisms.throttling.burst",
+        &["at least 1 byte"],
+    );
+    err_at(
+        &with("throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"0 s\", floor = \"1 KiB/s\" }"),
+        "mechanisms.throttling.refresh",
+        &["longer than 0"],
+    );
+    err_at(
+        &with("throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"10 s\", floor = \"1 KiB/s\", semantics = \"mine\" }"),
+        "mechanisms.throttling.semantics",
+        &["unknown value"],
+    );
     err_at(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", rat = 1 }"), "mechanisms.throttling.rat", &["unknown key"]);
     err_at(&with("throttling = { kind = \"bogus\" }"), "mechanisms.throttling.kind", &["unknown throttling"]);
 
@@ -801,11 +857,19 @@ fn connection_and_channel_metrics_intervals() {
     let c = load(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"60 s\"")).unwrap();
     assert_eq!(c.experiment.connection_metrics_interval, Some(SimDuration::from_secs(60)));
     assert_eq!(load(MINIMAL).unwrap().experiment.connection_metrics_interval, None);
-    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"0 s\""), "experiment.connection_metrics_interval", &["longer than 0"]);
+    err_at(
+        &edit("duration = \"2 min\"", "duration = \"2 min\"\nconnection_metrics_interval = \"0 s\""),
+        "experiment.connection_metrics_interval",
+        &["longer than 0"],
+    );
     let c = load(&edit("duration = \"2 min\"", "duration = \"2 min\"\nchannel_metrics_interval = \"10 s\"")).unwrap();
     assert_eq!(c.experiment.channel_metrics_interval, Some(SimDuration::from_secs(10)));
     assert_eq!(load(MINIMAL).unwrap().experiment.channel_metrics_interval, None);
-    err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nchannel_metrics_interval = \"often\""), "experiment.channel_metrics_interval", &["duration"]);
+    err_at(
+        &edit("duration = \"2 min\"", "duration = \"2 min\"\nchannel_metrics_interval = \"often\""),
+        "experiment.channel_metrics_interval",
+        &["duration"],
+    );
 }
 
 #[test]
@@ -817,8 +881,11 @@ fn tortoise_client_relays_and_computed_flags() {
     assert!(c.relays.iter().all(|r| r.tortoise == Some(t)));
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
     // Partial deployment: one relay opts out.
-    let text = with("tortoise = { rate = \"200 KBps\", burst = \"400 KB\", directions = \"write\" }")
-        .replacen("name = \"guard\"\n", "name = \"guard\"\ntortoise = \"off\"\n", 1);
+    let text = with("tortoise = { rate = \"200 KBps\", burst = \"400 KB\", directions = \"write\" }").replacen(
+        "name = \"guard\"\n",
+        "name = \"guard\"\ntortoise = \"off\"\n",
+        1,
+    );
     let c = load(&text).unwrap();
     assert_eq!(c.relays[0].tortoise, None);
     assert_eq!(c.relays[1].tortoise.unwrap().directions, "write");
@@ -840,16 +907,26 @@ fn tortoise_client_relays_and_computed_flags() {
     let c = load(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 2, entry = \"exempt\" }\n")).unwrap();
     assert_eq!(c.clients[0].relay_operators.unwrap().entry, "exempt");
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
-    err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 2, entry = \"guard\" }\n"), "clients[0].relay_operators.entry", &["unknown value"]);
+    err_at(
+        &edit("count = 20\n", "count = 20\nrelay_operators = { count = 2, entry = \"guard\" }\n"),
+        "clients[0].relay_operators.entry",
+        &["unknown value"],
+    );
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
     err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 21 }\n"), "clients[0].relay_operators.count", &["only 20"]);
-    err_at(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 1, exit = 1 }\n"), "clients[0].relay_operators.exit", &["true or false"]);
+    err_at(
+        &edit("count = 20\n", "count = 20\nrelay_operators = { count = 1, exit = 1 }\n"),
+        "clients[0].relay_operators.exit",
+        &["true or false"],
+    );
 
     // Computed flags need every relay's MTBF.
     let text = edit("latency = { constant = \"20 ms\" }", "latency = { constant = \"20 ms\" }\ncompute_flags = true");
     let e = errors(&text);
     assert!(e.at("relays[0].mtbf").is_some() && e.at("relays[1].mtbf").is_some(), "{e}");
-    let text = text.replace("name = \"guard\"\n", "name = \"guard\"\nmtbf = \"4 days\"\n").replace("name = \"exit\"\n", "name = \"exit\"\nmtbf = \"1 day\"\n");
+    let text = text
+        .replace("name = \"guard\"\n", "name = \"guard\"\nmtbf = \"4 days\"\n")
+        .replace("name = \"exit\"\n", "name = \"exit\"\nmtbf = \"1 day\"\n");
     let c = load(&text).unwrap();
     assert!(c.network.compute_flags);
     assert_eq!(c.relays[0].mtbf, Some(SimDuration::from_secs(4 * 86400)));
@@ -858,14 +935,25 @@ fn tortoise_client_relays_and_computed_flags() {
 
 #[test]
 fn web_sessions() {
-    let text = edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"15 min\", pause = { dist = \"uniform\", min = \"9 min\", max = \"11 min\" } }");
+    let text = edit(
+        "size = \"320 KiB\"",
+        "size = \"320 KiB\"\nsession = { length = \"15 min\", pause = { dist = \"uniform\", min = \"9 min\", max = \"11 min\" } }",
+    );
     let c = load(&text).unwrap();
     let Workload::Web { session: Some(s), .. } = &c.workloads["web"] else { panic!("no session") };
     assert_eq!(s.length, SimDuration::from_secs(900));
     assert_eq!(s.pause, TimeDist::Uniform { min: SimDuration::from_secs(540), max: SimDuration::from_secs(660) });
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
-    err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"15 min\" }"), "workloads.web.session.pause", &["missing"]);
-    err_at(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"0 s\", pause = \"1 min\" }"), "workloads.web.session.length", &["longer than 0"]);
+    err_at(
+        &edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"15 min\" }"),
+        "workloads.web.session.pause",
+        &["missing"],
+    );
+    err_at(
+        &edit("size = \"320 KiB\"", "size = \"320 KiB\"\nsession = { length = \"0 s\", pause = \"1 min\" }"),
+        "workloads.web.session.length",
+        &["longer than 0"],
+    );
 }
 
 const NET_EXPERIMENT: &str = r#"

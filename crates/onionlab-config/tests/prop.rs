@@ -12,7 +12,8 @@ use proptest::sample::select;
 
 /// A duration of `n` in a random unit, and its value.
 fn duration(n: std::ops::Range<u64>) -> impl Strategy<Value = (String, SimDuration)> {
-    let units = vec![("ns", 1u64), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000)];
+    let units =
+        vec![("ns", 1u64), ("us", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000), ("min", 60_000_000_000), ("h", 3_600_000_000_000)];
     (n, select(units)).prop_map(|(v, (u, ns))| (format!("{v} {u}"), SimDuration::from_nanos(v * ns)))
 }
 
@@ -33,8 +34,7 @@ fn seconds(n: std::ops::Range<u64>) -> impl Strategy<Value = (String, SimDuratio
 
 fn size() -> impl Strategy<Value = (String, u64)> {
     let units = vec![("B", 1u64), ("KB", 1_000), ("KiB", 1024), ("MB", 1_000_000), ("MiB", 1 << 20)];
-    (1..100_000u64, select(units), any::<bool>())
-        .prop_map(|(v, (u, m), space)| (format!("{v}{}{u}", if space { " " } else { "" }), v * m))
+    (1..100_000u64, select(units), any::<bool>()).prop_map(|(v, (u, m), space)| (format!("{v}{}{u}", if space { " " } else { "" }), v * m))
 }
 
 /// A relay rate: the string and bytes/s.
@@ -149,14 +149,8 @@ fn all_relays(g: &Gen) -> Vec<GenRelay> {
 
 fn render(g: &Gen) -> String {
     let mut s = String::new();
-    s += &format!(
-        "[experiment]\nname = \"prop\"\nduration = \"{}\"\nwarmup = \"{}\"\nseeds = {:?}\n\n",
-        g.duration.0, g.warmup.0, g.seeds
-    );
-    s += &format!(
-        "[tor]\nrefill_interval = \"{}\"\ncirc_window = {}\ncirc_window_increment = {}\n\n",
-        g.refill.0, g.window, g.increment
-    );
+    s += &format!("[experiment]\nname = \"prop\"\nduration = \"{}\"\nwarmup = \"{}\"\nseeds = {:?}\n\n", g.duration.0, g.warmup.0, g.seeds);
+    s += &format!("[tor]\nrefill_interval = \"{}\"\ncirc_window = {}\ncirc_window_increment = {}\n\n", g.refill.0, g.window, g.increment);
     s += &format!("[network]\nlatency = {{ constant = \"{}\" }}\n\n", g.latency.0);
     for (i, r) in all_relays(g).iter().enumerate() {
         s += &format!("[[relays]]\nname = \"r{i}\"\nbandwidth = \"{}\"\nflags = {:?}\nlocation = {}\n", r.rate.0, r.flags, r.location);
@@ -229,10 +223,7 @@ fn check(g: &Gen, c: &ExperimentConfig) -> Result<(), TestCaseError> {
     prop_assert_eq!(&c.workloads["bulk"], &Workload::Bulk { size: SizeDist::Fixed { bytes: g.bulk_size.1 } });
     prop_assert_eq!(
         &c.workloads["perf"],
-        &Workload::Perf {
-            size: onionlab_config::parse::default_perf_sizes(),
-            pause: TimeDist::Exponential { mean: g.pause.1 }
-        }
+        &Workload::Perf { size: onionlab_config::parse::default_perf_sizes(), pause: TimeDist::Exponential { mean: g.pause.1 } }
     );
     Ok(())
 }

@@ -21,8 +21,12 @@ fn hold(c: &mut Criterion) {
         let delays: Vec<u64> = (0..4096).map(|_| rng.random_range(1..1_000_000)).collect();
         let mut q = EventQueue::with_capacity(size + 1);
         for i in 0..size {
-            q.schedule(SimTime::from_nanos(delays[i % delays.len()]), EventClass((i % 4) as u8), Payload { _target: i as u32, _a: 0, _b: 0 })
-                .unwrap();
+            q.schedule(
+                SimTime::from_nanos(delays[i % delays.len()]),
+                EventClass((i % 4) as u8),
+                Payload { _target: i as u32, _a: 0, _b: 0 },
+            )
+            .unwrap();
         }
         let mut k = 0usize;
         g.bench_with_input(BenchmarkId::from_parameter(size), &size, |b, _| {

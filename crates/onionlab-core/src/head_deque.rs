@@ -84,7 +84,11 @@ impl<T> HeadDeque<T> {
     /// The element at position `i` from the front.
     #[inline]
     pub fn get(&self, i: usize) -> Option<&T> {
-        if i == 0 { self.head.as_ref() } else { self.rest.get(i - 1) }
+        if i == 0 {
+            self.head.as_ref()
+        } else {
+            self.rest.get(i - 1)
+        }
     }
 
     /// The index of the first element for which `pred` is false, given that the queue is
@@ -110,7 +114,11 @@ impl<T> HeadDeque<T> {
 
     /// Removes and returns the element at position `i` from the front.
     pub fn remove(&mut self, i: usize) -> Option<T> {
-        if i == 0 { self.pop_front() } else { self.rest.remove(i - 1) }
+        if i == 0 {
+            self.pop_front()
+        } else {
+            self.rest.remove(i - 1)
+        }
     }
 
     /// Moves the first `n` elements to the back, in order (`n` at most the length).

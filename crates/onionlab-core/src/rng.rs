@@ -98,10 +98,7 @@ mod tests {
         assert_ne!(base, draws(&mut RngStreams::new(7).stream("client", "relay1")));
         assert_ne!(base, draws(&mut RngStreams::new(7).stream("host", "relay2")));
         // Length prefixes keep field boundaries apart.
-        assert_ne!(
-            RngStreams::new(7).key("ab", "c"),
-            RngStreams::new(7).key("a", "bc")
-        );
+        assert_ne!(RngStreams::new(7).key("ab", "c"), RngStreams::new(7).key("a", "bc"));
     }
 
     #[test]

@@ -12,6 +12,6 @@ pub mod throttling;
 pub mod tortoise;
 
 pub use throttling::{
-    BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, ThresholdParams, ThresholdSemantics,
-    Threshold, ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, DEFAULT_BURST, DEFAULT_HALFLIFE,
+    BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, Threshold, ThresholdParams, ThresholdSemantics,
+    ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, DEFAULT_BURST, DEFAULT_HALFLIFE,
 };

@@ -103,7 +103,8 @@ fn flagging_flags_the_connection_faster_than_the_fair_share_and_unflags_it_below
     let at = d.iter().position(|x| x.contains(&(1, None))).expect("unflagged");
     // Hand-worked: E(n) = E0 2^(-n/30) + s (1 - 2^(-n/30)) with s = steady state of 5 KiB/s;
     // solve E(n) < M/2.
-    let (e0, s) = (steady_state((400 * KIB) as f64, SimDuration::from_secs(30)), steady_state((5 * KIB) as f64, SimDuration::from_secs(30)));
+    let (e0, s) =
+        (steady_state((400 * KIB) as f64, SimDuration::from_secs(30)), steady_state((5 * KIB) as f64, SimDuration::from_secs(30)));
     let n = (1..).find(|&n: &i32| e0 * 0.5f64.powf(n as f64 / 30.0) + s * (1.0 - 0.5f64.powf(n as f64 / 30.0)) < m / 2.0).unwrap();
     assert_eq!(at as i32 + 1, n, "unflagged after exactly the hand-worked number of ticks");
     assert!(!p.is_flagged(1));
@@ -184,7 +185,13 @@ fn run_threshold(p: &mut Threshold, secs: u64) -> Vec<ThrottleDecision> {
     let mut last = Vec::new();
     for s in 0..=secs {
         let clients: Vec<_> = (0..10u32)
-            .map(|i| ClientConnection { chan: i, client: i, bytes_read: (i as u64 + 1) * KIB * s, bytes_written: (i as u64 + 1) * 10 * KIB * s, throttle: None })
+            .map(|i| ClientConnection {
+                chan: i,
+                client: i,
+                bytes_read: (i as u64 + 1) * KIB * s,
+                bytes_written: (i as u64 + 1) * 10 * KIB * s,
+                throttle: None,
+            })
             .collect();
         let d = p.tick(&state(t(s + 1), MIB, 12, &clients));
         if !d.is_empty() {

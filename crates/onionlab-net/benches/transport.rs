@@ -22,9 +22,8 @@ fn main() {
     let secs = env("BENCH_SECS", 60);
     let mut rng = RngStreams::new(42).stream("bench", "transport");
     let locs = 50;
-    let lat: Vec<Vec<SimDuration>> = (0..locs)
-        .map(|_| (0..locs).map(|_| SimDuration::from_millis(rng.random_range(10..80))).collect())
-        .collect();
+    let lat: Vec<Vec<SimDuration>> =
+        (0..locs).map(|_| (0..locs).map(|_| SimDuration::from_millis(rng.random_range(10..80))).collect()).collect();
     let latency = LatencyModel::Matrix(LatencyMatrix::new(lat, None).expect("valid matrix"));
     let mut run = TransferRunner::new(TransportConfig::default(), latency, 42);
     let ids: Vec<HostId> = (0..hosts)

@@ -335,7 +335,6 @@ mod tests {
     }
 }
 
-
 /// Flows keep the fields each transport step touches in as few cache lines as they fit
 /// (see `docs/performance.md`).
 #[cfg(test)]

@@ -21,13 +21,10 @@ use crate::gml::GmlGraph;
 pub enum LatencyError {
     #[error("latency matrix is empty; give at least one location (one row and one column each)")]
     Empty,
-    #[error("{matrix} matrix row {row} has {len} entries, expected {n}; the matrix must be square with one row and one column per location")]
-    NotSquare {
-        matrix: &'static str,
-        row: usize,
-        len: usize,
-        n: usize,
-    },
+    #[error(
+        "{matrix} matrix row {row} has {len} entries, expected {n}; the matrix must be square with one row and one column per location"
+    )]
+    NotSquare { matrix: &'static str, row: usize, len: usize, n: usize },
     #[error("loss matrix has {rows} rows but the latency matrix has {n}; give both the same shape")]
     LossRows { rows: usize, n: usize },
     #[error("loss {value} from {from} to {to} is outside [0, 1]; loss is a probability, e.g. 0.01 for 1%")]
@@ -42,7 +39,9 @@ pub enum LatencyError {
     UnknownNode { id: u64 },
     #[error("GML node {node} has no self-loop edge, so latency between hosts at that node is unknown; add `edge [ source {node} target {node} latency \"1 ms\" ]` (Shadow requires one per node)")]
     NoSelfLoop { node: u64 },
-    #[error("GML graph has no path from node {from} to node {to}; every node must reach every other (in a directed graph, add edges both ways)")]
+    #[error(
+        "GML graph has no path from node {from} to node {to}; every node must reach every other (in a directed graph, add edges both ways)"
+    )]
     Disconnected { from: u64, to: u64 },
 }
 
@@ -63,21 +62,14 @@ impl LatencyMatrix {
         if n == 0 {
             return Err(LatencyError::Empty);
         }
-        let latency_ns = flatten(latency, "latency", n)?
-            .into_iter()
-            .map(SimDuration::as_nanos)
-            .collect();
+        let latency_ns = flatten(latency, "latency", n)?.into_iter().map(SimDuration::as_nanos).collect();
         let loss = match loss {
             None => vec![0.0; n * n],
             Some(rows) if rows.len() != n => return Err(LatencyError::LossRows { rows: rows.len(), n }),
             Some(rows) => flatten(rows, "loss", n)?,
         };
         if let Some(i) = loss.iter().position(|p| !(0.0..=1.0).contains(p)) {
-            return Err(LatencyError::LossOutOfRange {
-                from: (i / n) as u64,
-                to: (i % n) as u64,
-                value: loss[i],
-            });
+            return Err(LatencyError::LossOutOfRange { from: (i / n) as u64, to: (i % n) as u64, value: loss[i] });
         }
         Ok(LatencyMatrix { n, latency_ns, loss })
     }
@@ -96,23 +88,14 @@ impl LatencyMatrix {
     fn index(&self, from: u32, to: u32) -> usize {
         let (from, to) = (from as usize, to as usize);
         // Without this, `to >= n` would silently read the next row.
-        assert!(
-            from < self.n && to < self.n,
-            "location {from} or {to} out of range 0..{}; hosts must pass validate_location",
-            self.n
-        );
+        assert!(from < self.n && to < self.n, "location {from} or {to} out of range 0..{}; hosts must pass validate_location", self.n);
         from * self.n + to
     }
 }
 
 fn flatten<T>(rows: Vec<Vec<T>>, matrix: &'static str, n: usize) -> Result<Vec<T>, LatencyError> {
     if let Some((row, r)) = rows.iter().enumerate().find(|(_, r)| r.len() != n) {
-        return Err(LatencyError::NotSquare {
-            matrix,
-            row,
-            len: r.len(),
-            n,
-        });
+        return Err(LatencyError::NotSquare { matrix, row, len: r.len(), n });
     }
     Ok(rows.into_iter().flatten().collect())
 }
@@ -161,11 +144,7 @@ impl LatencyModel {
         for e in &graph.edges {
             let (s, t) = (loc(e.source)?, loc(e.target)?);
             if !(0.0..=1.0).contains(&e.packet_loss) {
-                return Err(LatencyError::LossOutOfRange {
-                    from: e.source,
-                    to: e.target,
-                    value: e.packet_loss,
-                });
+                return Err(LatencyError::LossOutOfRange { from: e.source, to: e.target, value: e.packet_loss });
             }
             let w = (e.latency.as_nanos(), e.packet_loss);
             if s == t {
@@ -191,10 +170,7 @@ impl LatencyModel {
         for (s, (dist, keep)) in latency_ns.chunks_exact_mut(n).zip(loss.chunks_exact_mut(n)).enumerate() {
             adj.dijkstra(s, dist, keep, &mut heap);
             if let Some(t) = dist.iter().position(|&d| d == UNREACHABLE) {
-                return Err(LatencyError::Disconnected {
-                    from: node_ids[s],
-                    to: node_ids[t],
-                });
+                return Err(LatencyError::Disconnected { from: node_ids[s], to: node_ids[t] });
             }
             adj.keep_only_shortest(s, dist);
             // `keep` held the delivery probability along the path; store its complement.
@@ -264,11 +240,7 @@ impl Adjacency {
     fn new(n: usize, mut arcs: Vec<(u32, u32, (u64, f64))>) -> Self {
         // Sorting by every field makes the result independent of edge order; dedup then
         // keeps the best of parallel arcs.
-        arcs.sort_unstable_by(|a, b| {
-            (a.0, a.1, a.2 .0)
-                .cmp(&(b.0, b.1, b.2 .0))
-                .then(a.2 .1.total_cmp(&b.2 .1))
-        });
+        arcs.sort_unstable_by(|a, b| (a.0, a.1, a.2 .0).cmp(&(b.0, b.1, b.2 .0)).then(a.2 .1.total_cmp(&b.2 .1)));
         arcs.dedup_by_key(|a| (a.0, a.1));
         // Fastest first within each node, so `dijkstra` can stop scanning early.
         arcs.sort_by_key(|a| (a.0, a.2 .0));
@@ -308,10 +280,7 @@ impl Adjacency {
                 bound = dist.iter().copied().max().unwrap_or(UNREACHABLE);
             }
             let arcs = self.start[u]..self.end[u];
-            let out = self.target[arcs.clone()]
-                .iter()
-                .zip(&self.latency_ns[arcs.clone()])
-                .zip(&self.keep[arcs]);
+            let out = self.target[arcs.clone()].iter().zip(&self.latency_ns[arcs.clone()]).zip(&self.keep[arcs]);
             for ((&v, &w), &k) in out {
                 let nd = d.saturating_add(w).min(UNREACHABLE - 1);
                 if nd >= bound {
@@ -358,23 +327,10 @@ mod tests {
     fn graph(directed: bool, ids: &[u64], edges: &[(u64, u64, u64, f64)]) -> GmlGraph {
         GmlGraph {
             directed,
-            nodes: ids
-                .iter()
-                .map(|&id| GmlNode {
-                    id,
-                    bandwidth_up_bits: None,
-                    bandwidth_down_bits: None,
-                    label: None,
-                })
-                .collect(),
+            nodes: ids.iter().map(|&id| GmlNode { id, bandwidth_up_bits: None, bandwidth_down_bits: None, label: None }).collect(),
             edges: edges
                 .iter()
-                .map(|&(source, target, lat, packet_loss)| GmlEdge {
-                    source,
-                    target,
-                    latency: ms(lat),
-                    packet_loss,
-                })
+                .map(|&(source, target, lat, packet_loss)| GmlEdge { source, target, latency: ms(lat), packet_loss })
                 .collect(),
         }
     }
@@ -444,81 +400,41 @@ mod tests {
 
     #[test]
     fn bad_graphs_and_matrices_are_rejected() {
-        assert_eq!(
-            LatencyModel::from_gml(&graph(false, &[], &[])).unwrap_err(),
-            LatencyError::NoNodes
-        );
+        assert_eq!(LatencyModel::from_gml(&graph(false, &[], &[])).unwrap_err(), LatencyError::NoNodes);
         let g = graph(false, &[0, 0], &[]);
-        assert_eq!(
-            LatencyModel::from_gml(&g).unwrap_err(),
-            LatencyError::DuplicateNode { id: 0 }
-        );
+        assert_eq!(LatencyModel::from_gml(&g).unwrap_err(), LatencyError::DuplicateNode { id: 0 });
         let g = graph(false, &[0], &[(0, 4, 1, 0.0)]);
-        assert_eq!(
-            LatencyModel::from_gml(&g).unwrap_err(),
-            LatencyError::UnknownNode { id: 4 }
-        );
+        assert_eq!(LatencyModel::from_gml(&g).unwrap_err(), LatencyError::UnknownNode { id: 4 });
         let g = graph(false, &[0], &[(0, 0, 1, 2.0)]);
-        assert!(matches!(
-            LatencyModel::from_gml(&g),
-            Err(LatencyError::LossOutOfRange { .. })
-        ));
+        assert!(matches!(LatencyModel::from_gml(&g), Err(LatencyError::LossOutOfRange { .. })));
 
         assert_eq!(LatencyMatrix::new(vec![], None), Err(LatencyError::Empty));
         let ragged = vec![vec![ms(1), ms(2)], vec![ms(1)]];
-        assert_eq!(
-            LatencyMatrix::new(ragged, None),
-            Err(LatencyError::NotSquare {
-                matrix: "latency",
-                row: 1,
-                len: 1,
-                n: 2
-            })
-        );
+        assert_eq!(LatencyMatrix::new(ragged, None), Err(LatencyError::NotSquare { matrix: "latency", row: 1, len: 1, n: 2 }));
         let sq = vec![vec![ms(1); 2]; 2];
-        assert_eq!(
-            LatencyMatrix::new(sq.clone(), Some(vec![vec![0.0; 2]])),
-            Err(LatencyError::LossRows { rows: 1, n: 2 })
-        );
+        assert_eq!(LatencyMatrix::new(sq.clone(), Some(vec![vec![0.0; 2]])), Err(LatencyError::LossRows { rows: 1, n: 2 }));
         assert!(matches!(
             LatencyMatrix::new(sq.clone(), Some(vec![vec![0.0, 0.0], vec![0.0]])),
-            Err(LatencyError::NotSquare {
-                matrix: "loss",
-                row: 1,
-                ..
-            })
+            Err(LatencyError::NotSquare { matrix: "loss", row: 1, .. })
         ));
         assert_eq!(
-            LatencyMatrix::new(sq.clone(), Some(vec![vec![0.0, f64::NAN], vec![0.0; 2]]))
-                .map(|_| ())
-                .unwrap_err()
-                .to_string(),
+            LatencyMatrix::new(sq.clone(), Some(vec![vec![0.0, f64::NAN], vec![0.0; 2]])).map(|_| ()).unwrap_err().to_string(),
             "loss NaN from 0 to 1 is outside [0, 1]; loss is a probability, e.g. 0.01 for 1%"
         );
     }
 
     #[test]
     fn matrix_and_constant_lookups() {
-        let m = LatencyMatrix::new(
-            vec![vec![ms(1), ms(2)], vec![ms(3), ms(4)]],
-            Some(vec![vec![0.0, 0.5], vec![0.25, 1.0]]),
-        )
-        .unwrap();
+        let m = LatencyMatrix::new(vec![vec![ms(1), ms(2)], vec![ms(3), ms(4)]], Some(vec![vec![0.0, 0.5], vec![0.25, 1.0]])).unwrap();
         assert_eq!(m.len(), 2);
         let m = LatencyModel::Matrix(m);
         assert_eq!((m.one_way(1, 0), m.loss(0, 1)), (ms(3), 0.5));
         assert_eq!(m.validate_location(1), Ok(()));
         let err = m.validate_location(2).unwrap_err();
-        assert!(
-            err.to_string().contains("location 2") && err.to_string().contains("0..=1"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("location 2") && err.to_string().contains("0..=1"), "{err}");
 
         let c = LatencyModel::constant(ms(9));
-        assert_eq!(
-            (c.one_way(7, 1_000_000), c.loss(0, 0), c.locations()),
-            (ms(9), 0.0, None)
-        );
+        assert_eq!((c.one_way(7, 1_000_000), c.loss(0, 0), c.locations()), (ms(9), 0.0, None));
         assert_eq!(c.validate_location(u32::MAX), Ok(()));
     }
 
@@ -560,11 +476,7 @@ mod tests {
             (ring, extra).prop_map(move |(ring, extra)| {
                 let ids: Vec<u64> = (0..n as u64).collect();
                 let mut edges = self_loops(&ids);
-                edges.extend(
-                    ring.iter()
-                        .enumerate()
-                        .map(|(i, &l)| (i as u64, ((i + 1) % n) as u64, l, 0.0)),
-                );
+                edges.extend(ring.iter().enumerate().map(|(i, &l)| (i as u64, ((i + 1) % n) as u64, l, 0.0)));
                 edges.extend(extra);
                 graph(directed, &ids, &edges)
             })

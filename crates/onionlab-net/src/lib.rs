@@ -21,5 +21,5 @@ pub mod transfers;
 pub use flow::{SocketInfo, TransportConfig};
 pub use host::{HostId, HostSpec};
 pub use latency::LatencyModel;
-pub use transfers::{Transfer, TransferRunner};
 pub use network::{jain_index, ConnId, LinkRecord, NetError, NetEvent, NetNotice, Network, Side, NET_EVENT_CLASS};
+pub use transfers::{Transfer, TransferRunner};

@@ -51,8 +51,6 @@
 //! - **Handshake details.** A connection takes one RTT to establish (SYN, SYN-ACK); the
 //!   first data leaves with the handshake's final ACK. TLS handshakes belong to the layer above.
 
-
-
 use onionlab_core::{rng::SimRng, Counters, EventClass, EventQueue, RngStreams, SimTime};
 use rand::Rng;
 
@@ -298,7 +296,9 @@ impl Network {
         }
         let now = q.now();
         let reusable = self.closing.front().is_some_and(|&(c, not_before)| {
-            now >= not_before && self.flows[flow_id(c, Side::Initiator) as usize].is_quiescent(now) && self.flows[flow_id(c, Side::Acceptor) as usize].is_quiescent(now)
+            now >= not_before
+                && self.flows[flow_id(c, Side::Initiator) as usize].is_quiescent(now)
+                && self.flows[flow_id(c, Side::Acceptor) as usize].is_quiescent(now)
         });
         let conn = if reusable {
             let (conn, _) = self.closing.pop_front().expect("checked");
@@ -437,7 +437,11 @@ impl Network {
     /// Bytes a host's uplink (`up = true`) or downlink has carried so far.
     pub fn link_bytes(&self, h: HostId, up: bool) -> u64 {
         let host = &self.hosts[h.0 as usize];
-        if up { host.up_bytes_total } else { host.down_bytes_total }
+        if up {
+            host.up_bytes_total
+        } else {
+            host.down_bytes_total
+        }
     }
 
     /// Per-direction sequence counters `(written, sent, arrived, delivered, read)` of the
@@ -865,4 +869,3 @@ pub fn jain_index(xs: &[f64]) -> f64 {
     }
     sum * sum / (xs.len() as f64 * sq)
 }
-

@@ -78,4 +78,3 @@ impl TransferRunner {
         self.run_until(SimTime::MAX, |_| {});
     }
 }
-

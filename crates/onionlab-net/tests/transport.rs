@@ -149,11 +149,7 @@ fn a_link_never_exceeds_its_capacity_over_any_window() {
 }
 
 fn lossy_run(seed: u64) -> (Vec<LinkRecord>, Vec<Option<SimTime>>) {
-    let lat = latency::LatencyMatrix::new(
-        vec![vec![SimDuration::from_millis(20); 2]; 2],
-        Some(vec![vec![0.01; 2]; 2]),
-    )
-    .unwrap();
+    let lat = latency::LatencyMatrix::new(vec![vec![SimDuration::from_millis(20); 2]; 2], Some(vec![vec![0.01; 2]; 2])).unwrap();
     let cfg = TransportConfig { record_link_log: true, ..TransportConfig::default() };
     let mut h = Harness::new(cfg, LatencyModel::Matrix(lat), seed);
     let a = h.net.add_host(HostSpec { location: 0, ..host("a", 20 * MBIT, 20 * MBIT) }).unwrap();

@@ -62,12 +62,7 @@ fn transport_demo(
     for i in 0..flows {
         let src = run
             .net
-            .add_host(HostSpec {
-                name: format!("src{i}"),
-                location: 0,
-                up_bits_per_sec: 100_000_000,
-                down_bits_per_sec: 100_000_000,
-            })
+            .add_host(HostSpec { name: format!("src{i}"), location: 0, up_bits_per_sec: 100_000_000, down_bits_per_sec: 100_000_000 })
             .map_err(err)?;
         run.transfer(src, sink, size_bytes).map_err(err)?;
     }
@@ -81,7 +76,11 @@ fn transport_demo(
         .iter()
         .map(|t| {
             let d = t.done_at.map_or(sim_s, |d| d.as_secs_f64());
-            if d > 0.0 { t.read as f64 * 8.0 / d / 1e6 } else { 0.0 }
+            if d > 0.0 {
+                t.read as f64 * 8.0 / d / 1e6
+            } else {
+                0.0
+            }
         })
         .collect();
     let out = PyDict::new(py);
@@ -264,9 +263,7 @@ fn load_network(py: Python<'_>, path: &str, seed: u64) -> PyResult<Py<PyDict>> {
     let cfg = load_config(py, path)?;
     let parse_s = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
-    let s = py
-        .allow_threads(|| onionlab_sim::load::load(&cfg, seed))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let s = py.allow_threads(|| onionlab_sim::load::load(&cfg, seed)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let build_s = t1.elapsed().as_secs_f64();
     let d = PyDict::new(py);
     d.set_item("relays", s.relays)?;

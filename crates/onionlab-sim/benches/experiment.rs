@@ -14,9 +14,9 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn main() {
-    let path = std::env::var("BENCH_CONFIG").map(PathBuf::from).unwrap_or_else(|_| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/throttling-medium.toml")
-    });
+    let path = std::env::var("BENCH_CONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/throttling-medium.toml"));
     let mut cfg = match onionlab_config::load_file(&path) {
         Ok(c) => c,
         Err(e) => {

@@ -7,16 +7,21 @@
 
 use std::collections::BTreeMap;
 
-use onionlab_config::model::{BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig, TortoiseConfig};
+use onionlab_config::model::{
+    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig,
+    TortoiseConfig,
+};
 use onionlab_core::SimDuration;
 use onionlab_mech::throttling::*;
 use onionlab_mech::tortoise::{Directions, Tortoise};
-use onionlab_tor::directory::{compute_flags, RelayHistory};
-use onionlab_tor::RelayHook;
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
+use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::kist::KistParams;
-use onionlab_tor::{BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork, VegasParams};
+use onionlab_tor::RelayHook;
+use onionlab_tor::{
+    BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork, VegasParams,
+};
 
 use crate::run::SimError;
 
@@ -111,14 +116,11 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         refill_interval: t.refill_interval,
         link_handshake_rtts: t.link_handshake_rtts,
         max_circuit_dirtiness: t.max_circuit_dirtiness,
-        idle_channel_timeout: t
-            .idle_channel_timeout
-            .map(|c| onionlab_tor::ChannelIdleTimeout { client: c.client, relay: c.relay }),
+        idle_channel_timeout: t.idle_channel_timeout.map(|c| onionlab_tor::ChannelIdleTimeout { client: c.client, relay: c.relay }),
         predicted_circuits: t.predicted_circuits,
-        cbt_learning: t.cbt_learning.map(|c| onionlab_tor::CbtLearning {
-            test_frequency: c.test_frequency,
-            max_clean: c.max_clean as usize,
-        }),
+        cbt_learning: t
+            .cbt_learning
+            .map(|c| onionlab_tor::CbtLearning { test_frequency: c.test_frequency, max_clean: c.max_clean as usize }),
         circuit_idle_timeout: t.circuit_idle_timeout,
         circ_max_cell_queue: t.circ_max_cell_queue,
         num_entry_guards: t.num_entry_guards as usize,
@@ -229,10 +231,8 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         }
     }
     if cfg.network.compute_flags {
-        let hist: Vec<RelayHistory> = planned
-            .iter()
-            .map(|p| RelayHistory { bandwidth: p.spec.bandwidth_rate, mtbf: p.mtbf.unwrap_or(SimDuration::ZERO) })
-            .collect();
+        let hist: Vec<RelayHistory> =
+            planned.iter().map(|p| RelayHistory { bandwidth: p.spec.bandwidth_rate, mtbf: p.mtbf.unwrap_or(SimDuration::ZERO) }).collect();
         for (p, (fast, stable)) in planned.iter_mut().zip(compute_flags(&hist)) {
             let mut f = RelayFlags(p.spec.flags.0 & !(RelayFlags::FAST.0 | RelayFlags::STABLE.0));
             if fast {
@@ -294,7 +294,8 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                     "write" => Directions::Write,
                     _ => Directions::Both,
                 };
-                let mut h = Tortoise::new(t.rate, t.burst, dirs, t.check_interval).map_err(|e| SimError::Build(format!("{}.tortoise.{e}", p.path)))?;
+                let mut h = Tortoise::new(t.rate, t.burst, dirs, t.check_interval)
+                    .map_err(|e| SimError::Build(format!("{}.tortoise.{e}", p.path)))?;
                 if let Some(op) = operator {
                     h = h.with_operator(op);
                 }
@@ -337,8 +338,34 @@ mod tests {
     fn the_config_defaults_for_vegas_are_the_models() {
         let d = onionlab_config::model::VegasConfig::default();
         let p = VegasParams::default();
-        let from_config = [d.sendme_inc, d.cwnd_init, d.cwnd_min, d.cwnd_inc, d.cwnd_inc_rate, d.cwnd_inc_pct_ss, d.alpha, d.beta, d.gamma, d.delta, d.ss_cap, d.ss_max];
-        let model = [p.sendme_inc, p.cwnd_init, p.cwnd_min, p.cwnd_inc, p.cwnd_inc_rate, p.cwnd_inc_pct_ss, p.alpha, p.beta, p.gamma, p.delta, p.ss_cap, p.ss_max];
+        let from_config = [
+            d.sendme_inc,
+            d.cwnd_init,
+            d.cwnd_min,
+            d.cwnd_inc,
+            d.cwnd_inc_rate,
+            d.cwnd_inc_pct_ss,
+            d.alpha,
+            d.beta,
+            d.gamma,
+            d.delta,
+            d.ss_cap,
+            d.ss_max,
+        ];
+        let model = [
+            p.sendme_inc,
+            p.cwnd_init,
+            p.cwnd_min,
+            p.cwnd_inc,
+            p.cwnd_inc_rate,
+            p.cwnd_inc_pct_ss,
+            p.alpha,
+            p.beta,
+            p.gamma,
+            p.delta,
+            p.ss_cap,
+            p.ss_max,
+        ];
         assert_eq!(from_config, model);
     }
 

@@ -45,7 +45,9 @@ pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], names: &[
     clients
         .iter()
         .zip(names)
-        .map(|(&(_, g), name)| ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.stream("workload", name)))
+        .map(|(&(_, g), name)| {
+            ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.stream("workload", name))
+        })
         .collect()
 }
 
@@ -74,11 +76,7 @@ pub fn run_inspected(
     let duration = cfg.experiment.duration;
     let end = SimTime::ZERO + duration;
     let warmup = SimTime::ZERO + cfg.experiment.warmup;
-    let spread = if cfg.experiment.warmup > SimDuration::ZERO {
-        cfg.experiment.warmup
-    } else {
-        SimDuration::from_secs(10).min(duration)
-    };
+    let spread = if cfg.experiment.warmup > SimDuration::ZERO { cfg.experiment.warmup } else { SimDuration::from_secs(10).min(duration) };
 
     let names: Vec<String> = clients.iter().map(|&(n, _)| sim.tor.node_name(n).to_string()).collect();
     let mut behaviours = behaviours(cfg, &clients, &names, &streams);

@@ -71,7 +71,11 @@ fn size_dist(w: bool) -> impl Strategy<Value = String> {
         typ(w, 1, 1 << 10, 2 << 20, pick(w, 8 << 20, 1 << 40)).prop_map(|b| format!("{{ dist = \"fixed\", value = {} }}", size_b(b))),
         (typ(w, 1, 1 << 10, 2 << 20, pick(w, 8 << 20, 1 << 40)), typ(w, 1, 1 << 10, 2 << 20, pick(w, 8 << 20, 1 << 40)))
             .prop_map(|(a, b)| format!("{{ dist = \"uniform\", min = {}, max = {} }}", size_b(a.min(b)), size_b(a.max(b)))),
-        proptest::collection::vec((typ(w, 1, 1 << 10, 2 << 20, pick(w, 8 << 20, 1 << 40)), if w { 1e-300 } else { 0.01 }..if w { 1e300 } else { 100.0f64 }), 1..4).prop_map(|v| {
+        proptest::collection::vec(
+            (typ(w, 1, 1 << 10, 2 << 20, pick(w, 8 << 20, 1 << 40)), if w { 1e-300 } else { 0.01 }..if w { 1e300 } else { 100.0f64 }),
+            1..4
+        )
+        .prop_map(|v| {
             let sizes: Vec<String> = v.iter().map(|(s, _)| size_b(*s)).collect();
             let weights: Vec<String> = v.iter().map(|(_, w)| format!("{w:?}")).collect();
             format!("{{ dist = \"choice\", sizes = [{}], weights = [{}] }}", sizes.join(", "), weights.join(", "))
@@ -84,11 +88,16 @@ fn time_dist(w: bool) -> impl Strategy<Value = String> {
     prop_oneof![
         (0..pick(w, 3_000_000, 1 << 40)).prop_map(dur_us),
         (0..pick(w, 3_000_000, 1 << 40)).prop_map(|v| format!("{{ dist = \"fixed\", value = {} }}", dur_us(v))),
-        (0..pick(w, 3_000_000, 1 << 40), 0..pick(w, 3_000_000, 1 << 40))
-            .prop_map(|(a, b)| format!("{{ dist = \"uniform\", min = {}, max = {} }}", dur_us(a.min(b)), dur_us(a.max(b)))),
+        (0..pick(w, 3_000_000, 1 << 40), 0..pick(w, 3_000_000, 1 << 40)).prop_map(|(a, b)| format!(
+            "{{ dist = \"uniform\", min = {}, max = {} }}",
+            dur_us(a.min(b)),
+            dur_us(a.max(b))
+        )),
         dur(w, 1, pick(w, 5_000_000, 1 << 40)).prop_map(|m| format!("{{ dist = \"exponential\", mean = {m} }}")),
-        (dur(w, 1, pick(w, 5_000_000, 1 << 40)), 0.01..if w { 20.0 } else { 3.0f64 }).prop_map(|(m, s)| format!("{{ dist = \"lognormal\", median = {m}, sigma = {s:?} }}")),
-        (dur(w, 1, pick(w, 2_000_000, 1 << 40)), if w { 0.001 } else { 0.05 }..4.0f64).prop_map(|(m, a)| format!("{{ dist = \"pareto\", scale = {m}, alpha = {a:?} }}")),
+        (dur(w, 1, pick(w, 5_000_000, 1 << 40)), 0.01..if w { 20.0 } else { 3.0f64 })
+            .prop_map(|(m, s)| format!("{{ dist = \"lognormal\", median = {m}, sigma = {s:?} }}")),
+        (dur(w, 1, pick(w, 2_000_000, 1 << 40)), if w { 0.001 } else { 0.05 }..4.0f64)
+            .prop_map(|(m, a)| format!("{{ dist = \"pareto\", scale = {m}, alpha = {a:?} }}")),
         Just("{ dist = \"empirical\", file = \"think.csv\" }".to_string()),
     ]
 }
@@ -111,7 +120,8 @@ fn scheduler(w: bool) -> impl Strategy<Value = String> {
         (dur(w, 1_000, 100_000), 0.0..3.0f64, ewma_halflife_tick(w)).prop_map(|(r, f, (h, t))| format!(
             "{{ kind = \"kist\", run_interval = {r}, sock_buf_size_factor = {f:?}, halflife = {h}, tick = {t} }}"
         )),
-        (dur(w, 1_000, 100_000), ewma_halflife_tick(w)).prop_map(|(r, (h, t))| format!("{{ kind = \"kist-lite\", run_interval = {r}, halflife = {h}, tick = {t} }}")),
+        (dur(w, 1_000, 100_000), ewma_halflife_tick(w))
+            .prop_map(|(r, (h, t))| format!("{{ kind = \"kist-lite\", run_interval = {r}, halflife = {h}, tick = {t} }}")),
     ]
 }
 
@@ -158,7 +168,12 @@ fn throttling(w: bool) -> impl Strategy<Value = String> {
 }
 
 fn tortoise(w: bool) -> impl Strategy<Value = String> {
-    (typ(w, 1, 10 << 10, 1 << 20, pick(w, 4 << 20, 1 << 50)), proptest::option::of(typ(w, 1, 64 << 10, 4 << 20, pick(w, 8 << 20, 1 << 60))), proptest::option::of(select(vec!["both", "read", "write"])), proptest::option::of(dur(w, 1_000, 2_000_000)))
+    (
+        typ(w, 1, 10 << 10, 1 << 20, pick(w, 4 << 20, 1 << 50)),
+        proptest::option::of(typ(w, 1, 64 << 10, 4 << 20, pick(w, 8 << 20, 1 << 60))),
+        proptest::option::of(select(vec!["both", "read", "write"])),
+        proptest::option::of(dur(w, 1_000, 2_000_000)),
+    )
         .prop_map(|(r, b, d, c)| {
             let mut s = format!("{{ rate = {}", rate_bps(r));
             if let Some(b) = b {
@@ -222,11 +237,17 @@ fn relay(w: bool) -> impl Strategy<Value = GenRelay> {
     (
         typ(w, 1, 50 << 10, 10 << 20, pick(w, 100 << 20, 1 << 50)),
         proptest::option::of(typ(w, 1, 50 << 10, 20 << 20, pick(w, 100 << 20, 1 << 60))),
-        proptest::option::of((typ(w, 1_000, 1_000_000, 1_000_000_000, pick(w, 10_000_000_000, 1 << 55)), typ(w, 1_000, 1_000_000, 1_000_000_000, pick(w, 10_000_000_000, 1 << 55)))),
+        proptest::option::of((
+            typ(w, 1_000, 1_000_000, 1_000_000_000, pick(w, 10_000_000_000, 1 << 55)),
+            typ(w, 1_000, 1_000_000, 1_000_000_000, pick(w, 10_000_000_000, 1 << 55)),
+        )),
         flags,
         proptest::option::of(prop_oneof![1 => Just(0u64), 9 => logu(1, pick(w, 100_000, i64::MAX as u64))]),
         0..4u32,
-        proptest::option::of((typ(w, 1, 10 << 10, 1 << 20, pick(w, 4 << 20, 1 << 50)), typ(w, 1, 64 << 10, 4 << 20, pick(w, 8 << 20, 1 << 60)))),
+        proptest::option::of((
+            typ(w, 1, 10 << 10, 1 << 20, pick(w, 4 << 20, 1 << 50)),
+            typ(w, 1, 64 << 10, 4 << 20, pick(w, 8 << 20, 1 << 60)),
+        )),
         proptest::option::of(scheduler(w)),
         proptest::option::of(mechanism(w)),
         1..2_000u64,
@@ -328,19 +349,46 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         (
-            of((
-                any::<bool>(),
-                of(logu(pick(w, 1_000, 1), 7_200_000_000)),
-                of(of((logu(pick(w, 100_000, 1), 120_000_000), 0..=14u32))),
-            )),
+            of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)), of(of((logu(pick(w, 100_000, 1), 120_000_000), 0..=14u32))))),
             any::<bool>(),
             of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
             any::<bool>(),
         ),
     )
-        .prop_map(|(refill_us, handshake_rtts, dirtiness_us, idle_us, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, (predicted, vegas, cellq, idle_ranges))| {
-            GenTor { refill_us, handshake_rtts, dirtiness_us, idle_us, idle_ranges, max_queue, entry_guards, use_entry_guards, request, window, sndbuf, rcvbuf, predicted, vegas, cellq }
-        })
+        .prop_map(
+            |(
+                refill_us,
+                handshake_rtts,
+                dirtiness_us,
+                idle_us,
+                max_queue,
+                entry_guards,
+                use_entry_guards,
+                request,
+                window,
+                sndbuf,
+                rcvbuf,
+                (predicted, vegas, cellq, idle_ranges),
+            )| {
+                GenTor {
+                    refill_us,
+                    handshake_rtts,
+                    dirtiness_us,
+                    idle_us,
+                    idle_ranges,
+                    max_queue,
+                    entry_guards,
+                    use_entry_guards,
+                    request,
+                    window,
+                    sndbuf,
+                    rcvbuf,
+                    predicted,
+                    vegas,
+                    cellq,
+                }
+            },
+        )
 }
 
 #[derive(Debug, Clone)]
@@ -354,7 +402,11 @@ fn latency(w: bool) -> impl Strategy<Value = GenLatency> {
     prop_oneof![
         prop_oneof![Just(0u64), typ(w, 1, 1_000, 50_000, pick(w, 200_000, 100_000_000))].prop_map(GenLatency::Constant),
         (1..5usize).prop_flat_map(move |n| {
-            proptest::collection::vec(proptest::collection::vec(prop_oneof![1 => Just(0.0), 10 => 0.0..50.0f64, 1 => 0.0..if w { 1e9 } else { 150.0f64 }], n), n).prop_map(GenLatency::Matrix)
+            proptest::collection::vec(
+                proptest::collection::vec(prop_oneof![1 => Just(0.0), 10 => 0.0..50.0f64, 1 => 0.0..if w { 1e9 } else { 150.0f64 }], n),
+                n,
+            )
+            .prop_map(GenLatency::Matrix)
         }),
     ]
 }
@@ -438,12 +490,15 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
         tor(w),
         latency(w),
         (
-            proptest::option::weighted(0.2, proptest::sample::subsequence(OPTIONAL_WEIGHTS.to_vec(), 0..OPTIONAL_WEIGHTS.len()).prop_flat_map(|opt| {
-                let ks: Vec<&'static str> = REQUIRED_WEIGHTS.iter().copied().chain(opt).collect();
-                let n = ks.len();
-                (Just(ks), proptest::collection::vec(prop_oneof![Just(0u64), Just(10_000), 0..=10_000u64], n))
-                    .prop_map(|(ks, vs)| ks.into_iter().zip(vs).collect::<Vec<_>>())
-            })),
+            proptest::option::weighted(
+                0.2,
+                proptest::sample::subsequence(OPTIONAL_WEIGHTS.to_vec(), 0..OPTIONAL_WEIGHTS.len()).prop_flat_map(|opt| {
+                    let ks: Vec<&'static str> = REQUIRED_WEIGHTS.iter().copied().chain(opt).collect();
+                    let n = ks.len();
+                    (Just(ks), proptest::collection::vec(prop_oneof![Just(0u64), Just(10_000), 0..=10_000u64], n))
+                        .prop_map(|(ks, vs)| ks.into_iter().zip(vs).collect::<Vec<_>>())
+                }),
+            ),
             proptest::option::weighted(0.1, Just(())).prop_map(|x| x.is_some()),
         ),
         proptest::collection::vec(relay(w), 3..pick(w, 12, 16) as usize).prop_flat_map(|rs| {
@@ -571,7 +626,9 @@ fn render(g: &Gen) -> (String, Option<String>) {
         "idle_channel_timeout",
         t.idle_us.map(|i| match i {
             None => "\"never\"".into(),
-            Some(d) if t.idle_ranges => format!("{{ client = [{}, {}], relay = [{}, {}] }}", dur_us(d), dur_us(2 * d), dur_us(d), dur_us(3 * d)),
+            Some(d) if t.idle_ranges => {
+                format!("{{ client = [{}, {}], relay = [{}, {}] }}", dur_us(d), dur_us(2 * d), dur_us(d), dur_us(3 * d))
+            }
             Some(d) => dur_us(d),
         }),
     );
@@ -632,8 +689,13 @@ fn render(g: &Gen) -> (String, Option<String>) {
                 flags.push(f);
             }
         }
-        writeln!(s, "\n[[relays]]\nname = \"relay{i}\"\nbandwidth = {}\nflags = {flags:?}\nlocation = {}", rate_bps(r.rate), r.location % locs)
-            .unwrap();
+        writeln!(
+            s,
+            "\n[[relays]]\nname = \"relay{i}\"\nbandwidth = {}\nflags = {flags:?}\nlocation = {}",
+            rate_bps(r.rate),
+            r.location % locs
+        )
+        .unwrap();
         if let Some(b) = r.burst {
             writeln!(s, "burst = {}", size_b(b)).unwrap();
         }
@@ -754,10 +816,24 @@ fn check_run(cfg: &ExperimentConfig) -> Result<(), TestCaseError> {
     };
     if std::env::var_os("FUZZ_STATS").is_some() {
         let c = &out.summary.counters;
-        let k = ["circuits_built", "circuits_closed_queue_limit", "circuits_expired", "circuits_closed_idle", "channels_closed_idle", "streams_completed", "streams_failed", "cells_dropped"];
+        let k = [
+            "circuits_built",
+            "circuits_closed_queue_limit",
+            "circuits_expired",
+            "circuits_closed_idle",
+            "channels_closed_idle",
+            "streams_completed",
+            "streams_failed",
+            "cells_dropped",
+        ];
         let nz: Vec<&str> = k.iter().copied().filter(|k| c[*k] > 0).collect();
         let throttled = out.relays.iter().any(|r| r.throttled_connections > 0);
-        eprintln!("ok: {} events, {} downloads, {} relays, throttled {throttled}, {nz:?}", out.summary.events, out.downloads.len(), cfg.relays.len());
+        eprintln!(
+            "ok: {} events, {} downloads, {} relays, throttled {throttled}, {nz:?}",
+            out.summary.events,
+            out.downloads.len(),
+            cfg.relays.len()
+        );
     }
     check_tables(cfg, &out)?;
 
@@ -824,7 +900,10 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
 
     // Connection table: only relays with a per-connection limit throttle.
     let limits = |name: &str| {
-        cfg.relays.iter().find(|c| c.name == name).is_none_or(|c| c.perconn.is_some() || c.throttling != ThrottlingConfig::None || c.tortoise.is_some())
+        cfg.relays
+            .iter()
+            .find(|c| c.name == name)
+            .is_none_or(|c| c.perconn.is_some() || c.throttling != ThrottlingConfig::None || c.tortoise.is_some())
     };
     for c in &out.connections {
         prop_assert!(c.throttle_rate.is_none() || limits(&c.relay), "{c:?}");
@@ -943,10 +1022,13 @@ fn a_send_buffer_smaller_than_the_request() {
 /// the eleven weights a consensus line gives, each at most 10000.
 #[test]
 fn partial_bandwidth_weights_are_rejected_by_validation() {
-    let with = |w: &str| SMALL.replace("latency = { constant = \"5 ms\" }", &format!("latency = {{ constant = \"5 ms\" }}\nbandwidth_weights = {{ {w} }}"));
+    let with = |w: &str| {
+        SMALL.replace("latency = { constant = \"5 ms\" }", &format!("latency = {{ constant = \"5 ms\" }}\nbandwidth_weights = {{ {w} }}"))
+    };
     let errs = onionlab_config::load_str(&with("Wgg = 5000"), Path::new(".")).unwrap_err();
     assert!(errs.at("network.bandwidth_weights").is_some_and(|e| e.message.contains("missing Wgm")), "{errs}");
-    let full = "Wgg = 5806, Wgm = 5806, Wgd = 0, Wmg = 4194, Wmm = 10000, Wme = 0, Wmd = 0, Weg = 10000, Wem = 10000, Wee = 10000, Wed = 10000";
+    let full =
+        "Wgg = 5806, Wgm = 5806, Wgd = 0, Wmg = 4194, Wmm = 10000, Wme = 0, Wmd = 0, Weg = 10000, Wem = 10000, Wee = 10000, Wed = 10000";
     let errs = onionlab_config::load_str(&with(&full.replace("Wmm = 10000", "Wmm = 20000")), Path::new(".")).unwrap_err();
     assert!(errs.at("network.bandwidth_weights.Wmm").is_some(), "{errs}");
     let cfg = onionlab_config::load_str(&with(full), Path::new(".")).unwrap_or_else(|e| panic!("{e}"));

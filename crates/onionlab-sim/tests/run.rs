@@ -87,7 +87,8 @@ fn throttling_is_deterministic_and_lowers_the_bulk_share() {
     assert!(a.relays.iter().any(|r| r.throttled_connections > 0), "some connection was flagged");
     assert!(a.relays.iter().all(|r| r.throttle_rate.is_some() || r.client_connections == 0 || r.interval_start < 1.0));
 
-    let bulk_bytes = |o: &onionlab_sim::RunOutput| -> u64 { o.connections.iter().filter(|c| c.class == "bulk").map(|c| c.bytes_written).sum() };
+    let bulk_bytes =
+        |o: &onionlab_sim::RunOutput| -> u64 { o.connections.iter().filter(|c| c.class == "bulk").map(|c| c.bytes_written).sum() };
     let vanilla = run(&tiny_with("\"none\""), 3, None).unwrap();
     assert!(vanilla.connections.iter().all(|c| c.throttle_rate.is_none()));
     assert!(bulk_bytes(&a) < bulk_bytes(&vanilla) / 2, "flagging throttles bulk: {} vs {}", bulk_bytes(&a), bulk_bytes(&vanilla));
@@ -150,8 +151,16 @@ fn the_channel_table_accounts_for_every_byte_between_relays() {
     }
     // What one end wrote, the other read, less what is still on the wire at the end.
     for a in out.channels.iter().filter(|c| c.interval_start == 110.0) {
-        let sent = total(&mut out.channels.iter().filter(|c| c.relay == a.relay && c.peer == a.peer && c.initiator == a.initiator).map(|c| c.bytes_written));
-        let got = total(&mut out.channels.iter().filter(|c| c.relay == a.peer && c.peer == a.relay && c.initiator != a.initiator).map(|c| c.bytes_read));
+        let sent = total(
+            &mut out
+                .channels
+                .iter()
+                .filter(|c| c.relay == a.relay && c.peer == a.peer && c.initiator == a.initiator)
+                .map(|c| c.bytes_written),
+        );
+        let got = total(
+            &mut out.channels.iter().filter(|c| c.relay == a.peer && c.peer == a.relay && c.initiator != a.initiator).map(|c| c.bytes_read),
+        );
         assert!(got <= sent && sent - got <= 2 * 1024 * 1024, "{} -> {}: wrote {sent}, read {got}", a.relay, a.peer);
     }
     assert_eq!(run(&cfg, 4, None).unwrap().channels, out.channels, "same seed, same table");
@@ -200,9 +209,16 @@ fn computed_bandwidth_weights_are_tors_for_the_configs_relays() {
     assert!(err.contains("network.bandwidth_weights") && err.contains("Guard+Exit relays have no bandwidth"), "{err}");
     cfg.relays[5].flags.push("Guard".into());
     let built = onionlab_sim::build::build(&cfg, 1).unwrap();
-    let info: Vec<RelayInfo> =
-        cfg.relays.iter().map(|r| RelayInfo { nickname: r.name.clone(), bandwidth: r.consensus_weight, flags: RelayFlags::from_names(r.flags.iter().map(|f| f.as_str())), subnet: None })
-            .collect();
+    let info: Vec<RelayInfo> = cfg
+        .relays
+        .iter()
+        .map(|r| RelayInfo {
+            nickname: r.name.clone(),
+            bandwidth: r.consensus_weight,
+            flags: RelayFlags::from_names(r.flags.iter().map(|f| f.as_str())),
+            subnet: None,
+        })
+        .collect();
     let want = BandwidthWeights::computed_v10(BandwidthTotals::of(&info), 10_000).unwrap();
     assert_eq!(built.tor.bandwidth_weights(), &want);
     assert_ne!(want, BandwidthWeights::uniform());

@@ -33,7 +33,9 @@ fn env(name: &str, default: u64) -> u64 {
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<f64>().unwrap_or(0.0)))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<f64>().unwrap_or(0.0))
+        })
         .unwrap_or(0.0)
         / 1024.0
 }
@@ -66,8 +68,8 @@ fn bench_scheduler() -> SchedulerKind {
 /// 0..50 the capacity at 0-based index floor((i + 0.5) / 50 * 6481), rounded down to KiB/s.
 const LIVE_CAPACITY_KIB: [u64; 50] = [
     100, 105, 200, 311, 500, 512, 768, 1000, 1010, 1024, 1305, 1780, 2038, 2282, 2563, 3000, 3210, 3780, 4096, 4558, 4995, 5172, 5805,
-    6250, 6908, 7680, 8192, 8964, 9728, 10240, 10779, 11321, 11739, 12032, 12643, 13389, 14607, 16061, 17920, 19560, 21362, 23370,
-    25600, 28992, 31579, 34346, 38090, 41452, 50000, 64484,
+    6250, 6908, 7680, 8192, 8964, 9728, 10240, 10779, 11321, 11739, 12032, 12643, 13389, 14607, 16061, 17920, 19560, 21362, 23370, 25600,
+    28992, 31579, 34346, 38090, 41452, 50000, 64484,
 ];
 
 /// Which relay capacities a run uses (module docs).
@@ -221,10 +223,17 @@ fn run(spread: RelaySpread) {
     println!("tor model benchmark: 50 relays ({} capacities), {clients} clients, {secs} simulated s", spread.name());
     capacity.sort_unstable();
     let mib = |b: u64| b as f64 / 1024.0 / 1024.0;
-    println!("  relay capacity         total {:.0} MiB/s, median {:.1} MiB/s", mib(capacity.iter().sum()), mib((capacity[24] + capacity[25]) / 2));
+    println!(
+        "  relay capacity         total {:.0} MiB/s, median {:.1} MiB/s",
+        mib(capacity.iter().sum()),
+        mib((capacity[24] + capacity[25]) / 2)
+    );
     println!("  wall time              {wall:.2} s");
     println!("  cpu time               {cpu:.2} s ({:.2} M cell-hops per cpu s)", sim.tor.counters.cell_hops as f64 / cpu / 1e6);
-    println!("  event mix              uplink-free {} downlink-wake {} ack-due {} window-update {} other-net {} refill {} other {}", mix[0], mix[1], mix[2], mix[3], mix[4], mix[5], mix[6]);
+    println!(
+        "  event mix              uplink-free {} downlink-wake {} ack-due {} window-update {} other-net {} refill {} other {}",
+        mix[0], mix[1], mix[2], mix[3], mix[4], mix[5], mix[6]
+    );
     println!("  events                 {} ({:.2} M/s)", sim.q.events_processed(), sim.q.events_processed() as f64 / wall / 1e6);
     println!("  cell-hops              {} ({:.2} M per wall s)", k.cell_hops, k.cell_hops as f64 / wall / 1e6);
     let batches = sim.tor.net.counters().get_by_name("net.batches").unwrap_or(0);
@@ -243,11 +252,27 @@ fn run(spread: RelaySpread) {
             e.0 += 1;
             e.1 += r.bytes as u64;
             let cells = r.bytes as u64 / 543;
-            let bucket = match cells { 0..=1 => 0, 2..=3 => 1, 4..=7 => 2, 8..=15 => 3, 16..=29 => 4, _ => 5 };
+            let bucket = match cells {
+                0..=1 => 0,
+                2..=3 => 1,
+                4..=7 => 2,
+                8..=15 => 3,
+                16..=29 => 4,
+                _ => 5,
+            };
             e.2[bucket] += 1;
         }
         for (k, (n, bytes, hist)) in by_kind {
-            println!("  batches from {k:<8} {n:>9} mean {:>6.0} B; cells <=1 {} 2-3 {} 4-7 {} 8-15 {} 16-29 {} 30+ {}", bytes as f64 / n as f64, hist[0], hist[1], hist[2], hist[3], hist[4], hist[5]);
+            println!(
+                "  batches from {k:<8} {n:>9} mean {:>6.0} B; cells <=1 {} 2-3 {} 4-7 {} 8-15 {} 16-29 {} 30+ {}",
+                bytes as f64 / n as f64,
+                hist[0],
+                hist[1],
+                hist[2],
+                hist[3],
+                hist[4],
+                hist[5]
+            );
         }
     }
     println!("  peak memory (VmHWM)    {:.1} MiB", peak_rss_mib());

@@ -157,7 +157,11 @@ impl Channel {
     /// The side `node` holds on this channel (one of its two nodes).
     #[inline]
     pub fn side_of(&self, node: NodeId) -> Side {
-        if self.nodes[0] == node { Side::Initiator } else { Side::Acceptor }
+        if self.nodes[0] == node {
+            Side::Initiator
+        } else {
+            Side::Acceptor
+        }
     }
 }
 

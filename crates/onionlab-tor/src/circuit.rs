@@ -146,7 +146,11 @@ impl Circuit {
             Direction::Out => self.lower_initiates[pos],
             Direction::In => !self.lower_initiates[pos - 1],
         };
-        if initiates { Side::Initiator } else { Side::Acceptor }
+        if initiates {
+            Side::Initiator
+        } else {
+            Side::Acceptor
+        }
     }
 }
 

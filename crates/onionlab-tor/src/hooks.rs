@@ -8,8 +8,8 @@
 
 use onionlab_core::{SimDuration, SimTime};
 
-use crate::node::NodeId;
 use crate::network::TorNetwork;
+use crate::node::NodeId;
 use crate::token_bucket::TokenBucket;
 
 /// A policy that runs on a relay every `interval`.

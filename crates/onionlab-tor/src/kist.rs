@@ -47,8 +47,8 @@
 use onionlab_core::{SimDuration, SimTime};
 use onionlab_net::SocketInfo;
 
-use crate::cell::{CELL_NETWORK_SIZE, CELL_WIRE_BYTES};
 pub use crate::cell::TLS_PER_CELL_OVERHEAD;
+use crate::cell::{CELL_NETWORK_SIZE, CELL_WIRE_BYTES};
 
 /// Default `KISTSchedRunInterval` (tor: 10 ms).
 pub const DEFAULT_RUN_INTERVAL: SimDuration = SimDuration::from_millis(10);
@@ -165,10 +165,8 @@ impl PartialOrd for Ready {
 /// served after those with one, in turns.
 pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime) -> KistRun {
     // (index, limit, charged, cells)
-    let mut pending: Vec<(usize, u64, u64, u64)> = (0..chans.len())
-        .filter(|&i| chans.has_cells(i))
-        .map(|i| (i, chans.limit(i, params), 0, 0))
-        .collect();
+    let mut pending: Vec<(usize, u64, u64, u64)> =
+        (0..chans.len()).filter(|&i| chans.has_cells(i)).map(|i| (i, chans.limit(i, params), 0, 0)).collect();
     let mut heap = std::collections::BinaryHeap::with_capacity(pending.len());
     // Channels without a count, in index order.
     let mut unordered: Vec<usize> = Vec::new();

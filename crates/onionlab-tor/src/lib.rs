@@ -15,9 +15,9 @@
 //! tor identifiers they come from; the papers' values are parameters.
 
 pub mod cell;
-pub mod directory;
 pub mod channel;
 pub mod circuit;
+pub mod directory;
 pub mod ewma;
 pub mod flow_control;
 pub mod hooks;
@@ -31,13 +31,13 @@ pub mod vegas;
 
 pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord};
+pub use flow_control::CongestionControlKind;
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
 pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo};
 pub use scheduler::{CircuitScheduler, RoundRobin, SchedulerKind};
 pub use token_bucket::TokenBucket;
-pub use flow_control::CongestionControlKind;
 pub use vegas::VegasParams;
 
 /// The hot-path structs keep the fields one batch touches in one cache line each (see
@@ -53,10 +53,10 @@ mod layout {
 
     #[test]
     fn hot_fields_share_their_cache_lines() {
+        use crate::cell::CellFifo;
         use crate::channel::ChanEnd;
         use crate::circuit::{Circuit, HopQueue};
         use crate::node::{NodeId, NodeStats, TorNode};
-        use crate::cell::CellFifo;
         // A relayed run reads the circuit's first line, then one hop queue's line.
         assert_eq!(size_of::<HopQueue>(), 64);
         assert_eq!(offset_of!(Circuit, queues) % 64, 0);

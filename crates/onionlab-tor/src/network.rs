@@ -53,26 +53,44 @@ pub const TOR_EVENT_CLASS: EventClass = EventClass(20);
 pub enum TorEvent {
     Net(NetEvent),
     /// A node's token buckets refill.
-    Refill { node: NodeId },
+    Refill {
+        node: NodeId,
+    },
     /// A channel's TLS and link handshakes complete.
-    ChannelOpen { chan: u32 },
+    ChannelOpen {
+        chan: u32,
+    },
     /// A relay hook's periodic tick.
-    Hook { node: NodeId },
+    Hook {
+        node: NodeId,
+    },
     /// A KIST scheduling run at a relay ([`crate::kist`]).
-    Kist { node: NodeId },
+    Kist {
+        node: NodeId,
+    },
     /// A circuit has been dirty for MaxCircuitDirtiness: the client closes it once no
     /// stream is left on it.
-    CircuitExpire { circ: u32 },
+    CircuitExpire {
+        circ: u32,
+    },
     /// A channel may have been idle, without circuits, for the idle timeout.
-    ChannelIdle { chan: u32 },
+    ChannelIdle {
+        chan: u32,
+    },
     /// A client's once-a-second check for predicted circuits
     /// ([`TorConfig::predicted_circuits`]).
-    PredictCircuits { client: NodeId },
+    PredictCircuits {
+        client: NodeId,
+    },
     /// A clean circuit may have been open, unused, for `CircuitIdleTimeout`.
-    CircuitIdle { circ: u32 },
+    CircuitIdle {
+        circ: u32,
+    },
     /// A timer of the application driving the network (workloads, metrics). The Tor
     /// model never schedules or handles these; its driver does.
-    App { token: u64 },
+    App {
+        token: u64,
+    },
 }
 
 impl From<NetEvent> for TorEvent {
@@ -153,8 +171,7 @@ impl CbtLearning {
     /// Tor 0.4.8: a test circuit every 10 s, up to 10 clean circuits.
     pub const TOR_0_4_8: CbtLearning = CbtLearning { test_frequency: SimDuration::from_secs(10), max_clean: 10 };
     /// Tor 0.2.2-0.2.3: a test circuit every 60 s, up to 12 clean circuits.
-    pub const TOR_0_2_2: CbtLearning =
-        CbtLearning { test_frequency: SimDuration::from_secs(60), max_clean: MAX_UNUSED_OPEN_CIRCUITS - 2 };
+    pub const TOR_0_2_2: CbtLearning = CbtLearning { test_frequency: SimDuration::from_secs(60), max_clean: MAX_UNUSED_OPEN_CIRCUITS - 2 };
 }
 
 impl Default for CbtLearning {
@@ -376,7 +393,11 @@ fn side_index(s: Side) -> usize {
 
 /// The side whose [`side_index`] is `i`.
 fn side_at(i: usize) -> Side {
-    if i == 0 { Side::Initiator } else { Side::Acceptor }
+    if i == 0 {
+        Side::Initiator
+    } else {
+        Side::Acceptor
+    }
 }
 
 impl TorNetwork {
@@ -414,12 +435,7 @@ impl TorNetwork {
     }
 
     fn add_node(&mut self, name: &str, location: u32, up: u64, down: u64, kind: NodeKind) -> Result<NodeId, TorError> {
-        let host = self.net.add_host(HostSpec {
-            name: name.to_string(),
-            location,
-            up_bits_per_sec: up,
-            down_bits_per_sec: down,
-        })?;
+        let host = self.net.add_host(HostSpec { name: name.to_string(), location, up_bits_per_sec: up, down_bits_per_sec: down })?;
         let id = self.nodes.len() as NodeId;
         self.nodes.push(TorNode {
             name: name.to_string(),
@@ -683,7 +699,14 @@ impl TorNetwork {
     /// client's best circuit that can take it ([`Self::best_circuit`]), else a new one.
     /// Returns the stream's id, which names it until it finishes: a finished stream's id
     /// is given to a later stream (its [`StreamRecord`] keeps what it was).
-    pub fn start_stream(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId, server: NodeId, bytes: u64, tag: u64) -> Result<u32, TorError> {
+    pub fn start_stream(
+        &mut self,
+        q: &mut EventQueue<TorEvent>,
+        client: NodeId,
+        server: NodeId,
+        bytes: u64,
+        tag: u64,
+    ) -> Result<u32, TorError> {
         if self.nodes[client as usize].kind != NodeKind::Client {
             return Err(TorError::WrongKind(client, "client"));
         }
@@ -965,8 +988,10 @@ impl TorNetwork {
         let (ha, hb) = (self.nodes[a as usize].host, self.nodes[b as usize].host);
         let conn = self.net.connect(q, ha, hb).expect("hosts of two distinct nodes");
         let id = self.chans.len() as u32;
-        let mut ends =
-            [ChanEnd::new(self.nodes[a as usize].scheduler.build(), conn, a), ChanEnd::new(self.nodes[b as usize].scheduler.build(), conn, b)];
+        let mut ends = [
+            ChanEnd::new(self.nodes[a as usize].scheduler.build(), conn, a),
+            ChanEnd::new(self.nodes[b as usize].scheduler.build(), conn, b),
+        ];
         // PerConnBWRate/Burst apply to a relay's connections from clients
         // (connection_or_update_token_buckets_helper).
         if self.nodes[a as usize].kind == NodeKind::Client {
@@ -1168,13 +1193,21 @@ impl TorNetwork {
         if stream_sendmes > 0 && !finished {
             s.sendmes_sent += stream_sendmes;
             self.counters.stream_sendmes_sent += stream_sendmes as u64;
-            let r = CellRun { circ, count: stream_sendmes, dir: Direction::Out, kind: CellKind::StreamSendme, target: exit, stream: run.stream };
+            let r = CellRun {
+                circ,
+                count: stream_sendmes,
+                dir: Direction::Out,
+                kind: CellKind::StreamSendme,
+                target: exit,
+                stream: run.stream,
+            };
             self.emit(now, circ, 0, r);
         }
         let circ_sendmes = self.circuits[circ as usize].cc_client.on_delivered(n, now);
         if circ_sendmes > 0 {
             self.counters.circuit_sendmes_sent += circ_sendmes;
-            let r = CellRun { circ, count: circ_sendmes as u32, dir: Direction::Out, kind: CellKind::CircuitSendme, target: exit, stream: 0 };
+            let r =
+                CellRun { circ, count: circ_sendmes as u32, dir: Direction::Out, kind: CellKind::CircuitSendme, target: exit, stream: 0 };
             self.emit(now, circ, 0, r);
         }
         if finished {
@@ -1461,7 +1494,11 @@ impl TorNetwork {
                         let ch = &self.chans[chan as usize];
                         let rtt = self.net.one_way(self.nodes[ch.nodes[0] as usize].host, self.nodes[ch.nodes[1] as usize].host)
                             + self.net.one_way(self.nodes[ch.nodes[1] as usize].host, self.nodes[ch.nodes[0] as usize].host);
-                        q.schedule_in(rtt.saturating_mul(self.cfg.link_handshake_rtts as u64), TOR_EVENT_CLASS, TorEvent::ChannelOpen { chan });
+                        q.schedule_in(
+                            rtt.saturating_mul(self.cfg.link_handshake_rtts as u64),
+                            TOR_EVENT_CLASS,
+                            TorEvent::ChannelOpen { chan },
+                        );
                     }
                     NetNotice::Connected { .. } => {}
                     NetNotice::Readable { .. } => {
@@ -1503,7 +1540,14 @@ impl TorNetwork {
                 // (the rest on Writable if the send buffer is smaller than the request).
                 self.write_request(q, sid);
                 let exit = self.circuits[circ as usize].exit_pos();
-                let run = CellRun { circ, count: 1, dir: Direction::In, kind: CellKind::Connected, target: 0, stream: self.streams[sid as usize].idx };
+                let run = CellRun {
+                    circ,
+                    count: 1,
+                    dir: Direction::In,
+                    kind: CellKind::Connected,
+                    target: 0,
+                    stream: self.streams[sid as usize].idx,
+                };
                 if self.circuits[circ as usize].state != CircuitState::Closed {
                     self.emit(now, circ, exit, run);
                 }
@@ -1839,7 +1883,14 @@ impl TorNetwork {
                 b.take(cells * CELL_WIRE_BYTES);
             }
             let exit = c.exit_pos();
-            let run = CellRun { circ, count: cells as u32, dir: Direction::In, kind: CellKind::Data, target: 0, stream: self.streams[sid as usize].idx };
+            let run = CellRun {
+                circ,
+                count: cells as u32,
+                dir: Direction::In,
+                kind: CellKind::Data,
+                target: 0,
+                stream: self.streams[sid as usize].idx,
+            };
             self.emit(now, circ, exit, run);
             if let Some((high, _)) = self.cfg.cell_queue_watermarks {
                 let c = &mut self.circuits[circ as usize];
@@ -1910,7 +1961,11 @@ impl TorNetwork {
         }
         let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
         let ChanEnd { sched, outbuf, .. } = end;
-        sched.fill(room, now, &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked });
+        sched.fill(
+            room,
+            now,
+            &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked },
+        );
     }
 
     /// Wakes the streams of circuits whose queues fell to `cellq_low` (their exit reads

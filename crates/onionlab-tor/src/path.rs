@@ -569,9 +569,7 @@ pub enum PathError {
         key: String,
     },
     /// The weight scale is outside tor's `bwweightscale` range.
-    #[error(
-        "bandwidth_weights.scale: {scale} is out of range; bwweightscale must be in 1..=2147483647 (normally 10000)"
-    )]
+    #[error("bandwidth_weights.scale: {scale} is out of range; bwweightscale must be in 1..=2147483647 (normally 10000)")]
     BadScale {
         /// The rejected scale.
         scale: i64,
@@ -592,13 +590,7 @@ pub enum PathError {
     },
     /// The computed weights fail tor's own balance checks.
     #[error("bandwidth_weights = \"computed\": tor's authorities find no balanced weights for G={g}, M={m}, E={e}, D={d} ({case})")]
-    Unbalanced {
-        case: &'static str,
-        g: u64,
-        m: u64,
-        e: u64,
-        d: u64,
-    },
+    Unbalanced { case: &'static str, g: u64, m: u64, e: u64, d: u64 },
 }
 
 /// Total consensus weight per relay class, as tor's directory authorities sum it for the
@@ -758,11 +750,8 @@ impl PathSelector {
         }
         // Linear fallback over what is left after exclusion.
         let weight = &self.weight[p];
-        let remaining: u128 = weight
-            .iter()
-            .enumerate()
-            .filter(|&(i, _)| !self.excluded(i, exclude))
-            .fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
+        let remaining: u128 =
+            weight.iter().enumerate().filter(|&(i, _)| !self.excluded(i, exclude)).fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
         if remaining == 0 {
             return None;
         }
@@ -782,9 +771,7 @@ impl PathSelector {
     /// Whether `relay` is in `exclude` or shares a known /16 with a relay there.
     fn excluded(&self, relay: usize, exclude: &[usize]) -> bool {
         exclude.contains(&relay)
-            || self.relays[relay]
-                .subnet
-                .is_some_and(|s| exclude.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
+            || self.relays[relay].subnet.is_some_and(|s| exclude.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
     }
 
     /// Chooses a full path, returned as `[guard, middle, exit]` relay indices, all distinct
@@ -1073,10 +1060,7 @@ mod tests {
         odd.push(("Wxx", -5));
         assert!(BandwidthWeights::from_pairs(odd, 10_000).is_ok());
 
-        assert_eq!(
-            BandwidthWeights::from_pairs(W2022.iter().copied(), 0).unwrap_err(),
-            PathError::BadScale { scale: 0 }
-        );
+        assert_eq!(BandwidthWeights::from_pairs(W2022.iter().copied(), 0).unwrap_err(), PathError::BadScale { scale: 0 });
 
         assert_eq!(PathSelector::new(&[], BandwidthWeights::uniform()).unwrap_err(), PathError::NoRelays);
         assert!(PathError::NoRelays.to_string().contains("relays"));
@@ -1230,7 +1214,21 @@ mod tests {
     /// `stats_relays` with addresses: g1, e1 and m1 share 10.1/16, g2 and e3 share 10.2/16;
     /// the rest have a /16 each, or (m2, m3) no known address.
     fn relays_with_subnets() -> Vec<RelayInfo> {
-        let subnets = [Some(0x0a01), Some(0x0a02), Some(3), Some(4), Some(5), Some(0x0a01), Some(7), Some(0x0a02), Some(0x0a01), None, None, Some(12), Some(13)];
+        let subnets = [
+            Some(0x0a01),
+            Some(0x0a02),
+            Some(3),
+            Some(4),
+            Some(5),
+            Some(0x0a01),
+            Some(7),
+            Some(0x0a02),
+            Some(0x0a01),
+            None,
+            None,
+            Some(12),
+            Some(13),
+        ];
         stats_relays().into_iter().zip(subnets).map(|(r, subnet)| RelayInfo { subnet, ..r }).collect()
     }
 
@@ -1351,9 +1349,8 @@ mod tests {
     }
 
     fn arb_relays() -> impl Strategy<Value = Vec<RelayInfo>> {
-        prop::collection::vec((0u64..1000, 0u16..(1 << 10)), 1..12).prop_map(|v| {
-            v.into_iter().enumerate().map(|(i, (bw, f))| relay(&format!("r{i}"), bw, RelayFlags(f))).collect()
-        })
+        prop::collection::vec((0u64..1000, 0u16..(1 << 10)), 1..12)
+            .prop_map(|v| v.into_iter().enumerate().map(|(i, (bw, f))| relay(&format!("r{i}"), bw, RelayFlags(f))).collect())
     }
 
     fn arb_weights() -> impl Strategy<Value = BandwidthWeights> {

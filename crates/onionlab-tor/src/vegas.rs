@@ -208,7 +208,8 @@ impl Vegas {
         let Some(sent) = self.sent_at.pop_front() else { return false };
         let rtt = now.saturating_since(sent).as_nanos() / 1000;
         // n_ewma_count: every SENDME is checked in slow start, so a short average there.
-        let n = if self.in_slow_start { self.p.ewma_ss } else { (self.update_rate() * self.p.ewma_cwnd_pct / 100).min(self.p.ewma_max) }.max(2);
+        let n =
+            if self.in_slow_start { self.p.ewma_ss } else { (self.update_rate() * self.p.ewma_cwnd_pct / 100).min(self.p.ewma_max) }.max(2);
         // n_count_ewma: (2 * curr + (N - 1) * prev) / (N + 1); the first sample is taken whole.
         self.ewma_rtt_us = if self.ewma_rtt_us == 0 { rtt } else { (2 * rtt + (n - 1) * self.ewma_rtt_us) / (n + 1) };
         if self.min_rtt_us == 0 {
@@ -305,7 +306,11 @@ impl CongestionControl for Vegas {
             self.next_cc_event = self.update_rate();
         }
         // cwnd_full_reset: once per cwnd (or per update), the window must prove full again.
-        let reset = if self.p.cwnd_full_per_cwnd { self.next_cwnd_event == self.sendmes_per_cwnd() } else { self.next_cc_event == self.update_rate() };
+        let reset = if self.p.cwnd_full_per_cwnd {
+            self.next_cwnd_event == self.sendmes_per_cwnd()
+        } else {
+            self.next_cc_event == self.update_rate()
+        };
         if reset {
             self.cwnd_full = false;
         }

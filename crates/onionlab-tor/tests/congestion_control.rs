@@ -110,4 +110,3 @@ fn an_exit_stops_reading_at_cellq_high_and_resumes_at_cellq_low() {
     assert!(q_v <= 256 + 64, "{q_v}");
     assert!((t_v - t_off).abs() < 0.1 * t_off, "{t_v} s against {t_off} s");
 }
-

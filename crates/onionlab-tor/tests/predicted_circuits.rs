@@ -179,7 +179,12 @@ fn a_launch_without_a_path_is_tried_again_a_second_later() {
     let cfg = TorConfig { num_entry_guards: 2, ..predicting(3600) };
     let (mut failures, mut ok_runs) = (0, 0);
     for seed in 0..24 {
-        let mut tor = TorNetwork::new(cfg.clone(), onionlab_net::LatencyModel::constant(SimDuration::from_millis(10)), BandwidthWeights::uniform(), seed);
+        let mut tor = TorNetwork::new(
+            cfg.clone(),
+            onionlab_net::LatencyModel::constant(SimDuration::from_millis(10)),
+            BandwidthWeights::uniform(),
+            seed,
+        );
         tor.add_relay(relay("a", 100 * MIB, RelayFlags::GUARD | RelayFlags::EXIT)).unwrap();
         tor.add_relay(relay("b", 100 * MIB, RelayFlags::GUARD)).unwrap();
         tor.add_relay(relay("m", 100 * MIB, RelayFlags::default())).unwrap();

@@ -15,7 +15,8 @@ use proptest::prelude::*;
 fn congested(sched: SchedulerKind, bulk: usize, seed: u64, mut check: impl FnMut(&TorNetwork)) -> (f64, TorSim) {
     let mut cfg = TorConfig::default();
     cfg.transport.sndbuf_bytes = 256 * KIB;
-    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), seed);
+    let mut tor =
+        TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), seed);
     tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
     let mut m = relay("middle", 100 * MIB, RelayFlags::default());
     m.up_bits_per_sec = 2_400_000;
@@ -111,7 +112,12 @@ fn kist_writes_an_outbuf_when_a_run_switches_away_from_it() {
     // A guard with a 2.4 Mbit/s uplink serving 4 bulk clients and a web client, each on
     // its own channel: its KIST runs move cells to several channels, and a channel left
     // with more than 8 cells is written when the run moves on (the rest after the run).
-    let mut tor = TorNetwork::new(TorConfig::default(), onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), 3);
+    let mut tor = TorNetwork::new(
+        TorConfig::default(),
+        onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)),
+        BandwidthWeights::uniform(),
+        3,
+    );
     let mut g = relay("guard", 100 * MIB, RelayFlags::GUARD);
     g.up_bits_per_sec = 2_400_000;
     g.scheduler = kist(false);

@@ -106,11 +106,8 @@ mod tests {
     #[test]
     fn web_fetches_at_once_then_thinks() {
         let think = SimDuration::from_secs(20);
-        let mut c = behaviour(Workload::Web {
-            size: SizeDist::Fixed { bytes: 87_000 },
-            think: TimeDist::Fixed { value: think },
-            session: None,
-        });
+        let mut c =
+            behaviour(Workload::Web { size: SizeDist::Fixed { bytes: 87_000 }, think: TimeDist::Fixed { value: think }, session: None });
         let off = SimDuration::from_secs(3);
         assert_eq!(c.first(off), Next::Fetch { after: off, bytes: 87_000 });
         assert_eq!(c.next_after_done(SimTime::ZERO + off), Next::Fetch { after: think, bytes: 87_000 });

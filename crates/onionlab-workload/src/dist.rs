@@ -54,7 +54,11 @@ pub fn sample_time<R: Rng + ?Sized>(d: &TimeDist, rng: &mut R) -> SimDuration {
             } else {
                 let (x0, p0) = points[i - 1];
                 let (x1, p1) = points[i];
-                if p1 > p0 { x0 + (x1 - x0) * (u - p0) / (p1 - p0) } else { x1 }
+                if p1 > p0 {
+                    x0 + (x1 - x0) * (u - p0) / (p1 - p0)
+                } else {
+                    x1
+                }
             }
         }
     };

@@ -133,6 +133,9 @@ pub fn secs(s: f64) -> SimDuration {
 }
 
 #[cfg(test)]
+// The checks below are dense linear algebra over state indices (Gaussian elimination,
+// a fundamental matrix): indexing several arrays by one state reads clearer than zips.
+#[allow(clippy::needless_range_loop)]
 mod tests {
     use super::*;
     use onionlab_core::RngStreams;
@@ -183,8 +186,7 @@ mod tests {
             p0[s] += w / st;
         }
         // visits v = p0 (I - Q)^-1  <=>  (I - Q)^T v = p0.
-        let a: Vec<Vec<f64>> =
-            (0..n).map(|i| (0..n).map(|j| f64::from(u8::from(i == j)) - q[j][i]).collect()).collect();
+        let a: Vec<Vec<f64>> = (0..n).map(|i| (0..n).map(|j| f64::from(u8::from(i == j)) - q[j][i]).collect()).collect();
         solve(a, p0)
     }
 
@@ -226,8 +228,7 @@ mod tests {
     fn erf(x: f64) -> f64 {
         // Abramowitz-Stegun 7.1.26, |error| < 1.5e-7.
         let t = 1.0 / (1.0 + 0.3275911 * x.abs());
-        let y = 1.0
-            - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-x * x).exp();
+        let y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-x * x).exp();
         if x >= 0.0 {
             y
         } else {
@@ -325,7 +326,10 @@ mod tests {
         // chain stays in a state for several streams), which widens the K-S spread beyond
         // the i.i.d. critical value; allow twice it.
         let (d, n) = ks_of(&mut gaps, &comps);
-        eprintln!("all gaps vs visit-weighted model mixture: K-S D = {d:.5}, n = {n}, i.i.d. critical (alpha 0.001) {:.5}", 1.95 / n.sqrt());
+        eprintln!(
+            "all gaps vs visit-weighted model mixture: K-S D = {d:.5}, n = {n}, i.i.d. critical (alpha 0.001) {:.5}",
+            1.95 / n.sqrt()
+        );
         assert!(d < 2.0 * 1.95 / n.sqrt(), "KS {d} with n {n}");
         let want = expected_count(&m, dollar, end);
         let got = streams_per_flow.iter().sum::<f64>() / streams_per_flow.len() as f64;

@@ -109,12 +109,8 @@ impl<P: ThrottlePolicy> RelayHook for ThrottleHook<P> {
 
     fn on_tick(&mut self, now: SimTime, relay: &mut RelayControl<'_>) {
         let clients = relay.client_connections();
-        let state = GuardState {
-            now,
-            bandwidth_rate: relay.bandwidth_rate(),
-            or_connections: relay.or_connection_count(),
-            clients: &clients,
-        };
+        let state =
+            GuardState { now, bandwidth_rate: relay.bandwidth_rate(), or_connections: relay.or_connection_count(), clients: &clients };
         for (chan, throttle) in self.policy.tick(&state) {
             let current = clients.iter().find(|c| c.chan == chan).map(|c| c.throttle);
             debug_assert!(current.is_some(), "policies only decide about the connections they were shown");

@@ -96,11 +96,8 @@ impl ThrottlePolicy for Threshold {
             let before = self.counters.iter().find(|(c, _)| *c == chan).map_or(0, |&(_, b)| b);
             total.saturating_sub(before) as f64 * per_byte / secs
         };
-        let mut order: Vec<(f64, u32, f64)> = guard
-            .clients
-            .iter()
-            .map(|c| (self.ewma.get(c.chan), c.chan, throughput(c.chan, c.bytes_read + c.bytes_written)))
-            .collect();
+        let mut order: Vec<(f64, u32, f64)> =
+            guard.clients.iter().map(|c| (self.ewma.get(c.chan), c.chan, throughput(c.chan, c.bytes_read + c.bytes_written))).collect();
         // Loudest first; ties by channel id.
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let n = order.len();
@@ -133,11 +130,7 @@ impl ThrottlePolicy for Threshold {
         self.rate = rate;
         self.last_refresh = Some(guard.now);
         self.counters = guard.clients.iter().map(|c| (c.chan, c.bytes_read + c.bytes_written)).collect();
-        order
-            .iter()
-            .zip(&throttled)
-            .map(|(o, &t)| (o.1, if t { rate.map(|r| (r.max(1), self.p.burst)) } else { None }))
-            .collect()
+        order.iter().zip(&throttled).map(|(o, &t)| (o.1, if t { rate.map(|r| (r.max(1), self.p.burst)) } else { None })).collect()
     }
 
     fn threshold_rate(&self) -> Option<u64> {

@@ -32,7 +32,13 @@ pub fn endpoint(name: &str) -> EndpointSpec {
 
 /// Three relays whose flags force the path guard -> middle -> exit, one server, and
 /// `clients` clients. Returns (sim, relays, clients, server).
-pub fn line(cfg: TorConfig, one_way: SimDuration, rates: [u64; 3], clients: usize, seed: u64) -> (TorSim, [NodeId; 3], Vec<NodeId>, NodeId) {
+pub fn line(
+    cfg: TorConfig,
+    one_way: SimDuration,
+    rates: [u64; 3],
+    clients: usize,
+    seed: u64,
+) -> (TorSim, [NodeId; 3], Vec<NodeId>, NodeId) {
     let mut tor = TorNetwork::new(cfg, LatencyModel::constant(one_way), BandwidthWeights::uniform(), seed);
     let g = tor.add_relay(relay("guard", rates[0], RelayFlags::GUARD)).unwrap();
     let m = tor.add_relay(relay("middle", rates[1], RelayFlags::default())).unwrap();
