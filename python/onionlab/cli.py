@@ -70,14 +70,14 @@ def _print_run_summary(res) -> None:
     print(
         f"{s.get('experiment')}: {len(seeds)} seed{'s' if len(seeds) != 1 else ''} {seeds}, "
         f"{s.get('events', 0):,} events, {s.get('downloads', 0)} downloads, {s.get('errors', 0)} errors, "
-        f"{_fmt(s.get('data_gib'))} GiB"
+        f"{s.get('unfinished', 0)} unfinished, {_fmt(s.get('data_gib'))} GiB"
     )
-    hdr = f"{'class':<10} {'downloads':>9} {'errors':>6} {'share %':>7} {'ttfb med':>9} {'ttlb med':>9} {'ttlb p90':>9}"
+    hdr = f"{'class':<10} {'downloads':>9} {'errors':>6} {'unfin.':>6} {'share %':>7} {'ttfb med':>9} {'ttlb med':>9} {'ttlb p90':>9}"
     print(hdr)
     for cls, c in s.get("classes", {}).items():
         fb, lb = c["time_to_first_byte_recv"], c["time_to_last_byte_recv"]
         print(
-            f"{cls:<10} {c['downloads']:>9} {c['errors']:>6} {_fmt(c['data_share_pct'], '.1f'):>7} "
+            f"{cls:<10} {c['downloads']:>9} {c['errors']:>6} {c.get('unfinished', 0):>6} {_fmt(c['data_share_pct'], '.1f'):>7} "
             f"{_fmt(fb['median']):>9} {_fmt(lb['median']):>9} {_fmt(lb['p90']):>9}"
         )
 

@@ -22,7 +22,7 @@ Source = Union[Results, str, os.PathLike]
 
 def summary_table(results: Iterable[Source]) -> pd.DataFrame:
     """One row per experiment: "Data (GiB)", each class's share of bytes ("Web (%)", ...),
-    and per class downloads, errors, ttfb/ttlb median and p90 (s), median goodput (KiB/s)."""
+    and per class downloads, errors, unfinished downloads, ttfb/ttlb median and p90 (s), median goodput (KiB/s)."""
     rs = [as_results(r) for r in results]
     labels = labels_for(rs)
     return stats.class_shares_table({label: r.summary for label, r in zip(labels, rs)})

@@ -47,7 +47,7 @@ def class_table(res: Results) -> pd.DataFrame:
     """Per-class pooled statistics of one experiment."""
     rows = {}
     for cls, c in res.summary.get("classes", {}).items():
-        row = {"downloads": c["downloads"], "errors": c["errors"], "Data (GiB)": c["data_gib"], "share (%)": c["data_share_pct"]}
+        row = {"downloads": c["downloads"], "errors": c["errors"], "unfinished": c.get("unfinished"), "Data (GiB)": c["data_gib"], "share (%)": c["data_share_pct"]}
         for key, short in (("time_to_first_byte_recv", "ttfb"), ("time_to_last_byte_recv", "ttlb")):
             for q in ("median", "mean", "p10", "p25", "p75", "p90", "p99"):
                 row[f"{short} {q} (s)"] = c[key].get(q)
@@ -69,6 +69,7 @@ def runs_table(res: Results) -> pd.DataFrame:
                 "events": r.get("events"),
                 "downloads": sum(c.get("downloads", 0) for c in r.get("classes", {}).values()),
                 "errors": sum(c.get("errors", 0) for c in r.get("classes", {}).values()),
+                "unfinished": sum(c.get("unfinished", 0) for c in r.get("classes", {}).values()),
                 "wall seconds": res.timing.get(str(seed)),
             }
         )

@@ -6,7 +6,10 @@ directory. **Must not touch:** the simulation; statistics live in :mod:`onionlab
 
 A results directory holds::
 
-    downloads.parquet   one row per reported download (all seeds), sorted by (seed, start, client)
+    downloads.parquet   one row per download started after the warm-up (all seeds), sorted by
+                        (seed, start, client): completed, failed, or still in progress when
+                        the run ended (``error`` is ``stats.UNFINISHED``, ``received`` the
+                        bytes it got)
     relays.parquet      one row per relay per metrics interval (all seeds)
     connections.parquet one row per client connection per relay per interval, when the config
                         sets experiment.connection_metrics_interval (else absent)
@@ -39,6 +42,7 @@ DOWNLOADS_SCHEMA = pa.schema(
         ("client", pa.string()),
         ("class", pa.string()),
         ("size", pa.int64()),
+        ("received", pa.int64()),
         ("start", pa.float64()),
         ("ttfb", pa.float64()),
         ("ttlb", pa.float64()),

@@ -7,12 +7,16 @@ only read tables the Rust simulator produced.
 
 Pooled class figures (in ``summary.json`` under ``"classes"``) use tornettools-like names::
 
-    downloads, errors, bytes, data_gib, data_share_pct,
+    downloads, errors, unfinished, bytes, data_gib, data_share_pct,
     time_to_first_byte_recv: {median, mean, p10, p25, p75, p90, p99, count},
     time_to_last_byte_recv:  {... same ...},
     goodput: {median}           # bytes/s, size / ttlb
 
 Times are seconds, counted only over downloads that completed (no error, ttlb present).
+``downloads`` counts every download started in the measured window: completed, failed
+(``errors``) and still in progress when the run ended (``unfinished``; their ``error`` is
+:data:`UNFINISHED`). A policy that starves some clients shows up in ``unfinished``, not in
+the times.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ import pandas as pd
 
 GIB = float(1 << 30)
 QUANTILES = {"p10": 0.10, "p25": 0.25, "p75": 0.75, "p90": 0.90, "p99": 0.99}
+#: The ``error`` of a download still in progress when the run ended (the Rust core's
+#: ``onionlab_tor::UNFINISHED``): not a failure.
+UNFINISHED = "unfinished at end of run"
 
 
 def _clean(x: Any) -> Any:
@@ -59,6 +66,16 @@ def completed(downloads: pd.DataFrame) -> pd.DataFrame:
     return downloads[ok]
 
 
+def failed(downloads: pd.DataFrame) -> pd.Series:
+    """Which downloads failed: an error other than :data:`UNFINISHED`."""
+    return downloads["error"].notna() & (downloads["error"] != UNFINISHED)
+
+
+def unfinished(downloads: pd.DataFrame) -> pd.Series:
+    """Which downloads were still in progress when the run ended."""
+    return downloads["error"] == UNFINISHED
+
+
 def class_summary(downloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """The pooled per-class figures described in the module docstring (classes sorted)."""
     done = completed(downloads)
@@ -70,7 +87,8 @@ def class_summary(downloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
         b = int(ok["size"].sum())
         out[str(cls)] = {
             "downloads": int(len(rows)),
-            "errors": int(rows["error"].notna().sum()),
+            "errors": int(failed(rows).sum()),
+            "unfinished": int(unfinished(rows).sum()),
             "bytes": b,
             "data_gib": b / GIB,
             "data_share_pct": (100.0 * b / total_bytes) if total_bytes else None,
@@ -100,7 +118,8 @@ def pooled_summary(downloads: pd.DataFrame, runs: list[dict[str, Any]]) -> dict[
         "events": int(sum(int(r.get("events", 0)) for r in runs)),
         "counters": dict(sorted(counters.items())),
         "downloads": int(len(downloads)),
-        "errors": int(downloads["error"].notna().sum()),
+        "errors": int(failed(downloads).sum()),
+        "unfinished": int(unfinished(downloads).sum()),
         "bytes": total,
         "data_gib": total / GIB,
         "classes": class_summary(downloads),
@@ -140,6 +159,7 @@ def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
             ttlb = x.get("time_to_last_byte_recv", {})
             row[f"{c} downloads"] = x.get("downloads")
             row[f"{c} errors"] = x.get("errors")
+            row[f"{c} unfinished"] = x.get("unfinished")
             row[f"{c} ttfb median (s)"] = ttfb.get("median")
             row[f"{c} ttfb p90 (s)"] = ttfb.get("p90")
             row[f"{c} ttlb median (s)"] = ttlb.get("median")

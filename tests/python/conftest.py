@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from onionlab import _core
+from onionlab import _core, stats
 
 # No example database: the tests leave no .hypothesis directory behind.
 settings.register_profile("onionlab", database=None)
@@ -21,10 +21,27 @@ needs_core = pytest.mark.skipif(
 )
 
 
-def fake_run(seed: int, classes=(("web", 320 * 1024, 1.0), ("bulk", 5 << 20, 10.0)), n: int = 20, errors: int = 1):
-    """A synthetic ``_core.run_experiment`` return value following the glue contract."""
-    cols = {k: [] for k in ("seed", "client", "class", "size", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error")}
+def fake_run(
+    seed: int, classes=(("web", 320 * 1024, 1.0), ("bulk", 5 << 20, 10.0)), n: int = 20, errors: int = 1, unfinished: int = 0
+):
+    """A synthetic ``_core.run_experiment`` return value following the glue contract: per
+    class, `n` downloads of which the first `errors` failed, then `unfinished` downloads
+    still in progress at the end (half received)."""
+    cols = {k: [] for k in ("seed", "client", "class", "size", "received", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error")}
     for cls, size, scale in classes:
+        for i in range(n, n + unfinished):
+            cols["seed"].append(seed)
+            cols["client"].append(f"{cls}{i % 3}")
+            cols["class"].append(cls)
+            cols["size"].append(size)
+            cols["received"].append(size // 2)
+            cols["start"].append(110.0 + i * 0.1)
+            cols["ttfb"].append(0.2)
+            cols["ttlb"].append(None)
+            cols["goodput"].append(None)
+            cols["circuit_build_time"].append(0.3)
+            cols["path"].append("guard1,middle1,exit1")
+            cols["error"].append(stats.UNFINISHED)
         for i in range(n):
             failed = i < errors
             ttlb = None if failed else scale * (1 + i) / n + 0.01 * seed
@@ -32,6 +49,7 @@ def fake_run(seed: int, classes=(("web", 320 * 1024, 1.0), ("bulk", 5 << 20, 10.
             cols["client"].append(f"{cls}{i % 3}")
             cols["class"].append(cls)
             cols["size"].append(size)
+            cols["received"].append(size // 3 if failed else size)
             cols["start"].append(10.0 + (n - i) * 0.5)
             cols["ttfb"].append(None if failed else 0.1 + 0.01 * i)
             cols["ttlb"].append(ttlb)
@@ -50,7 +68,7 @@ def fake_run(seed: int, classes=(("web", 320 * 1024, 1.0), ("bulk", 5 << 20, 10.
     }
     counts = {}
     for cls, size, _ in classes:
-        counts[cls] = {"downloads": n, "errors": errors, "bytes": size * (n - errors)}
+        counts[cls] = {"downloads": n + unfinished, "errors": errors, "unfinished": unfinished, "bytes": size * (n - errors)}
     summary = {
         "experiment": "fake",
         "seed": seed,

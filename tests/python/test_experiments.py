@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import onionlab
-from onionlab import _core
+from onionlab import _core, stats
 from onionlab.compare import compare
 from onionlab.config import parse
 from onionlab.plot import plot
@@ -48,6 +48,15 @@ def test_api_run_tiny(tiny_dir):
     for cls in ("web", "bulk"):
         assert res.summary["classes"][cls]["downloads"] == sum(r["classes"][cls]["downloads"] for r in res.summary["runs"])
         assert res.summary["classes"][cls]["bytes"] == sum(r["classes"][cls]["bytes"] for r in res.summary["runs"])
+        for k in ("errors", "unfinished"):
+            assert res.summary["classes"][cls][k] == sum(r["classes"][cls][k] for r in res.summary["runs"]), (cls, k)
+    # Both bulk clients fetch back to back: each seed ends with two bulk downloads cut short,
+    # recorded with what they had received.
+    assert res.summary["classes"]["bulk"]["unfinished"] == 4
+    cut = d[d["error"] == stats.UNFINISHED]
+    assert len(cut) == res.summary["unfinished"] and cut["ttlb"].isna().all()
+    assert ((0 <= cut["received"]) & (cut["received"] < cut["size"])).all()
+    assert (ok["received"] == ok["size"]).all()
     assert 'seeds = [1, 2]' in res.config
 
 

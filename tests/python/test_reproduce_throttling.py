@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from onionlab import stats
 from onionlab.cli import main
 
 
@@ -179,6 +180,20 @@ def test_medians_reports_the_mean_over_finished_web_downloads_only():
     d.loc[len(d)] = {"seed": 1, "class": "web", "ttfb": math.nan, "ttlb": math.nan, "error": "timeout"}
     m = T.medians(SimpleNamespace(downloads=d), seed=1)
     assert m["web_ttlb_median"] == 2.0 and m["web_ttlb_mean"] == 4.0 and m["web_downloads"] == 3
+    assert m["web_unfinished_pct"] == 0.0 and m["bulk_unfinished_pct"] == 0.0
+
+
+def test_medians_reports_the_downloads_the_end_of_the_run_cut_short():
+    # A throttle that starves one client: its download never finishes, so the median over
+    # finished downloads does not see it; the unfinished share does.
+    d = pd.DataFrame({
+        "seed": [1] * 5, "class": ["web"] * 4 + ["bulk"],
+        "ttfb": [0.5, 0.5, 0.5, 3.0, 1.0], "ttlb": [1.0, 2.0, 3.0, math.nan, math.nan],
+        "error": [None, None, None, stats.UNFINISHED, stats.UNFINISHED],
+    })
+    m = T.medians(SimpleNamespace(downloads=d))
+    assert m["web_ttlb_median"] == 2.0 and m["web_downloads"] == 3
+    assert m["web_unfinished_pct"] == 25.0 and m["bulk_unfinished_pct"] == 100.0
 
 
 def test_the_sweep_is_spec_9s_ranges_and_grid_replaces_one_axis():

@@ -23,7 +23,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def test_tables_are_sorted_and_typed(fake_results):
     d = fake_results.downloads
-    assert list(d.columns)[:11] == ["seed", "client", "class", "size", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error"]
+    assert list(d.columns) == [
+        "seed", "client", "class", "size", "received", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error"
+    ]
     keys = list(zip(d["seed"], d["start"], d["client"]))
     assert keys == sorted(keys)
     assert d["seed"].dtype == np.int64 and d["ttlb"].dtype == np.float64
@@ -52,6 +54,24 @@ def test_pooled_summary_figures(fake_results):
     assert t["p10"] <= t["p25"] <= t["median"] <= t["p75"] <= t["p90"] <= t["p99"]
     assert t["p90"] == pytest.approx(np.quantile(w, 0.9))
     assert web["goodput"]["median"] == pytest.approx(done[done["class"] == "web"]["goodput"].median())
+
+
+def test_unfinished_downloads_are_counted_apart_from_errors_and_times():
+    from onionlab.results import Results
+
+    res = Results.from_runs([fake_run(1, unfinished=2), fake_run(2, unfinished=2)], config="")
+    web = res.summary["classes"]["web"]
+    # 20 downloads per seed, one failed, plus two cut short by the end of the run.
+    assert (web["downloads"], web["errors"], web["unfinished"]) == (44, 2, 4)
+    assert (res.summary["downloads"], res.summary["errors"], res.summary["unfinished"]) == (88, 4, 8)
+    # Times and bytes are over completed downloads only.
+    assert web["time_to_last_byte_recv"]["count"] == 38 and web["bytes"] == 38 * 320 * 1024
+    assert stats.completed(res.downloads)["error"].isna().all()
+    cut = res.downloads[stats.unfinished(res.downloads)]
+    assert len(cut) == 8 and cut["ttlb"].isna().all() and (cut["received"] < cut["size"]).all()
+    assert stats.failed(res.downloads).sum() == 4
+    row = stats.class_shares_table({"a": res.summary}).iloc[0]
+    assert row["web unfinished"] == 4 and row["web errors"] == 2
 
 
 def test_describe_empty_and_nan():

@@ -157,6 +157,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     column(py, &dl, "client", d.iter().map(|r| r.client.clone()).collect::<Vec<_>>())?;
     column(py, &dl, "class", d.iter().map(|r| r.class.clone()).collect::<Vec<_>>())?;
     column(py, &dl, "size", d.iter().map(|r| r.size).collect::<Vec<_>>())?;
+    column(py, &dl, "received", d.iter().map(|r| r.received).collect::<Vec<_>>())?;
     column(py, &dl, "start", d.iter().map(|r| r.start).collect::<Vec<_>>())?;
     column(py, &dl, "ttfb", d.iter().map(|r| r.ttfb).collect::<Vec<_>>())?;
     column(py, &dl, "ttlb", d.iter().map(|r| r.ttlb).collect::<Vec<_>>())?;
@@ -220,6 +221,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
         let c = PyDict::new(py);
         c.set_item("downloads", v.downloads)?;
         c.set_item("errors", v.errors)?;
+        c.set_item("unfinished", v.unfinished)?;
         c.set_item("bytes", v.bytes)?;
         classes.set_item(k, c)?;
     }

@@ -13,6 +13,9 @@ pub struct DownloadRow {
     /// The client's group name, e.g. "web" or "bulk".
     pub class: String,
     pub size: u64,
+    /// Response bytes the client had received: `size` for a completed download, fewer for
+    /// a failed or unfinished one.
+    pub received: u64,
     pub start: f64,
     /// Time to first byte, seconds from `start`.
     pub ttfb: Option<f64>,
@@ -23,6 +26,9 @@ pub struct DownloadRow {
     pub circuit_build_time: Option<f64>,
     /// "guard,middle,exit" relay names.
     pub path: String,
+    /// Why the download did not complete: a failure, or `onionlab_tor::UNFINISHED` for
+    /// one still in progress when the run ended (its time to last byte is only known to
+    /// exceed the time it ran for). `None`: completed.
     pub error: Option<String>,
 }
 
@@ -92,8 +98,12 @@ pub struct ChannelRow {
 /// Per-class totals of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClassTotals {
+    /// Downloads started in the measured window: completed + errors + unfinished.
     pub downloads: u64,
+    /// Downloads that failed (their circuit closed).
     pub errors: u64,
+    /// Downloads still in progress when the run ended.
+    pub unfinished: u64,
     /// Bytes of completed downloads.
     pub bytes: u64,
 }

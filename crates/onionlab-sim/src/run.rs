@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use onionlab_config::model::{ExperimentConfig, Workload};
 use onionlab_core::{EventClass, RngStreams, SimDuration, SimTime};
-use onionlab_tor::{NodeId, TorEvent, TorNetwork, TorSim};
+use onionlab_tor::{NodeId, StreamRecord, TorEvent, TorNetwork, TorSim, UNFINISHED};
 use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
@@ -121,6 +121,33 @@ pub fn run_inspected(
     let mut conn_last: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
     let name_of = |sim: &TorSim, n| sim.tor.node_name(n).to_string();
+    // One download row, counted in its class's totals.
+    let record_row = |sim: &TorSim, rec: &StreamRecord, classes: &mut BTreeMap<String, ClassTotals>| {
+        let i = rec.tag as usize;
+        let class = &cfg.clients[clients[i].1].name;
+        let totals = classes.get_mut(class).expect("every group has totals");
+        totals.downloads += 1;
+        match rec.error {
+            None => totals.bytes += rec.bytes,
+            Some(UNFINISHED) => totals.unfinished += 1,
+            Some(_) => totals.errors += 1,
+        }
+        let ttlb = rec.ttlb.map(|d| d.as_secs_f64());
+        DownloadRow {
+            seed,
+            client: names[i].clone(),
+            class: class.clone(),
+            size: rec.bytes,
+            received: rec.received,
+            start: rec.start.as_secs_f64(),
+            ttfb: rec.ttfb.map(|d| d.as_secs_f64()),
+            ttlb,
+            goodput: ttlb.filter(|&t| t > 0.0).map(|t| rec.bytes as f64 / t),
+            circuit_build_time: rec.circuit_build_time.map(|d| d.as_secs_f64()),
+            path: rec.path.iter().map(|&n| name_of(sim, n)).collect::<Vec<_>>().join(","),
+            error: rec.error.map(str::to_string),
+        }
+    };
 
     while let Some(ev) = sim.q.pop_until(end) {
         match ev.event {
@@ -216,28 +243,7 @@ pub fn run_inspected(
             for rec in sim.tor.take_records() {
                 let i = rec.tag as usize;
                 if rec.start >= warmup {
-                    let class = &cfg.clients[clients[i].1].name;
-                    let totals = classes.get_mut(class).expect("every group has totals");
-                    totals.downloads += 1;
-                    if rec.error.is_some() {
-                        totals.errors += 1;
-                    } else {
-                        totals.bytes += rec.bytes;
-                    }
-                    let ttlb = rec.ttlb.map(|d| d.as_secs_f64());
-                    downloads.push(DownloadRow {
-                        seed,
-                        client: names[i].clone(),
-                        class: class.clone(),
-                        size: rec.bytes,
-                        start: rec.start.as_secs_f64(),
-                        ttfb: rec.ttfb.map(|d| d.as_secs_f64()),
-                        ttlb,
-                        goodput: ttlb.filter(|&t| t > 0.0).map(|t| rec.bytes as f64 / t),
-                        circuit_build_time: rec.circuit_build_time.map(|d| d.as_secs_f64()),
-                        path: rec.path.iter().map(|&n| name_of(&sim, n)).collect::<Vec<_>>().join(","),
-                        error: rec.error.map(str::to_string),
-                    });
+                    downloads.push(record_row(&sim, &rec, &mut classes));
                 }
                 let next = behaviours[i].next_after_done(sim.q.now());
                 schedule(&mut sim, &mut pending, i, next);
@@ -249,6 +255,13 @@ pub fn run_inspected(
     }
     if let Some(p) = progress.as_mut() {
         p(duration.as_secs_f64(), duration.as_secs_f64(), sim.q.events_processed());
+    }
+    // Downloads the end cut short: recorded, so that a slow policy's longest downloads are
+    // not dropped from the results.
+    for rec in sim.tor.unfinished_records() {
+        if rec.start >= warmup {
+            downloads.push(record_row(&sim, &rec, &mut classes));
+        }
     }
 
     let k = &sim.tor.counters;

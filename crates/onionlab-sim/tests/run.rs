@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use onionlab_sim::run;
+use onionlab_tor::UNFINISHED;
 
 fn example(name: &str) -> onionlab_config::model::ExperimentConfig {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
@@ -18,7 +19,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn tiny_runs_and_web_downloads_take_about_their_transfer_time() {
     let cfg = example("tiny.toml");
     let out = run(&cfg, 1, None).unwrap();
-    let web: Vec<_> = out.downloads.iter().filter(|d| d.class == "web").collect();
+    let web: Vec<_> = out.downloads.iter().filter(|d| d.class == "web" && d.error.as_deref() != Some(UNFINISHED)).collect();
     let bulk: Vec<_> = out.downloads.iter().filter(|d| d.class == "bulk").collect();
     assert!(web.len() > 50, "{} web downloads", web.len());
     assert!(!bulk.is_empty());
@@ -37,8 +38,48 @@ fn tiny_runs_and_web_downloads_take_about_their_transfer_time() {
         assert!((r.bytes_written as f64) <= 2.0 * rate + 1.0, "{r:?}");
     }
     let totals = &out.summary.classes;
-    assert_eq!(totals["web"].downloads as usize, web.len());
+    assert_eq!((totals["web"].downloads - totals["web"].unfinished) as usize, web.len());
     assert!(totals["bulk"].bytes > 0);
+}
+
+#[test]
+fn downloads_the_end_cuts_short_are_recorded_as_unfinished() {
+    // Bulk clients fetch back to back, so each is mid-download when the run ends; web
+    // clients fetch one page at a time, so at most one of theirs is unfinished, their last.
+    let cfg = example("tiny.toml");
+    let end = cfg.experiment.duration.as_secs_f64();
+    let out = run(&cfg, 1, None).unwrap();
+    let mut by_client: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
+    for d in &out.downloads {
+        by_client.entry(d.client.as_str()).or_default().push(d);
+    }
+    let mut unfinished = 0;
+    for (client, ds) in &by_client {
+        let (last, earlier) = ds.split_last().unwrap();
+        for (d, next) in earlier.iter().zip(&ds[1..]) {
+            let ttlb = d.ttlb.unwrap_or_else(|| panic!("{client}: a download before its last did not finish: {d:?}"));
+            assert!(d.start + ttlb <= next.start + 1e-9, "{client}: overlapping downloads {d:?} {next:?}");
+            assert_eq!(d.received, d.size);
+        }
+        if last.error.as_deref() == Some(UNFINISHED) {
+            unfinished += 1;
+            assert!(last.ttlb.is_none() && last.received < last.size, "{last:?}");
+            assert!(last.start <= end);
+        }
+        if last.class == "bulk" {
+            assert_eq!(last.error.as_deref(), Some(UNFINISHED), "{client} was mid-download at the end: {last:?}");
+            // It had been running for a while: some of it had arrived.
+            assert!(last.received > 0, "{last:?}");
+        }
+    }
+    let totals = &out.summary.classes;
+    assert_eq!(totals["web"].unfinished + totals["bulk"].unfinished, unfinished);
+    assert_eq!(totals["bulk"].unfinished, 2);
+    // Every download started in the window is counted once: completed, failed or unfinished.
+    for (class, t) in totals {
+        let done = out.downloads.iter().filter(|d| &d.class == class && d.error.is_none()).count() as u64;
+        assert_eq!(done + t.errors + t.unfinished, t.downloads, "{class}: {t:?}");
+    }
 }
 
 #[test]

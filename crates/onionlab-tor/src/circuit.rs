@@ -201,7 +201,11 @@ pub struct StreamRecord {
     pub tag: u64,
     pub client: NodeId,
     pub server: NodeId,
+    /// The download's size: response bytes the client asked for.
     pub bytes: u64,
+    /// Response bytes the client had received when the record was written: `bytes` for a
+    /// completed stream, fewer for a failed or unfinished one.
+    pub received: u64,
     pub start: SimTime,
     /// Time to first byte, from `start`.
     pub ttfb: Option<onionlab_core::SimDuration>,
@@ -211,5 +215,12 @@ pub struct StreamRecord {
     pub path: Vec<NodeId>,
     /// Build time of the circuit the stream used (tornettools' circuit_build_time).
     pub circuit_build_time: Option<onionlab_core::SimDuration>,
+    /// Why the stream did not complete: a failure, or [`UNFINISHED`] for a stream still
+    /// in progress when the run ended. `None`: completed.
     pub error: Option<&'static str>,
 }
+
+/// The `error` of a stream still in progress when the run ended
+/// ([`TorNetwork::unfinished_records`](crate::TorNetwork::unfinished_records)): not a
+/// failure, but a download time that is only known to exceed the time it ran for.
+pub const UNFINISHED: &str = "unfinished at end of run";

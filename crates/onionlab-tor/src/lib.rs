@@ -30,7 +30,7 @@ pub mod token_bucket;
 pub mod vegas;
 
 pub use channel::RelayChannelEnd;
-pub use circuit::{CircuitState, StreamRecord};
+pub use circuit::{CircuitState, StreamRecord, UNFINISHED};
 pub use flow_control::CongestionControlKind;
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
 pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};

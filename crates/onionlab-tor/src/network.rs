@@ -36,7 +36,7 @@ use onionlab_net::{ConnId, HostId, HostSpec, LatencyModel, NetEvent, NetNotice, 
 
 use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel, RelayChannelEnd};
-use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES, NO_STREAM};
+use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES, NO_STREAM, UNFINISHED};
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
@@ -679,6 +679,42 @@ impl TorNetwork {
         std::mem::take(&mut self.records)
     }
 
+    /// A record for every stream still in progress, in the order they started, with
+    /// `error` [`UNFINISHED`] and no time to last byte: what a driver writes at the end of
+    /// a run so that downloads the end cut short are counted, not silently dropped (a
+    /// median over completed downloads alone favours a policy that starves some clients).
+    /// Changes nothing.
+    pub fn unfinished_records(&self) -> Vec<StreamRecord> {
+        let mut out: Vec<StreamRecord> = (0..self.streams.len() as u32)
+            .filter(|&sid| !self.streams[sid as usize].done)
+            .map(|sid| {
+                let s = &self.streams[sid as usize];
+                Self::stream_record(sid, s, &self.circuits[s.circ as usize], None, Some(UNFINISHED))
+            })
+            .collect();
+        out.sort_by_key(|r| (r.start, r.stream));
+        out
+    }
+
+    fn stream_record(sid: u32, s: &Stream, c: &Circuit, ttlb: Option<SimDuration>, error: Option<&'static str>) -> StreamRecord {
+        StreamRecord {
+            stream: sid,
+            circuit: s.circ,
+            tag: s.tag,
+            client: s.client,
+            server: s.server,
+            bytes: s.bytes,
+            // Whole cells: the last one carries the remainder.
+            received: (s.delivered_cells * RELAY_PAYLOAD_SIZE).min(s.bytes),
+            start: s.start,
+            ttfb: s.first_byte.map(|t| t.saturating_since(s.start)),
+            ttlb,
+            path: c.nodes[1..].to_vec(),
+            circuit_build_time: c.opened_at.map(|t| t.saturating_since(c.created_at)),
+            error,
+        }
+    }
+
     /// Whether [`take_records`](Self::take_records) has anything: drivers check this after
     /// every event, and most events finish no stream.
     #[inline]
@@ -1233,20 +1269,9 @@ impl TorNetwork {
         } else {
             self.counters.streams_completed += 1;
         }
-        self.records.push(StreamRecord {
-            stream: sid,
-            circuit: s.circ,
-            tag: s.tag,
-            client: s.client,
-            server: s.server,
-            bytes: s.bytes,
-            start: s.start,
-            ttfb: s.first_byte.map(|t| t.saturating_since(s.start)),
-            ttlb: error.is_none().then(|| now.saturating_since(s.start)),
-            path: c.nodes[1..].to_vec(),
-            circuit_build_time: c.opened_at.map(|t| t.saturating_since(c.created_at)),
-            error,
-        });
+        let ttlb = error.is_none().then(|| now.saturating_since(s.start));
+        let record = Self::stream_record(sid, s, c, ttlb, error);
+        self.records.push(record);
         let (circ, idx, in_ring) = (s.circ, s.idx, s.in_read_ring);
         let c = &mut self.circuits[circ as usize];
         if let Some(k) = c.live.iter().position(|&x| x == sid) {

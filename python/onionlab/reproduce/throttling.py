@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.reproduce import run_many, write_config
+from onionlab import stats
 from onionlab.stats import ecdf
 
 DESCRIPTION = "Throttling Tor Bandwidth Parasites (2012): figure 3, table 1, parameter sweep, anonymity analysis (figure 4)"
@@ -514,7 +515,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _completed(d: pd.DataFrame, cls: str) -> pd.DataFrame:
-    return d[(d["class"] == cls) & d["error"].isna() & d["ttlb"].notna()]
+    return stats.completed(d[d["class"] == cls])
 
 
 def data_by_class(res, warmup_s: float) -> dict[str, float]:
@@ -528,7 +529,16 @@ def data_by_class(res, warmup_s: float) -> dict[str, float]:
     return {k: float(v) for k, v in g.items()}
 
 
+def _unfinished_pct(d: pd.DataFrame, cls: str) -> float:
+    """Percent of `cls`'s downloads started in the measured window that were still in
+    progress when the run ended: the downloads a median over finished ones leaves out."""
+    rows = d[d["class"] == cls]
+    return 100.0 * float(stats.unfinished(rows).sum()) / len(rows) if len(rows) else math.nan
+
+
 def medians(res, seed: int | None = None) -> dict[str, float]:
+    """Figure 3's medians over finished downloads, the mean web download time, the number
+    of finished downloads, and the share of downloads the end of the run cut short."""
     d = res.downloads
     if seed is not None:
         d = d[d["seed"] == seed]
@@ -540,6 +550,8 @@ def medians(res, seed: int | None = None) -> dict[str, float]:
         "bulk_ttlb_median": float(b["ttlb"].median()) if len(b) else math.nan,
         "web_downloads": int(len(w)),
         "bulk_downloads": int(len(b)),
+        "web_unfinished_pct": _unfinished_pct(d, "web"),
+        "bulk_unfinished_pct": _unfinished_pct(d, "bulk"),
     }
 
 
@@ -609,7 +621,7 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
     chosen = choose(table, args.criterion)
     agg = table.groupby(["algorithm", "params"], sort=False).agg(
         seeds=("seed", "size"), web_ttlb_mean_of_medians=("web_ttlb_median", "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean"),
-        web_ttlb_mean_of_means=("web_ttlb_mean", "mean"),
+        web_ttlb_mean_of_means=("web_ttlb_mean", "mean"), web_unfinished_pct=("web_unfinished_pct", "mean"),
         bulk_ttlb_mean_of_medians=("bulk_ttlb_median", "mean"), web_ttlb_min=("web_ttlb_median", "min"), web_ttlb_max=("web_ttlb_median", "max"),
     ).reset_index()
     agg["chosen"] = [json.loads(p) == chosen[a] for a, p in zip(agg["algorithm"], agg["params"])]
@@ -1325,7 +1337,7 @@ def _seconds(s: str) -> float:
 
 
 def _print_report(table1: pd.DataFrame, anon: pd.DataFrame, probe_res: dict) -> None:
-    cols = ["load", "algorithm", "data_GiB", "web_pct", "bulk_pct", "paper_web_pct", "paper_bulk_pct", "web_ttfb_median", "web_ttlb_median", "bulk_ttlb_median"]
+    cols = ["load", "algorithm", "data_GiB", "web_pct", "bulk_pct", "paper_web_pct", "paper_bulk_pct", "web_ttfb_median", "web_ttlb_median", "bulk_ttlb_median", "web_unfinished_pct"]
     print("\nTable 1 (ours beside the paper's) and medians (s):")
     print(table1[cols].to_string(index=False))
     print("\nAnonymity (medium load):")
