@@ -15,8 +15,8 @@ Pooled class figures (in ``summary.json`` under ``"classes"``) use tornettools-l
 Times are seconds, counted only over downloads that completed (no error, ttlb present).
 ``downloads`` counts every download started in the measured window: completed, failed
 (``errors``) and still in progress when the run ended (``unfinished``; their ``error`` is
-:data:`UNFINISHED`). A policy that starves some clients shows up in ``unfinished``, not in
-the times.
+:data:`UNFINISHED`; the Python tests tie it to the core's constant). A policy that starves
+some clients shows in ``unfinished`` and in fewer downloads, not in the times.
 """
 
 from __future__ import annotations

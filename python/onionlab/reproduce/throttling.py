@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from onionlab.reproduce import run_many, write_config
 from onionlab import stats
+from onionlab.reproduce import run_many, write_config
 from onionlab.stats import ecdf
 
 DESCRIPTION = "Throttling Tor Bandwidth Parasites (2012): figure 3, table 1, parameter sweep, anonymity analysis (figure 4)"
