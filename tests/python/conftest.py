@@ -29,34 +29,26 @@ def fake_run(
     still in progress at the end (half received)."""
     cols = {k: [] for k in ("seed", "client", "class", "size", "received", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error")}
     for cls, size, scale in classes:
-        for i in range(n, n + unfinished):
-            cols["seed"].append(seed)
-            cols["client"].append(f"{cls}{i % 3}")
-            cols["class"].append(cls)
-            cols["size"].append(size)
-            cols["received"].append(size // 2)
-            cols["start"].append(110.0 + i * 0.1)
-            cols["ttfb"].append(0.2)
-            cols["ttlb"].append(None)
-            cols["goodput"].append(None)
-            cols["circuit_build_time"].append(0.3)
-            cols["path"].append("guard1,middle1,exit1")
-            cols["error"].append(stats.UNFINISHED)
-        for i in range(n):
-            failed = i < errors
-            ttlb = None if failed else scale * (1 + i) / n + 0.01 * seed
-            cols["seed"].append(seed)
-            cols["client"].append(f"{cls}{i % 3}")
-            cols["class"].append(cls)
-            cols["size"].append(size)
-            cols["received"].append(size // 3 if failed else size)
-            cols["start"].append(10.0 + (n - i) * 0.5)
-            cols["ttfb"].append(None if failed else 0.1 + 0.01 * i)
-            cols["ttlb"].append(ttlb)
-            cols["goodput"].append(None if failed else size / ttlb)
-            cols["circuit_build_time"].append(0.3)
-            cols["path"].append("guard1,middle1,exit1")
-            cols["error"].append("timeout" if failed else None)
+        for i in range(n + unfinished):
+            failed, cut = i < errors, i >= n
+            done = not (failed or cut)
+            ttlb = scale * (1 + i) / n + 0.01 * seed if done else None
+            row = {
+                "seed": seed,
+                "client": f"{cls}{i % 3}",
+                "class": cls,
+                "size": size,
+                "received": size if done else size // 2 if cut else size // 3,
+                "start": 110.0 + i * 0.1 if cut else 10.0 + (n - i) * 0.5,
+                "ttfb": 0.2 if cut else None if failed else 0.1 + 0.01 * i,
+                "ttlb": ttlb,
+                "goodput": size / ttlb if done else None,
+                "circuit_build_time": 0.3,
+                "path": "guard1,middle1,exit1",
+                "error": stats.UNFINISHED if cut else "timeout" if failed else None,
+            }
+            for k, v in row.items():
+                cols[k].append(v)
     relays = {
         "seed": [seed] * 4,
         "relay": ["guard1", "exit1", "guard1", "exit1"],
