@@ -78,6 +78,7 @@ CONNECTIONS_SCHEMA = pa.schema(
         ("bytes_written", pa.int64()),
         ("bytes_read", pa.int64()),
         ("throttle_rate", pa.float64()),
+        ("bucket_empty_s", pa.float64()),
     ]
 )
 

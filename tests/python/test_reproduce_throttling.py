@@ -21,7 +21,7 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "figure4a.png", "figure4b.png", "figure4c.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "configs/medium-flag.toml"):
+              "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
     channels = pd.read_csv(quick / "channels.csv")
     assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
@@ -411,6 +411,14 @@ def test_thresh_timing_attack_keeps_only_guards_whose_rate_matched_at_every_thro
     res, bw = _thresh_fixture([])
     a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
     assert a["set_size"].tolist() == [3] and a["entropy_loss_bits"].iloc[0] == 0.0
+    # Without a flood only samples in which the throttle held the connection back count:
+    # the 30 KB/s sample never ran the bucket empty, so a and b both stay.
+    res, bw = _thresh_fixture([(0.0, 20000.0), (70.0, 30000.0)])
+    assert T.thresh_timing_attack(res, bw, warmup_s=0.0, observed=True).empty, "no bucket_empty_s recorded: no observed rows"
+    res.connections["bucket_empty_s"] = np.where(res.connections["interval_start"] == 0.0, 4.0, 0.0)
+    a = T.thresh_timing_attack(res, bw, warmup_s=0.0, observed=True)
+    assert a["attack"].tolist() == ["attack2-observed-timing"] and a["set_size"].tolist() == [2]
+    assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1) and not a["true_guard_excluded"].any()
 
 
 def test_per_minute_sums_bytes_and_averages_throttled_samples():
@@ -420,6 +428,9 @@ def test_per_minute_sums_bytes_and_averages_throttled_samples():
     assert m["interval_start"].tolist() == [0.0, 60.0]
     assert m["bytes_written"].tolist() == [6, 4]
     assert m["throttle_rate"].iloc[0] == 200.0 and math.isnan(m["throttle_rate"].iloc[1])
+    assert m["bucket_empty_s"].isna().all(), "results without the column: unknown, not zero"
+    c["bucket_empty_s"] = [0.0, 3.0, 4.0, 0.0]
+    assert T._per_minute(c)["bucket_empty_s"].tolist() == [7.0, 0.0]
 
 
 def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_guards_bandwidth():
@@ -458,6 +469,29 @@ def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute(
     assert a.loc["attack2-any", "set_size"] == 2, "g2's 11 KB/s minute keeps it"
     assert a.loc["attack2-any", "entropy_loss_bits"] == pytest.approx(math.log2(3) - 1)
     assert not a.loc["attack2-any", "true_guard_excluded"]
+
+
+def test_attack2_observed_learns_a_throttle_rate_only_where_it_held_the_connection_back():
+    # Split: guards at 10, 30 and 100 KB/s per connection; the target's connection (at g1,
+    # 10 KB/s) carries 20 KB in each of its busiest 10 s, spending burst tokens: its own
+    # traffic never shows the throttle. A flood would (attack2: g1 only); the circuit's
+    # traffic shows 2 KB/s peaks, below every guard (attack2-observed: no set, nothing
+    # learned). Once the bucket runs empty in every minute, both see 10 KB/s.
+    rates = {"g1": 10e3, "g2": 30e3, "g3": 100e3}
+    bw = {g: 1e6 for g in rates}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": 60.0 * m, "throttle_rate": r} for g, r in rates.items() for m in range(4)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": "g1", "client": "c", "class": "web", "interval_start": float(t), "bytes_written": 20_000, "bytes_read": 0,
+         "throttle_rate": 10e3, "bucket_empty_s": 0.0}
+        for t in range(0, 240, 10)
+    ])
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
+    assert a.loc["attack2-observed", "set_size"] == 0 and a.loc["attack2-observed", "entropy_loss_bits"] == 0.0
+    conns["bucket_empty_s"] = 5.0
+    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack2-observed", "set_size"] == 1 and not a.loc["attack2-observed", "true_guard_excluded"]
+    assert a.loc["attack2-observed-any", "entropy_loss_bits"] == pytest.approx(math.log2(3))
 
 
 def test_attack_targets_are_each_clients_main_guard_connection_with_two_active_minutes():

@@ -10,7 +10,7 @@ use onionlab_net::LatencyModel;
 use onionlab_tor::*;
 
 fn conn(chan: u32, written: u64) -> ClientConnection {
-    ClientConnection { chan, client: chan, bytes_read: 0, bytes_written: written, throttle: None }
+    ClientConnection { chan, client: chan, bytes_read: 0, bytes_written: written, throttle: None, bucket_empty_intervals: 0 }
 }
 
 fn state(now: SimTime, b: u64, n: usize, clients: &[ClientConnection]) -> GuardState<'_> {
@@ -191,6 +191,7 @@ fn run_threshold(p: &mut Threshold, secs: u64) -> Vec<ThrottleDecision> {
                 bytes_read: (i as u64 + 1) * KIB * s,
                 bytes_written: (i as u64 + 1) * 10 * KIB * s,
                 throttle: None,
+                bucket_empty_intervals: 0,
             })
             .collect();
         let d = p.tick(&state(t(s + 1), MIB, 12, &clients));
@@ -226,8 +227,8 @@ fn threshold_rate_of_a_throttled_kth_connection_holds_under_the_paper_and_halves
         let (mut written, mut rate, mut out) = (0u64, 100 * KIB, Vec::new());
         for s in 0..=40u64 {
             let clients = [
-                ClientConnection { chan: 0, client: 0, bytes_read: 0, bytes_written: 0, throttle: None },
-                ClientConnection { chan: 1, client: 1, bytes_read: 0, bytes_written: written, throttle: None },
+                ClientConnection { chan: 0, client: 0, bytes_read: 0, bytes_written: 0, throttle: None, bucket_empty_intervals: 0 },
+                ClientConnection { chan: 1, client: 1, bytes_read: 0, bytes_written: written, throttle: None, bucket_empty_intervals: 0 },
             ];
             for (chan, th) in p.tick(&state(t(s + 1), MIB, 2, &clients)) {
                 if chan == 1 {

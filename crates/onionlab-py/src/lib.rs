@@ -189,6 +189,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     column(py, &cl, "bytes_written", c.iter().map(|x| x.bytes_written).collect::<Vec<_>>())?;
     column(py, &cl, "bytes_read", c.iter().map(|x| x.bytes_read).collect::<Vec<_>>())?;
     column(py, &cl, "throttle_rate", c.iter().map(|x| x.throttle_rate).collect::<Vec<_>>())?;
+    column(py, &cl, "bucket_empty_s", c.iter().map(|x| x.bucket_empty_s).collect::<Vec<_>>())?;
 
     let ch = PyDict::new(py);
     let c = &out.channels;

@@ -69,6 +69,10 @@ pub struct ConnectionRow {
     /// The connection's throttle rate at the end of the interval, bytes/s; `None`:
     /// unthrottled.
     pub throttle_rate: Option<u64>,
+    /// Time in the interval that the throttle actually held the connection back: refills
+    /// at which its own read or write bucket was empty, times the refill interval. Zero
+    /// while a throttle rate sits above what the connection sends.
+    pub bucket_empty_s: f64,
 }
 
 /// One relay's end of a channel to another relay over one channel-metrics interval: the

@@ -118,7 +118,7 @@ pub fn run_inspected(
         clients.iter().zip(&names).map(|(&(n, g), name)| (n, (name.clone(), cfg.clients[g].name.clone()))).collect();
     // Byte counters at the last sample, per channel: a client that reconnects to a guard
     // (its old connection closed when idle) gets a new channel whose counters start at 0.
-    let mut conn_last: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut conn_last: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
     let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
     let name_of = |sim: &TorSim, n| sim.tor.node_name(n).to_string();
     // One download row, counted in its class's totals.
@@ -183,7 +183,7 @@ pub fn run_inspected(
                 let ci = cfg.experiment.connection_metrics_interval.expect("scheduled only when set");
                 for &r in &relays {
                     for c in sim.tor.client_connections(r) {
-                        let last = conn_last.insert(c.chan, (c.bytes_written, c.bytes_read)).unwrap_or((0, 0));
+                        let last = conn_last.insert(c.chan, (c.bytes_written, c.bytes_read, c.bucket_empty_intervals)).unwrap_or((0, 0, 0));
                         let (name, class) = client_info.get(&c.client).cloned().unwrap_or_default();
                         conn_rows.push(ConnectionRow {
                             seed,
@@ -194,6 +194,7 @@ pub fn run_inspected(
                             bytes_written: c.bytes_written.saturating_sub(last.0),
                             bytes_read: c.bytes_read.saturating_sub(last.1),
                             throttle_rate: c.throttle.map(|(rate, _)| rate),
+                            bucket_empty_s: c.bucket_empty_intervals.saturating_sub(last.2) as f64 * refill_s,
                         });
                     }
                 }

@@ -914,8 +914,13 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
             .find(|c| c.name == name)
             .is_none_or(|c| c.perconn.is_some() || c.throttling != ThrottlingConfig::None || c.tortoise.is_some())
     };
+    // A connection is held back by its own bucket only where there is one, and for at most
+    // one refill interval per refill in the sample.
+    let civ = cfg.experiment.connection_metrics_interval.map_or(0.0, |d| d.as_secs_f64());
     for c in &out.connections {
         prop_assert!(c.throttle_rate.is_none() || limits(&c.relay), "{c:?}");
+        prop_assert!(c.bucket_empty_s == 0.0 || limits(&c.relay), "{c:?}");
+        prop_assert!(c.bucket_empty_s >= 0.0 && c.bucket_empty_s <= civ + refill + eps, "{c:?}");
     }
 
     // Channel table: relay-to-relay ends only, present only when asked for; only open

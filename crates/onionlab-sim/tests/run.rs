@@ -136,6 +136,25 @@ fn throttling_is_deterministic_and_lowers_the_bulk_share() {
 }
 
 #[test]
+fn bucket_empty_time_shows_whether_a_throttle_binds() {
+    // Static throttling at 20 KiB/s with a 40 KiB burst: a bulk client (5 MiB back to back)
+    // spends its burst in about two seconds, and from then on its connection's bucket is
+    // empty at nearly every refill. 100 MiB/s is above anything a tiny client can send, so
+    // that throttle never binds; without throttling there is no bucket at all.
+    let tight = run(&tiny_with("{ kind = \"static\", rate = \"20 KiB/s\", burst = \"40 KiB\" }"), 1, None).unwrap();
+    let bulk_after_burst: Vec<_> = tight.connections.iter().filter(|c| c.class == "bulk" && c.interval_start >= 10.0).collect();
+    assert!(!bulk_after_burst.is_empty());
+    let empty: f64 = bulk_after_burst.iter().map(|c| c.bucket_empty_s).sum();
+    assert!(empty >= 0.8 * 10.0 * bulk_after_burst.len() as f64, "bulk held back {empty} s of {} intervals", bulk_after_burst.len());
+    assert!(tight.connections.iter().all(|c| c.bucket_empty_s <= 10.0 + 1e-9), "at most one refill per second of the interval");
+
+    let loose = run(&tiny_with("{ kind = \"static\", rate = \"100 MiB/s\", burst = \"100 MiB\" }"), 1, None).unwrap();
+    assert!(loose.connections.iter().all(|c| c.throttle_rate == Some(100 << 20) && c.bucket_empty_s == 0.0));
+    let vanilla = run(&tiny_with("\"none\""), 1, None).unwrap();
+    assert!(vanilla.connections.iter().all(|c| c.bucket_empty_s == 0.0));
+}
+
+#[test]
 fn the_connection_table_counts_every_byte_across_reconnections() {
     // Circuits dirty for 20 s and idle channels closed after 5 s: clients drop their guard
     // connections between downloads and open new ones to the same guards. Every payload

@@ -132,6 +132,11 @@ pub(crate) struct Channel {
     pub idle_since: onionlab_core::SimTime,
     /// How long it stays open without circuits (drawn when it opened).
     pub idle_timeout: onionlab_core::SimDuration,
+    /// Per end (`[initiator, acceptor]`): refills at which that end's per-connection read or
+    /// write bucket was empty, i.e. intervals in which its own throttle, not the relay's
+    /// bucket, held the connection back. Kept here, in the header's spare bytes, because only
+    /// the refill touches it.
+    pub conn_bucket_empty_intervals: [u32; 2],
     pub ends: [ChanEnd; 2],
 }
 

@@ -37,6 +37,10 @@ pub struct ClientConnection {
     pub bytes_written: u64,
     /// Current per-connection throttle (rate bytes/s, burst bytes), if any.
     pub throttle: Option<(u64, u64)>,
+    /// Refills so far at which the connection's own read or write bucket was empty: how
+    /// often its throttle actually held it back (a throttle above what the connection
+    /// sends never does).
+    pub bucket_empty_intervals: u64,
 }
 
 /// Any connection of this relay (to a relay or a client), as a hook sees it.

@@ -557,13 +557,15 @@ impl TorNetwork {
             if self.node_kind(peer) != NodeKind::Client {
                 continue;
             }
-            let end = &self.chans[chan as usize].ends[side_index(side)];
+            let ch = &self.chans[chan as usize];
+            let end = &ch.ends[side_index(side)];
             out.push(crate::hooks::ClientConnection {
                 chan,
                 client: peer,
                 bytes_read: end.bytes_read,
                 bytes_written: end.bytes_written,
                 throttle: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
+                bucket_empty_intervals: u64::from(ch.conn_bucket_empty_intervals[side_index(side)]),
             });
         }
         out
@@ -1038,7 +1040,17 @@ impl TorNetwork {
         }
         let client_end = self.nodes[a as usize].kind == NodeKind::Client || self.nodes[b as usize].kind == NodeKind::Client;
         let idle_timeout = self.cfg.idle_channel_timeout.map_or(SimDuration::ZERO, |t| t.draw(client_end, &mut self.idle_rng));
-        self.chans.push(Channel { conn, nodes: [a, b], open: false, closed: false, circuits: 0, idle_since: q.now(), idle_timeout, ends });
+        self.chans.push(Channel {
+            conn,
+            nodes: [a, b],
+            open: false,
+            closed: false,
+            circuits: 0,
+            idle_since: q.now(),
+            idle_timeout,
+            conn_bucket_empty_intervals: [0; 2],
+            ends,
+        });
         self.chan_by_pair.insert(key, id);
         self.set_role(conn, ConnRole::Channel(id));
         self.nodes[a as usize].chans.push((id, Side::Initiator));
@@ -1659,7 +1671,14 @@ impl TorNetwork {
         n.write_bucket.refill(iv);
         let chans = std::mem::take(&mut n.chans);
         for &(chan, side) in &chans {
-            let end = &mut self.chans[chan as usize].ends[side_index(side)];
+            let ch = &mut self.chans[chan as usize];
+            let si = side_index(side);
+            // The connection's own throttle held it back in this interval.
+            let empty = |b: &Option<TokenBucket>| b.as_ref().is_some_and(|b| b.tokens() == 0);
+            if empty(&ch.ends[si].conn_read) || empty(&ch.ends[si].conn_write) {
+                ch.conn_bucket_empty_intervals[si] = ch.conn_bucket_empty_intervals[si].saturating_add(1);
+            }
+            let end = &mut ch.ends[si];
             if let Some(b) = end.conn_read.as_mut() {
                 b.refill(iv);
             }

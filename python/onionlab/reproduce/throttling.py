@@ -660,8 +660,13 @@ def _per_minute(c: pd.DataFrame) -> pd.DataFrame:
     each minute"), whatever its sampling interval: bytes summed, the throttle rate the mean
     of the minute's throttled samples (missing if never throttled in the minute), and
     ``peak_rate``, the highest throughput over PEAK_STEP_S seconds (or one sample, if
-    samples are longer) in the minute (bytes/s): what the circuit carries while busy."""
+    samples are longer) in the minute (bytes/s): what the circuit carries while busy; and
+    ``bucket_empty_s``, the time in the minute the throttle held the connection back (NaN
+    for results recorded before that column existed)."""
     c = c.copy()
+    recorded = "bucket_empty_s" in c  # not in results from before the column existed
+    if not recorded:
+        c["bucket_empty_s"] = 0.0
     starts = np.unique(c["interval_start"].to_numpy())
     gaps = np.diff(starts)
     step = max(PEAK_STEP_S, float(gaps[gaps > 0].min()) if (gaps > 0).any() else 60.0)
@@ -669,9 +674,13 @@ def _per_minute(c: pd.DataFrame) -> pd.DataFrame:
     c["bin"] = (c["interval_start"] // step) * step
     c["sample_rate"] = c.groupby(keys + ["bin"], sort=False)["bytes_written"].transform("sum") / step
     c["interval_start"] = (c["interval_start"] // 60) * 60.0
-    return c.groupby(["seed", "relay", "client", "class", "interval_start"], as_index=False, sort=True).agg(
-        bytes_written=("bytes_written", "sum"), bytes_read=("bytes_read", "sum"), throttle_rate=("throttle_rate", "mean"), peak_rate=("sample_rate", "max")
+    m = c.groupby(["seed", "relay", "client", "class", "interval_start"], as_index=False, sort=True).agg(
+        bytes_written=("bytes_written", "sum"), bytes_read=("bytes_read", "sum"), throttle_rate=("throttle_rate", "mean"), peak_rate=("sample_rate", "max"),
+        bucket_empty_s=("bucket_empty_s", "sum"),
     )
+    if not recorded:
+        m["bucket_empty_s"] = np.nan
+    return m
 
 
 def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.DataFrame:
@@ -683,7 +692,13 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
     Rows ``attack1-any`` and ``attack2-any`` apply spec 7.4's variant rule to the same band:
     a guard stays if its rate in *any* minute lies in the band. The paper's "remove any guard
     whose throttle rate is outside a range" fits both readings when a guard's rate moves
-    over time (B/N does); the variant never drops a guard for a rate it actually had."""
+    over time (B/N does); the variant never drops a guard for a rate it actually had.
+
+    Rows ``attack2-observed`` (and ``-any``) estimate the target's throttle rate from its
+    own traffic only, as the paper's simulation did ("using the same data set as Attack
+    1"): the throttle rate counts only in minutes it held the connection back. ``attack2``
+    is the flood the paper describes, which reveals the rate whether or not it binds.
+    Results recorded before the connection table had ``bucket_empty_s`` have no such rows."""
     guards = sorted(relay_bw)
     gi = {name: i for i, name in enumerate(guards)}
     hmax = math.log2(len(guards))
@@ -701,7 +716,7 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
         rho_s = rho_by_seed.get(seed, np.full(len(guards), np.nan))
         known = ~np.isnan(rho_s)
         mins = [minutes.get((seed, name), np.empty(0)) for name in guards]
-        for client, cls, true_guard, bw, th, peak in target:
+        for client, cls, true_guard, bw, th, peak, held in target:
             # Attack 1: throughput. Attack 2: the rate a flood would reveal (Eq. 2): the
             # connection's throttle rate in minutes it is throttled; otherwise what the
             # circuit carries while busy (the minute's peak sample), since an unthrottled
@@ -711,7 +726,15 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
             lam = bw[bw > 0] / 60.0
             seen = (bw > 0) | ~np.isnan(th)
             est = np.where(np.isnan(th[seen]), peak[seen], th[seen])
-            for attack, x in (("attack1", lam), ("attack2", est)):
+            # Attack 2 as the paper simulated it, "using the same data set as Attack 1"
+            # (no flood): the circuit's own traffic shows its throttle rate (Eq. 2) only in
+            # minutes the throttle held it back (its bucket ran empty); otherwise it shows
+            # what the circuit carried while busy.
+            estimates = [("attack1", lam), ("attack2", est)]
+            if not np.isnan(held).any():
+                bound = (held[seen] > 0) & ~np.isnan(th[seen])
+                estimates.append(("attack2-observed", np.where(bound, th[seen], peak[seen])))
+            for attack, x in estimates:
                 mu, sd = float(np.mean(x)), float(np.std(x))
                 lo, hi = mu - sd, mu + sd
                 with np.errstate(invalid="ignore"):
@@ -743,7 +766,7 @@ def _band_targets(c: pd.DataFrame):
     """Targets of the band procedure (:func:`attacks`), from the per-minute connection
     table after the warm-up: each client whose main guard sent it bytes, on at least two
     active minutes. Yields (seed, list of (client, class, guard, bytes written, throttle
-    rate, peak rate)), the arrays in minute order."""
+    rate, peak rate, time held back by the throttle)), the arrays in minute order."""
     main = _main_guards(c)
     main = main[main["total"] > 0]
     mine = c.merge(main[["seed", "client", "relay"]], on=["seed", "client", "relay"], how="inner")
@@ -755,12 +778,13 @@ def _band_targets(c: pd.DataFrame):
         bw_all = cs["bytes_written"].to_numpy()
         th_all = cs["throttle_rate"].to_numpy(dtype=float)
         pk_all = cs["peak_rate"].to_numpy(dtype=float)
+        held_all = cs["bucket_empty_s"].to_numpy(dtype=float)
         cls_all, relay_all = cs["class"].to_numpy(), cs["relay"].to_numpy()
         for a, b in zip(np.r_[0, bounds], np.r_[bounds, len(cs)]):
             bw = bw_all[a:b]
             if int((bw > 0).sum()) < 2:
                 continue
-            out.append((client[a], cls_all[a], relay_all[a], bw, th_all[a:b], pk_all[a:b]))
+            out.append((client[a], cls_all[a], relay_all[a], bw, th_all[a:b], pk_all[a:b], held_all[a:b]))
         yield seed, out
 
 
@@ -772,8 +796,8 @@ def _timing_targets(cs: pd.DataFrame, warmup_s: float, gi: dict[str, int]):
     """Targets of the timing attacks, as in :func:`attacks`: each client's main guard
     connection (most bytes after the warm-up), if that guard is known and the connection
     was active in at least two minutes after the warm-up. Yields (client, class, guard,
-    the connection's rows: ``interval_start``, ``bytes_written``, ``throttle_rate``, all
-    samples), clients in order."""
+    the connection's rows: ``interval_start``, ``bytes_written``, ``throttle_rate`` and,
+    where recorded, ``bucket_empty_s``, all samples), clients in order."""
     after = cs[cs["interval_start"] >= warmup_s]
     main = _main_guards(after)
     main = main[(main["total"] > 0) & main["relay"].isin(gi)]
@@ -785,7 +809,7 @@ def _timing_targets(cs: pd.DataFrame, warmup_s: float, gi: dict[str, int]):
     first_class = cs.drop_duplicates("client").set_index("client")["class"]
     # Numeric columns only: taking rows of the Arrow-backed string columns costs more than
     # the attacks themselves.
-    numeric = cs[["interval_start", "bytes_written", "throttle_rate"]]
+    numeric = cs[[k for k in ("interval_start", "bytes_written", "throttle_rate", "bucket_empty_s") if k in cs]]
     for client, g in zip(keep["client"], keep["relay"]):
         yield client, first_class[client], g, numeric.iloc[rows_of[(client, g)]]
 
@@ -895,7 +919,7 @@ def _sample_step(starts: np.ndarray, default: float) -> float:
     return float(gaps[gaps > 0].min()) if (gaps > 0).any() else default
 
 
-def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01) -> pd.DataFrame:
+def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01, observed: bool = False) -> pd.DataFrame:
     """Attack 2 against threshold throttling by the *signature of its rate over time*
     (paper section 5.2: "once the circuit has been throttled, then any fluctuation in the
     throttling rate that separates out the guard nodes can be used to further narrow the
@@ -912,7 +936,15 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     Targets are those of :func:`attacks` (each client's main guard connection, at least two
     active minutes); a target never throttled leaves every guard in the set (loss 0).
 
-    Output rows as :func:`attacks`, attack ``attack2-timing``, algorithm ``thresh``."""
+    With ``observed``, the attacker has no flood, only the target's own traffic (as in
+    :func:`attacks`' ``attack2-observed``): a throttled sample shows its rate only if the
+    throttle held the connection back in it (``bucket_empty_s`` > 0).
+
+    Output rows as :func:`attacks`, attack ``attack2-timing`` (``attack2-observed-timing``
+    with ``observed``), algorithm ``thresh``."""
+    attack = "attack2-observed-timing" if observed else "attack2-timing"
+    if observed and "bucket_empty_s" not in res.connections:
+        return pd.DataFrame()
     guards = sorted(relay_bw)
     gi = {g: i for i, g in enumerate(guards)}
     hmax = math.log2(len(guards))
@@ -931,7 +963,7 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
         slack = int(math.ceil(slack_s))
         for client, cls, g, rows in _timing_targets(cs, warmup_s, gi):
             mine = rows[rows["interval_start"] >= warmup_s]
-            seen = mine[mine["throttle_rate"].notna()]
+            seen = mine[mine["throttle_rate"].notna() & (mine["bucket_empty_s"] > 0)] if observed else mine[mine["throttle_rate"].notna()]
             consistent = np.ones(len(guards), dtype=bool)
             for t, r in zip(np.rint(seen["interval_start"].to_numpy() + conn_step).astype(int), seen["throttle_rate"].to_numpy(dtype=float)):
                 window = rate[:, max(0, t - slack): min(nsec, t + slack + 1)]
@@ -942,7 +974,7 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
                 loss, excluded = hmax - math.log2(n), not consistent[gi[g]]
             else:
                 loss, excluded = 0.0, False
-            out.append({"seed": seed, "client": client, "class": cls, "attack": "attack2-timing", "algorithm": "thresh",
+            out.append({"seed": seed, "client": client, "class": cls, "attack": attack, "algorithm": "thresh",
                          "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
     return pd.DataFrame(out)
 
@@ -1287,10 +1319,15 @@ def main(out: Path, args) -> int:
     table1.to_csv(out / "table1.csv", index=False)
     figure3(results, out / "figure3.png")
 
+    flag_timing = flag_timing_attack(results[("medium", "flag")], relay_bw, chosen["flag"], warmup_s, TIMING_STEP_S)
     anon = pd.concat(
         [attacks(results[("medium", alg)], relay_bw, alg, warmup_s) for alg in ALGORITHMS]
-        + [flag_timing_attack(results[("medium", "flag")], relay_bw, chosen["flag"], warmup_s, TIMING_STEP_S),
-           thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s)],
+        + [flag_timing, thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s),
+           # Flagging's timing needs no flood: "this determination must be made after the
+           # fact to account for the burst bucket of the target circuit, but it can still be
+           # made precisely" (section 5.2). The same rows stand for the observed attack.
+           flag_timing.assign(attack="attack2-observed-timing"),
+           thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s, observed=True)],
         ignore_index=True,
     )
     anon.to_csv(out / "anonymity.csv", index=False)
@@ -1303,7 +1340,8 @@ def main(out: Path, args) -> int:
     ).round(3)
     state.to_csv(out / "throttle_state.csv", index=False)
     figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
-    figure4(anon, "attack2", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
+    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2, the circuit's own traffic)")
+    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed, bound or not")
     anon_summary = (
         anon.groupby(["attack", "algorithm"])
         .agg(clients=("client", "size"), mean_loss_bits=("entropy_loss_bits", "mean"), median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("true_guard_excluded", "mean"))
@@ -1326,7 +1364,7 @@ def main(out: Path, args) -> int:
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, channels.csv, throttle_state.csv, summary.json")
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, channels.csv, throttle_state.csv, summary.json")
     return 0
 
 
