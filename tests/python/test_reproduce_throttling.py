@@ -472,26 +472,29 @@ def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute(
 
 
 def test_attack2_observed_learns_a_throttle_rate_only_where_it_held_the_connection_back():
-    # Split: guards at 10, 30 and 100 KB/s per connection; the target's connection (at g1,
-    # 10 KB/s) carries 20 KB in each of its busiest 10 s, spending burst tokens: its own
-    # traffic never shows the throttle. A flood would (attack2: g1 only); the circuit's
-    # traffic shows 2 KB/s peaks, below every guard (attack2-observed: no set, nothing
-    # learned). Once the bucket runs empty in every minute, both see 10 KB/s.
-    rates = {"g1": 10e3, "g2": 30e3, "g3": 100e3}
+    # Split: guards at 5, 10, 30 and 100 KB/s per connection; the target's connection (at
+    # g1, 10 KB/s) carries 20 KB in each of its busiest 10 s in minutes 0-3, spending burst
+    # tokens, and nothing in minutes 4-5: its own traffic never shows the throttle. A flood
+    # would (attack2: g1 only); the circuit's traffic shows 2 KB/s peaks, below every guard
+    # (attack2-observed: no set, nothing learned). Once the bucket runs empty in every
+    # active minute, the traffic shows 10 KB/s: g1 only. The idle minutes show nothing; were
+    # they read as 0 B/s, the band would stretch to 2-11 KB/s and keep g0 too.
+    rates = {"g0": 5e3, "g1": 10e3, "g2": 30e3, "g3": 100e3}
     bw = {g: 1e6 for g in rates}
-    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": 60.0 * m, "throttle_rate": r} for g, r in rates.items() for m in range(4)])
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": 60.0 * m, "throttle_rate": r} for g, r in rates.items() for m in range(6)])
     conns = pd.DataFrame([
-        {"seed": 1, "relay": "g1", "client": "c", "class": "web", "interval_start": float(t), "bytes_written": 20_000, "bytes_read": 0,
-         "throttle_rate": 10e3, "bucket_empty_s": 0.0}
-        for t in range(0, 240, 10)
+        {"seed": 1, "relay": "g1", "client": "c", "class": "web", "interval_start": float(t), "bytes_written": 20_000 if t < 240 else 0,
+         "bytes_read": 0, "throttle_rate": 10e3, "bucket_empty_s": 0.0}
+        for t in range(0, 360, 10)
     ])
     a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
     assert a.loc["attack2-observed", "set_size"] == 0 and a.loc["attack2-observed", "entropy_loss_bits"] == 0.0
-    conns["bucket_empty_s"] = 5.0
+    conns["bucket_empty_s"] = np.where(conns["bytes_written"] > 0, 5.0, 0.0)
     a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2-observed", "set_size"] == 1 and not a.loc["attack2-observed", "true_guard_excluded"]
-    assert a.loc["attack2-observed-any", "entropy_loss_bits"] == pytest.approx(math.log2(3))
+    assert a.loc["attack2-observed", "entropy_loss_bits"] == pytest.approx(2.0)
+    assert a.loc["attack2-observed-any", "set_size"] == 1
 
 
 def test_attack_targets_are_each_clients_main_guard_connection_with_two_active_minutes():

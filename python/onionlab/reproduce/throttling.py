@@ -729,11 +729,12 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
             # Attack 2 as the paper simulated it, "using the same data set as Attack 1"
             # (no flood): the circuit's own traffic shows its throttle rate (Eq. 2) only in
             # minutes the throttle held it back (its bucket ran empty); otherwise it shows
-            # what the circuit carried while busy.
+            # what the circuit carried while busy, and a minute without traffic nothing.
             estimates = [("attack1", lam), ("attack2", est)]
             if not np.isnan(held).any():
-                bound = (held[seen] > 0) & ~np.isnan(th[seen])
-                estimates.append(("attack2-observed", np.where(bound, th[seen], peak[seen])))
+                bound = (held > 0) & ~np.isnan(th)
+                shown = (bw > 0) | bound
+                estimates.append(("attack2-observed", np.where(bound[shown], th[shown], peak[shown])))
             for attack, x in estimates:
                 mu, sd = float(np.mean(x)), float(np.std(x))
                 lo, hi = mu - sd, mu + sd
