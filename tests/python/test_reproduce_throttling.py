@@ -163,7 +163,7 @@ def test_choose_by_mean_rejects_a_fast_median_that_starves_the_throttled_clients
         ("flag", '{"flag_rate": "starve"}', 1, 1.0, 30.0), ("flag", '{"flag_rate": "starve"}', 2, 1.2, 32.0),
         ("flag", '{"flag_rate": "fair"}', 1, 2.0, 4.0), ("flag", '{"flag_rate": "fair"}', 2, 2.2, 4.4),
     ]
-    t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median", "web_ttlb_mean"])
+    t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median", "web_time_mean"])
     t["web_ttfb_median"] = 0.5
     assert T.choose(t)["flag"] == {"flag_rate": "starve"}
     assert T.choose(t, "median")["flag"] == {"flag_rate": "starve"}
@@ -194,6 +194,21 @@ def test_medians_reports_the_downloads_the_end_of_the_run_cut_short():
     m = T.medians(SimpleNamespace(downloads=d))
     assert m["web_ttlb_median"] == 2.0 and m["web_downloads"] == 3
     assert m["web_unfinished_pct"] == 25.0 and m["bulk_unfinished_pct"] == 100.0
+    assert math.isnan(m["web_time_mean"]), "without the run's end, no elapsed time"
+
+
+def test_web_time_mean_counts_cut_short_downloads_at_their_elapsed_time():
+    # Finished in 1, 2 and 3 s; one started at 590 s and still running at the end (600 s):
+    # it counts as 10 s, so the mean is 4 s, not the finished downloads' 2 s. The failed
+    # download and the bulk client's are left out.
+    d = pd.DataFrame({
+        "seed": [1] * 6, "class": ["web"] * 5 + ["bulk"], "start": [100.0, 200.0, 300.0, 590.0, 400.0, 10.0],
+        "ttfb": [0.5, 0.5, 0.5, 3.0, math.nan, 1.0], "ttlb": [1.0, 2.0, 3.0, math.nan, math.nan, math.nan],
+        "error": [None, None, None, stats.UNFINISHED, "timeout", stats.UNFINISHED],
+    })
+    m = T.medians(SimpleNamespace(downloads=d), end_s=600.0)
+    assert m["web_ttlb_mean"] == 2.0 and m["web_time_mean"] == 4.0
+    assert T.web_time_mean(d[d.index != 3], 600.0) == 2.0, "nothing cut short: the mean over finished downloads"
 
 
 def test_the_sweep_is_spec_9s_ranges_and_grid_replaces_one_axis():
