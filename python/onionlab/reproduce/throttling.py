@@ -454,7 +454,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--criterion", choices=tuple(SWEEP_CRITERIA),
         help="what the sweep minimises, per seed then averaged over seeds: the median web download time (default, the "
-        "paper's) or the mean, which counts in full the slow downloads of clients a setting starves",
+        "paper's) or the mean, which counts in full the slow downloads of clients a setting starves, and those the run's "
+        "end cuts short at the time they had run",
     )
     p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
     p.add_argument(
