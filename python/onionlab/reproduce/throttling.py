@@ -1357,8 +1357,8 @@ def main(out: Path, args) -> int:
     ).round(3)
     state.to_csv(out / "throttle_state.csv", index=False)
     figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
-    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2, the circuit's own traffic)")
-    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed, bound or not")
+    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
+    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed")
     anon_summary = (
         anon.groupby(["attack", "algorithm"])
         .agg(clients=("client", "size"), mean_loss_bits=("entropy_loss_bits", "mean"), median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("true_guard_excluded", "mean"))
