@@ -429,9 +429,12 @@ def test_thresh_timing_attack_keeps_only_guards_whose_rate_matched_at_every_thro
     # Without a flood only samples in which the throttle held the connection back count:
     # the 30 KB/s sample never ran the bucket empty, so a and b both stay.
     res, bw = _thresh_fixture([(0.0, 20000.0), (70.0, 30000.0)])
-    assert T.thresh_timing_attack(res, bw, warmup_s=0.0, observed=True).empty, "no bucket_empty_s recorded: no observed rows"
+    assert T.thresh_timing_attack(res, bw, warmup_s=0.0)["attack"].tolist() == ["attack2-timing"], "no bucket_empty_s recorded: no observed rows"
     res.connections["bucket_empty_s"] = np.where(res.connections["interval_start"] == 0.0, 4.0, 0.0)
-    a = T.thresh_timing_attack(res, bw, warmup_s=0.0, observed=True)
+    both = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    assert both["attack"].tolist() == ["attack2-timing", "attack2-observed-timing"]
+    assert both["set_size"].iloc[0] == 1, "with a flood, as above"
+    a = both[both["attack"] == "attack2-observed-timing"]
     assert a["attack"].tolist() == ["attack2-observed-timing"] and a["set_size"].tolist() == [2]
     assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1) and not a["true_guard_excluded"].any()
 

@@ -680,9 +680,6 @@ def _per_minute(c: pd.DataFrame) -> pd.DataFrame:
     ``bucket_empty_s``, the time in the minute the throttle held the connection back (NaN
     for results recorded before that column existed)."""
     c = c.copy()
-    recorded = "bucket_empty_s" in c  # not in results from before the column existed
-    if not recorded:
-        c["bucket_empty_s"] = 0.0
     starts = np.unique(c["interval_start"].to_numpy())
     gaps = np.diff(starts)
     step = max(PEAK_STEP_S, float(gaps[gaps > 0].min()) if (gaps > 0).any() else 60.0)
@@ -690,11 +687,11 @@ def _per_minute(c: pd.DataFrame) -> pd.DataFrame:
     c["bin"] = (c["interval_start"] // step) * step
     c["sample_rate"] = c.groupby(keys + ["bin"], sort=False)["bytes_written"].transform("sum") / step
     c["interval_start"] = (c["interval_start"] // 60) * 60.0
-    m = c.groupby(["seed", "relay", "client", "class", "interval_start"], as_index=False, sort=True).agg(
-        bytes_written=("bytes_written", "sum"), bytes_read=("bytes_read", "sum"), throttle_rate=("throttle_rate", "mean"), peak_rate=("sample_rate", "max"),
-        bucket_empty_s=("bucket_empty_s", "sum"),
-    )
-    if not recorded:
+    sums = {"bytes_written": ("bytes_written", "sum"), "bytes_read": ("bytes_read", "sum"), "throttle_rate": ("throttle_rate", "mean"), "peak_rate": ("sample_rate", "max")}
+    if "bucket_empty_s" in c:  # not in results from before the column existed
+        sums["bucket_empty_s"] = ("bucket_empty_s", "sum")
+    m = c.groupby(["seed", "relay", "client", "class", "interval_start"], as_index=False, sort=True).agg(**sums)
+    if "bucket_empty_s" not in m:
         m["bucket_empty_s"] = np.nan
     return m
 
@@ -936,7 +933,7 @@ def _sample_step(starts: np.ndarray, default: float) -> float:
     return float(gaps[gaps > 0].min()) if (gaps > 0).any() else default
 
 
-def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01, observed: bool = False) -> pd.DataFrame:
+def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01) -> pd.DataFrame:
     """Attack 2 against threshold throttling by the *signature of its rate over time*
     (paper section 5.2: "once the circuit has been throttled, then any fluctuation in the
     throttling rate that separates out the guard nodes can be used to further narrow the
@@ -953,18 +950,17 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     Targets are those of :func:`attacks` (each client's main guard connection, at least two
     active minutes); a target never throttled leaves every guard in the set (loss 0).
 
-    With ``observed``, the attacker has no flood, only the target's own traffic (as in
-    :func:`attacks`' ``attack2-observed``): a throttled sample shows its rate only if the
-    throttle held the connection back in it (``bucket_empty_s`` > 0).
+    Rows ``attack2-observed-timing`` give the same attack without a flood, from the
+    target's own traffic only (as in :func:`attacks`' ``attack2-observed``): a throttled
+    sample shows its rate only if the throttle held the connection back in it
+    (``bucket_empty_s`` > 0). Results recorded before that column existed have no such rows.
 
-    Output rows as :func:`attacks`, attack ``attack2-timing`` (``attack2-observed-timing``
-    with ``observed``), algorithm ``thresh``."""
-    attack = "attack2-observed-timing" if observed else "attack2-timing"
-    if observed and "bucket_empty_s" not in res.connections:
-        return pd.DataFrame()
+    Output rows as :func:`attacks`, attacks ``attack2-timing`` and
+    ``attack2-observed-timing``, algorithm ``thresh``."""
     guards = sorted(relay_bw)
     gi = {g: i for i, g in enumerate(guards)}
     hmax = math.log2(len(guards))
+    recorded = "bucket_empty_s" in res.connections
     out = []
     for seed, cs in res.connections.groupby("seed", sort=True):
         rs = res.relays[(res.relays["seed"] == seed) & res.relays["relay"].isin(gi)]
@@ -980,19 +976,25 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
         slack = int(math.ceil(slack_s))
         for client, cls, g, rows in _timing_targets(cs, warmup_s, gi):
             mine = rows[rows["interval_start"] >= warmup_s]
-            seen = mine[mine["throttle_rate"].notna() & (mine["bucket_empty_s"] > 0)] if observed else mine[mine["throttle_rate"].notna()]
-            consistent = np.ones(len(guards), dtype=bool)
-            for t, r in zip(np.rint(seen["interval_start"].to_numpy() + conn_step).astype(int), seen["throttle_rate"].to_numpy(dtype=float)):
+            seen = mine[mine["throttle_rate"].notna()]
+            # matches[k, g]: guard g's rate matched the target's at throttled sample k.
+            matches = np.ones((len(seen), len(guards)), dtype=bool)
+            for k, (t, r) in enumerate(zip(np.rint(seen["interval_start"].to_numpy() + conn_step).astype(int), seen["throttle_rate"].to_numpy(dtype=float))):
                 window = rate[:, max(0, t - slack): min(nsec, t + slack + 1)]
                 with np.errstate(invalid="ignore"):
-                    consistent &= (np.abs(window - r) <= rel_tol * r).any(axis=1)
-            n = int(consistent.sum())
-            if n:
-                loss, excluded = hmax - math.log2(n), not consistent[gi[g]]
-            else:
-                loss, excluded = 0.0, False
-            out.append({"seed": seed, "client": client, "class": cls, "attack": attack, "algorithm": "thresh",
-                         "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
+                    matches[k] = (np.abs(window - r) <= rel_tol * r).any(axis=1)
+            variants = [("attack2-timing", matches)]
+            if recorded:
+                variants.append(("attack2-observed-timing", matches[seen["bucket_empty_s"].to_numpy() > 0]))
+            for attack, m in variants:
+                consistent = m.all(axis=0)
+                n = int(consistent.sum())
+                if n:
+                    loss, excluded = hmax - math.log2(n), not consistent[gi[g]]
+                else:
+                    loss, excluded = 0.0, False
+                out.append({"seed": seed, "client": client, "class": cls, "attack": attack, "algorithm": "thresh",
+                             "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
     return pd.DataFrame(out)
 
 
@@ -1343,8 +1345,7 @@ def main(out: Path, args) -> int:
            # Flagging's timing needs no flood: "this determination must be made after the
            # fact to account for the burst bucket of the target circuit, but it can still be
            # made precisely" (section 5.2). The same rows stand for the observed attack.
-           flag_timing.assign(attack="attack2-observed-timing"),
-           thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s, observed=True)],
+           flag_timing.assign(attack="attack2-observed-timing")],
         ignore_index=True,
     )
     anon.to_csv(out / "anonymity.csv", index=False)
