@@ -21,7 +21,6 @@ import lzma
 import gzip
 import ipaddress
 import math
-import os
 import re
 import shutil
 import tarfile

@@ -12,6 +12,7 @@ import pytest
 from onionlab.cli import main
 from onionlab.config import tomllib
 from onionlab.reproduce import throttling as T
+from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, check_relay_sample, relay_sample_text
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSENSUS = ROOT / "data" / "consensus" / "NetworkConsensus_1-12-10.txt"
@@ -37,13 +38,13 @@ def shipped_samples() -> dict[int, Path]:
 
 
 def test_the_tool_regenerates_the_built_in_sample_and_every_shipped_one():
-    assert derive() == T.BUILTIN_RELAYS.read_text()
+    assert derive() == BUILTIN_RELAYS.read_text()
     for seed, path in shipped_samples().items():
         assert derive("--seed", str(seed)) == path.read_text(), path.name
 
 
 def test_a_seeded_sample_keeps_the_flag_proportions_but_picks_other_relays():
-    mid = tomllib.loads(T.BUILTIN_RELAYS.read_text())["relays"]
+    mid = tomllib.loads(BUILTIN_RELAYS.read_text())["relays"]
     for seed, path in shipped_samples().items():
         other = tomllib.loads(path.read_text())["relays"]
         assert len(other) == 50
@@ -65,7 +66,7 @@ def parsed_args(*argv: str):
 
 def test_a_shipped_sample_passes_the_check():
     path = str(SAMPLES / "throttling-2010-seed5.toml")
-    relays = T.check_relay_sample(T.relay_sample_text(path), parsed_args("--relays", path))
+    relays = check_relay_sample(relay_sample_text(path), parsed_args("--relays", path))
     assert len(relays) == 50 and any("Guard" in r["flags"] for r in relays)
 
 

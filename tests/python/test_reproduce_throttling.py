@@ -142,6 +142,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from onionlab.reproduce import throttling as T
+from onionlab.reproduce.throttling.anonymity import _per_minute, _timing_targets, attacks, flag_timing_attack, thresh_timing_attack
+from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
+from onionlab.reproduce.throttling.metrics import busiest_channels, medians, throttle_state, web_time_mean
+from onionlab.reproduce.throttling.sweep import _sweep_grid, choose, edge_choices, grid_overrides, sweep_axes, sweep_settings
 
 
 def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
@@ -153,7 +157,7 @@ def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
     ]
     t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median"])
     t["web_ttfb_median"] = 1.0
-    assert T.choose(t) == {"vanilla": {}, "static": {"rate": "b"}, "split": {}}
+    assert choose(t) == {"vanilla": {}, "static": {"rate": "b"}, "split": {}}
 
 
 def test_choose_by_mean_rejects_a_fast_median_that_starves_the_throttled_clients():
@@ -165,11 +169,11 @@ def test_choose_by_mean_rejects_a_fast_median_that_starves_the_throttled_clients
     ]
     t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median", "web_time_mean"])
     t["web_ttfb_median"] = 0.5
-    assert T.choose(t)["flag"] == {"flag_rate": "starve"}
-    assert T.choose(t, "median")["flag"] == {"flag_rate": "starve"}
-    assert T.choose(t, "mean")["flag"] == {"flag_rate": "fair"}
+    assert choose(t)["flag"] == {"flag_rate": "starve"}
+    assert choose(t, "median")["flag"] == {"flag_rate": "starve"}
+    assert choose(t, "mean")["flag"] == {"flag_rate": "fair"}
     with pytest.raises(ValueError, match="--criterion: 'p90' is not one of median, mean"):
-        T.choose(t, "p90")
+        choose(t, "p90")
 
 
 def test_medians_reports_the_mean_over_finished_web_downloads_only():
@@ -178,7 +182,7 @@ def test_medians_reports_the_mean_over_finished_web_downloads_only():
         "ttfb": [0.5, 0.5, 0.5, 1.0, 0.5], "ttlb": [1.0, 2.0, 9.0, 50.0, 100.0], "error": [None, None, None, None, None],
     })
     d.loc[len(d)] = {"seed": 1, "class": "web", "ttfb": math.nan, "ttlb": math.nan, "error": "timeout"}
-    m = T.medians(SimpleNamespace(downloads=d), seed=1)
+    m = medians(SimpleNamespace(downloads=d), seed=1)
     assert m["web_ttlb_median"] == 2.0 and m["web_ttlb_mean"] == 4.0 and m["web_downloads"] == 3
     assert m["web_unfinished_pct"] == 0.0 and m["bulk_unfinished_pct"] == 0.0
 
@@ -191,7 +195,7 @@ def test_medians_reports_the_downloads_the_end_of_the_run_cut_short():
         "ttfb": [0.5, 0.5, 0.5, 3.0, 1.0], "ttlb": [1.0, 2.0, 3.0, math.nan, math.nan],
         "error": [None, None, None, stats.UNFINISHED, stats.UNFINISHED],
     })
-    m = T.medians(SimpleNamespace(downloads=d))
+    m = medians(SimpleNamespace(downloads=d))
     assert m["web_ttlb_median"] == 2.0 and m["web_downloads"] == 3
     assert m["web_unfinished_pct"] == 25.0 and m["bulk_unfinished_pct"] == 100.0
     assert math.isnan(m["web_time_mean"]), "without the run's end, no elapsed time"
@@ -206,17 +210,17 @@ def test_web_time_mean_counts_cut_short_downloads_at_their_elapsed_time():
         "ttfb": [0.5, 0.5, 0.5, 3.0, math.nan, 1.0], "ttlb": [1.0, 2.0, 3.0, math.nan, math.nan, math.nan],
         "error": [None, None, None, stats.UNFINISHED, "timeout", stats.UNFINISHED],
     })
-    m = T.medians(SimpleNamespace(downloads=d), end_s=600.0)
+    m = medians(SimpleNamespace(downloads=d), end_s=600.0)
     assert m["web_ttlb_mean"] == 2.0 and m["web_time_mean"] == 4.0
-    assert T.web_time_mean(d[d.index != 3], 600.0) == 2.0, "nothing cut short: the mean over finished downloads"
+    assert web_time_mean(d[d.index != 3], 600.0) == 2.0, "nothing cut short: the mean over finished downloads"
 
 
 def test_the_sweep_is_spec_9s_ranges_and_grid_replaces_one_axis():
-    g = T._sweep_grid(False)
+    g = _sweep_grid(False)
     assert {a: len(p) for a, p in g.items()} == {"vanilla": 1, "static": 5, "split": 1, "flag": 27, "thresh": 27}
     assert g["thresh"][0] == {"fraction": 0.05, "refresh": "10 s", "floor": "5 KiB/s"}
     assert g["thresh"][-1] == {"fraction": 0.2, "refresh": "60 s", "floor": "50 KiB/s"}
-    wide = T._sweep_grid(False, T.grid_overrides(["thresh.fraction=0.05,0.1,0.2,0.4", "flag.flag_rate=2 KiB/s,5 KiB/s"]))
+    wide = _sweep_grid(False, grid_overrides(["thresh.fraction=0.05,0.1,0.2,0.4", "flag.flag_rate=2 KiB/s,5 KiB/s"]))
     assert len(wide["thresh"]) == 4 * 3 * 3 and len(wide["flag"]) == 2 * 3 * 3
     assert {p["fraction"] for p in wide["thresh"]} == {0.05, 0.1, 0.2, 0.4}
     assert {p["flag_rate"] for p in wide["flag"]} == {"2 KiB/s", "5 KiB/s"}
@@ -237,24 +241,24 @@ def test_the_sweep_is_spec_9s_ranges_and_grid_replaces_one_axis():
 ])
 def test_grid_rejects_bad_input_naming_the_argument(arg, message):
     with pytest.raises(ValueError) as e:
-        T.grid_overrides([arg])
+        grid_overrides([arg])
     assert f"--grid {arg!r}" in str(e.value) and message in str(e.value)
 
 
 def test_grid_rejects_one_axis_given_twice():
     with pytest.raises(ValueError, match="thresh.fraction is given twice"):
-        T.grid_overrides(["thresh.fraction=0.1", "thresh.fraction=0.2"])
+        grid_overrides(["thresh.fraction=0.1", "thresh.fraction=0.2"])
 
 
 def test_edge_choices_names_chosen_values_at_either_end_of_an_axis_of_three_or_more():
-    axes = T.sweep_axes(False, T.grid_overrides(["static.rate=10 KiB/s,20 KiB/s"]))
+    axes = sweep_axes(False, grid_overrides(["static.rate=10 KiB/s,20 KiB/s"]))
     chosen = {
         "vanilla": {}, "split": {},
         "static": {"rate": "10 KiB/s"},  # an edge, but of a two-value axis: not named
         "flag": {"flag_rate": "5 KiB/s", "penalty": 0.25, "halflife": "90 s"},
         "thresh": {"fraction": 0.1, "refresh": "30 s", "floor": "20 KiB/s"},
     }
-    rows = T.edge_choices(axes, chosen)
+    rows = edge_choices(axes, chosen)
     assert [(r["algorithm"], r["parameter"], r["value"], r["edge"]) for r in rows] == [
         ("flag", "flag_rate", "5 KiB/s", "smallest"), ("flag", "halflife", "90 s", "largest"),
     ]
@@ -266,17 +270,17 @@ def test_sweep_settings_default_to_the_main_runs_and_can_be_overridden():
 
     p = argparse.ArgumentParser()
     T.add_arguments(p)
-    assert T.sweep_settings(p.parse_args([])) == ("20 min", "4 min")
-    assert T.sweep_settings(p.parse_args(["--duration", "30 min", "--warmup", "5 min"])) == ("30 min", "5 min")
-    assert T.sweep_settings(p.parse_args(["--sweep-duration", "10 min", "--sweep-warmup", "2 min"])) == ("10 min", "2 min")
+    assert sweep_settings(p.parse_args([])) == ("20 min", "4 min")
+    assert sweep_settings(p.parse_args(["--duration", "30 min", "--warmup", "5 min"])) == ("30 min", "5 min")
+    assert sweep_settings(p.parse_args(["--sweep-duration", "10 min", "--sweep-warmup", "2 min"])) == ("10 min", "2 min")
 
 
 def test_all_guards_flags_every_relay_and_changes_nothing_else():
     from onionlab.config import tomllib
 
-    src = (Path(T.__file__).with_name("data") / "throttling-relays.toml").read_text()
+    src = BUILTIN_RELAYS.read_text()
     before = tomllib.loads(src)["relays"]
-    after = tomllib.loads(T.all_guards(src))["relays"]
+    after = tomllib.loads(all_guards(src))["relays"]
     assert sum("Guard" in r["flags"] for r in before) == 14
     assert len(after) == len(before) == 50
     for b, a in zip(before, after):
@@ -288,8 +292,8 @@ def test_all_guards_flags_every_relay_and_changes_nothing_else():
 def test_scale_capacity_multiplies_every_relays_bandwidth_and_nothing_else():
     from onionlab._core import parse_byte_rate
 
-    text = T.relay_sample_text(None)
-    scaled = T.scale_capacity(text, 4)
+    text = relay_sample_text(None)
+    scaled = scale_capacity(text, 4)
     first, *after = scaled.splitlines()
     assert first == "# Every bandwidth multiplied by 4 (--capacity-scale)."
     before = text.splitlines()
@@ -300,9 +304,9 @@ def test_scale_capacity_multiplies_every_relays_bandwidth_and_nothing_else():
         assert parse_byte_rate(b.split('"')[1]) == 4 * parse_byte_rate(a.split('"')[1])
     assert "consensus_weight = 12900" in scaled, "weights are relative: left as they are"
     with pytest.raises(ValueError, match="--capacity-scale: the relay sample has no bandwidth lines"):
-        T.scale_capacity("[[relays]]\nname = 'a'\n", 2)
+        scale_capacity("[[relays]]\nname = 'a'\n", 2)
     with pytest.raises(ValueError, match="--capacity-scale: relay bandwidth 'fast'"):
-        T.scale_capacity('bandwidth = "fast"\n', 2)
+        scale_capacity('bandwidth = "fast"\n', 2)
 
 
 def test_think_median_replaces_the_median_and_keeps_the_shape():
@@ -310,43 +314,42 @@ def test_think_median_replaces_the_median_and_keeps_the_shape():
 
     p = argparse.ArgumentParser()
     T.add_arguments(p)
-    default = T.client_settings(p.parse_args([]))["think"]
-    assert default == T.THINK["heavy"] == '{ dist = "lognormal", median = "8 s", sigma = 2.0 }'
-    assert T.client_settings(p.parse_args(["--think-median", "2 s"]))["think"] == '{ dist = "lognormal", median = "2 s", sigma = 2.0 }'
-    assert T.client_settings(p.parse_args(["--think", "smooth", "--think-median", "5 s"]))["think"] == '{ dist = "lognormal", median = "5 s", sigma = 1.25 }'
+    default = client_settings(p.parse_args([]))["think"]
+    assert default == THINK["heavy"] == '{ dist = "lognormal", median = "8 s", sigma = 2.0 }'
+    assert client_settings(p.parse_args(["--think-median", "2 s"]))["think"] == '{ dist = "lognormal", median = "2 s", sigma = 2.0 }'
+    assert client_settings(p.parse_args(["--think", "smooth", "--think-median", "5 s"]))["think"] == '{ dist = "lognormal", median = "5 s", sigma = 1.25 }'
 
 
 def test_config_text_sets_the_entry_guards_per_client():
     from onionlab.config import tomllib
 
-    text = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", entry_guards=1)
+    text = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", entry_guards=1)
     assert tomllib.loads(text)["tor"]["num_entry_guards"] == 1
 
 
 def test_config_text_turns_predicted_circuits_on_only_when_asked():
     from onionlab.config import tomllib
 
-    off = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml")
-    on = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", predicted_circuits=True)
+    off = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml")
+    on = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", predicted_circuits=True)
     assert "predicted_circuits" not in tomllib.loads(off)["tor"]
     assert tomllib.loads(on)["tor"]["predicted_circuits"] is True
-    vegas = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", congestion_control="vegas")
+    vegas = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", congestion_control="vegas")
     assert tomllib.loads(vegas)["tor"]["congestion_control"] == "vegas"
     assert "congestion_control" not in tomllib.loads(off)["tor"]
-    cellq = T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", cellq=(256, 64))
+    cellq = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", cellq=(256, 64))
     assert (tomllib.loads(cellq)["tor"]["cellq_high"], tomllib.loads(cellq)["tor"]["cellq_low"]) == (256, 64)
     assert "cellq_high" not in tomllib.loads(off)["tor"]
-    cbt = tomllib.loads(T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", cbt_learning=True))["tor"]
+    cbt = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", cbt_learning=True))["tor"]
     assert cbt["predicted_circuits"] is True, "test circuits come with predicted circuits"
     assert cbt["cbt_learning"] == {"test_frequency": "60 s", "max_clean": 12}, "tor 0.2.2's test circuits, not today's"
 
 
 def test_config_text_computes_bandwidth_weights_only_when_asked():
     from onionlab.config import tomllib
-    from onionlab.reproduce import throttling as T
 
-    off = tomllib.loads(T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml"))
-    on = tomllib.loads(T.config_text("x", 50, T.mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", weights="computed"))
+    off = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml"))
+    on = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", weights="computed"))
     assert "bandwidth_weights" not in off["network"]
     assert on["network"]["bandwidth_weights"] == "computed"
     assert {k: v for k, v in on["network"].items() if k != "bandwidth_weights"} == off["network"]
@@ -383,14 +386,14 @@ def test_flag_timing_attack_keeps_only_guards_that_would_have_flagged_when_the_t
     # A steady 5 KB/s connection flagged within the first seconds: guards a and b
     # (fair shares 1 and 2 KB/s) flag it at once; c (100 KB/s) never would.
     res, bw = _timing_fixture(5000.0, flagged_from=10.0)
-    a = T.flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
+    a = flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
     assert a["set_size"].tolist() == [2]
     assert not a["true_guard_excluded"].any()
     assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1)
     # The same connection never flagged: only c is consistent ("should have resulted in a
     # throttling but did not"), and the true guard a is wrongly excluded.
     res, bw = _timing_fixture(5000.0, flagged_from=None)
-    a = T.flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
+    a = flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
     assert a["set_size"].tolist() == [1]
     assert a["true_guard_excluded"].all()
 
@@ -414,24 +417,24 @@ def _thresh_fixture(observed: list[tuple[float, float]], duration: int = 120):
 def test_thresh_timing_attack_keeps_only_guards_whose_rate_matched_at_every_throttled_sample():
     # Throttled at 20 KB/s in the first minute: a and b both had that rate.
     res, bw = _thresh_fixture([(0.0, 20000.0), (30.0, 20000.0)])
-    a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    a = thresh_timing_attack(res, bw, warmup_s=0.0)
     assert a["set_size"].tolist() == [2] and not a["true_guard_excluded"].any()
     assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1)
     # Then at 30 KB/s after a's rate changed: only a fits both.
     res, bw = _thresh_fixture([(0.0, 20000.0), (70.0, 30000.0)])
-    a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    a = thresh_timing_attack(res, bw, warmup_s=0.0)
     assert a["set_size"].tolist() == [1] and not a["true_guard_excluded"].any()
     assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3))
     # Never throttled: the attack learns nothing.
     res, bw = _thresh_fixture([])
-    a = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    a = thresh_timing_attack(res, bw, warmup_s=0.0)
     assert a["set_size"].tolist() == [3] and a["entropy_loss_bits"].iloc[0] == 0.0
     # Without a flood only samples in which the throttle held the connection back count:
     # the 30 KB/s sample never ran the bucket empty, so a and b both stay.
     res, bw = _thresh_fixture([(0.0, 20000.0), (70.0, 30000.0)])
-    assert T.thresh_timing_attack(res, bw, warmup_s=0.0)["attack"].tolist() == ["attack2-timing"], "no bucket_empty_s recorded: no observed rows"
+    assert thresh_timing_attack(res, bw, warmup_s=0.0)["attack"].tolist() == ["attack2-timing"], "no bucket_empty_s recorded: no observed rows"
     res.connections["bucket_empty_s"] = np.where(res.connections["interval_start"] == 0.0, 4.0, 0.0)
-    both = T.thresh_timing_attack(res, bw, warmup_s=0.0)
+    both = thresh_timing_attack(res, bw, warmup_s=0.0)
     assert both["attack"].tolist() == ["attack2-timing", "attack2-observed-timing"]
     assert both["set_size"].iloc[0] == 1, "with a flood, as above"
     a = both[both["attack"] == "attack2-observed-timing"]
@@ -442,13 +445,13 @@ def test_thresh_timing_attack_keeps_only_guards_whose_rate_matched_at_every_thro
 def test_per_minute_sums_bytes_and_averages_throttled_samples():
     c = pd.DataFrame({"seed": 1, "relay": "g", "client": "x", "class": "web", "interval_start": [0.0, 10.0, 50.0, 60.0],
                       "bytes_written": [1, 2, 3, 4], "bytes_read": 0, "throttle_rate": [np.nan, 100.0, 300.0, np.nan]})
-    m = T._per_minute(c)
+    m = _per_minute(c)
     assert m["interval_start"].tolist() == [0.0, 60.0]
     assert m["bytes_written"].tolist() == [6, 4]
     assert m["throttle_rate"].iloc[0] == 200.0 and math.isnan(m["throttle_rate"].iloc[1])
     assert m["bucket_empty_s"].isna().all(), "results without the column: unknown, not zero"
     c["bucket_empty_s"] = [0.0, 3.0, 4.0, 0.0]
-    assert T._per_minute(c)["bucket_empty_s"].tolist() == [7.0, 0.0]
+    assert _per_minute(c)["bucket_empty_s"].tolist() == [7.0, 0.0]
 
 
 def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_guards_bandwidth():
@@ -461,11 +464,11 @@ def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_gua
          "bytes_written": int(1e6) if (t // 10) % 2 == 0 else 0, "bytes_read": 0, "throttle_rate": np.nan}
         for t in range(0, 600, 10)
     ])
-    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and a.loc["attack2", "true_guard_excluded"], "the flood sees 100 KB/s: the slow guard"
     # Throttled minutes reveal the throttle rate instead.
     conns["throttle_rate"] = 1e6
-    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
 
 
@@ -481,7 +484,7 @@ def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute(
          "bytes_written": 1000, "bytes_read": 0, "throttle_rate": rates["g1"][t // 60]}
         for t in range(0, 240, 10)
     ])
-    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1, "by the mean rule only g1 is left"
     assert a.loc["attack2", "entropy_loss_bits"] == pytest.approx(math.log2(3))
     assert a.loc["attack2-any", "set_size"] == 2, "g2's 11 KB/s minute keeps it"
@@ -505,11 +508,11 @@ def test_attack2_observed_learns_a_throttle_rate_only_where_it_held_the_connecti
          "bytes_read": 0, "throttle_rate": 10e3, "bucket_empty_s": 0.0}
         for t in range(0, 360, 10)
     ])
-    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
     assert a.loc["attack2-observed", "set_size"] == 0 and a.loc["attack2-observed", "entropy_loss_bits"] == 0.0
     conns["bucket_empty_s"] = np.where(conns["bytes_written"] > 0, 5.0, 0.0)
-    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2-observed", "set_size"] == 1 and not a.loc["attack2-observed", "true_guard_excluded"]
     assert a.loc["attack2-observed", "entropy_loss_bits"] == pytest.approx(2.0)
     assert a.loc["attack2-observed-any", "set_size"] == 1
@@ -529,13 +532,13 @@ def test_attack_targets_are_each_clients_main_guard_connection_with_two_active_m
                            "throttle_rate": np.nan} for c, g, t, b in rows])
     relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": np.nan} for g in "ab" for t in range(0, 240, 60)])
     bw = {"a": 1e5, "b": 1e6}
-    a = T.attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=60.0)
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=60.0)
     assert sorted(set(a["client"])) == ["tie", "two"]
     assert (a.groupby("client").size() == 4).all(), "attacks 1 and 2, each by both rules"
-    targets = {client: (guard, rows_["interval_start"].tolist()) for client, _, guard, rows_ in T._timing_targets(conns, 60.0, {"a": 0, "b": 1})}
+    targets = {client: (guard, rows_["interval_start"].tolist()) for client, _, guard, rows_ in _timing_targets(conns, 60.0, {"a": 0, "b": 1})}
     assert targets == {"tie": ("a", [60.0, 180.0]), "two": ("b", [60.0, 180.0])}
     # A main guard the attacker does not know is not a target of the timing attacks.
-    assert [t[0] for t in T._timing_targets(conns, 60.0, {"a": 0})] == ["tie"]
+    assert [t[0] for t in _timing_targets(conns, 60.0, {"a": 0})] == ["tie"]
 
 
 def test_throttle_state_hand_worked():
@@ -553,15 +556,15 @@ def test_throttle_state_hand_worked():
         "throttle_rate": [20480.0, 20480.0, float("nan"), float("nan"), float("nan"), 20480.0, 30000.0],
     })
     res = SimpleNamespace(relays=relays, connections=conns)
-    s = T.throttle_state(res, "thresh", {"floor": "20 KiB/s"}, warmup_s=10.0)
+    s = throttle_state(res, "thresh", {"floor": "20 KiB/s"}, warmup_s=10.0)
     assert s["guard_samples_throttling_pct"] == pytest.approx(60.0)  # 3 of 5 samples
     assert s["throttled_connections_per_guard"] == pytest.approx(0.8)  # (2+1+0+1+0)/5
     assert s["at_floor_pct"] == pytest.approx(200 / 3)  # 20480, 30000, 20480
     assert s["web_throttled_pct"] == pytest.approx(25.0)
     assert s["bulk_throttled_pct"] == pytest.approx(100.0)
     assert s["web_pct_of_throttled"] == pytest.approx(100 / 3)
-    assert math.isnan(T.throttle_state(res, "flag", {}, warmup_s=10.0)["at_floor_pct"])
-    empty = T.throttle_state(SimpleNamespace(relays=relays.iloc[:0], connections=conns.iloc[:0]), "thresh", {"floor": "5 KiB/s"}, 0.0)
+    assert math.isnan(throttle_state(res, "flag", {}, warmup_s=10.0)["at_floor_pct"])
+    empty = throttle_state(SimpleNamespace(relays=relays.iloc[:0], connections=conns.iloc[:0]), "thresh", {"floor": "5 KiB/s"}, 0.0)
     assert all(math.isnan(v) for k, v in empty.items() if k != "algorithm")
 
 
@@ -578,7 +581,7 @@ def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():
         (20.0, "Z", "X", 0, 1, 0, 0),
     ]
     ch = pd.DataFrame(rows, columns=["interval_start", "relay", "peer", "bytes_written", "circuits", "active_circuits", "queued_cells"]).assign(seed=1)
-    t = T.busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0)
+    t = busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0)
     assert list(zip(t["relay"], t["peer"])) == [("X", "Y"), ("X", "Z"), ("Z", "X")]
     xy, xz, zx = (t.iloc[i] for i in range(3))
     assert xy["kib_per_s"] == pytest.approx(80 / 20) and xy["queued_cells"] == 500 and xy["active_circuits"] == 8
@@ -586,5 +589,5 @@ def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():
     # Absent from the first sample: it counts as empty then.
     assert xz["kib_per_s"] == pytest.approx(1.0) and xz["active_circuits"] == 0.5 and xz["queued_cells"] == 25
     assert math.isnan(zx["kib_per_s_per_active_circuit"]) and zx["circuits"] == 1
-    assert len(T.busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0, top=1)) == 1
-    assert T.busiest_channels(SimpleNamespace(channels=ch.iloc[:0]), warmup_s=10.0).empty
+    assert len(busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0, top=1)) == 1
+    assert busiest_channels(SimpleNamespace(channels=ch.iloc[:0]), warmup_s=10.0).empty

@@ -1,0 +1,282 @@
+"""Reproduction of "Throttling Tor Bandwidth Parasites" (Jansen, Syverson, Hopper, USENIX
+Security 2012): figure 3, table 1, the parameter sweep the paper does not report, and the
+anonymity analysis of section 5 (figure 4a probing; attacks 1 and 2, figures 4b/4c; attack 3).
+
+**Owns:** the ``onionlab reproduce throttling`` command: its options, the order of its steps
+(sweep, main runs, analysis, figures) and what it writes. **Must not touch:** the algorithms
+(``crates/onionlab-mech``) or the model.
+
+The steps live in their own modules:
+
+- ``configs``: the paper's network and workloads as generated configs (50 relays from the
+  2010 consensus, 950 web clients fetching 320 KiB with think times, 25/50/100 bulk clients
+  fetching 5 MiB, 200 servers; the think time calibrated to table 1's vanilla split). Every
+  relay runs the algorithm ("network-wide deployments"); the circuit scheduler is round
+  robin throughout;
+- ``sweep``: the parameter sweep and the choice;
+- ``metrics``: table 1, figure 3's medians, queues and throttle state from a run;
+- ``anonymity``: the probe and attacks 1-3;
+- ``figures``: figures 3 and 4a-c.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from onionlab.reproduce import run_many, write_config
+from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, thresh_timing_attack
+from onionlab.reproduce.throttling.configs import (
+    ALGORITHMS, LOADS, RELAYS_FILE, THINK, THINK_SHAPES, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
+    relay_sample_text, scale_capacity, seconds, tor_settings,
+)
+from onionlab.reproduce.throttling.figures import figure3, figure4
+from onionlab.reproduce.throttling.metrics import (
+    CHANNEL_STEP_S, THROTTLE_STATE_COLUMNS, busiest_channels, data_by_class, medians, throttle_state,
+)
+from onionlab.reproduce.throttling.sweep import SWEEP_CRITERIA, grid_overrides, sweep, sweep_settings
+
+DESCRIPTION = "Throttling Tor Bandwidth Parasites (2012): figure 3, table 1, parameter sweep, anonymity analysis (figure 4)"
+
+#: Table 1 of the paper, verbatim: (total GiB, web %, bulk %).
+PAPER_TABLE1 = {
+    "light": {"vanilla": (88.3, 74.5, 25.5), "static": (80.3, 83.7, 16.3), "split": (78.3, 85.9, 14.1), "flag": (72.1, 92.7, 7.3), "thresh": (69.8, 90.1, 9.9)},
+    "medium": {"vanilla": (92.2, 65.8, 34.2), "static": (88.6, 72.4, 27.6), "split": (84.7, 75.0, 25.0), "flag": (77.7, 86.2, 13.8), "thresh": (76.3, 82.8, 17.2)},
+    "heavy": {"vanilla": (94.7, 55.8, 44.2), "static": (91.1, 60.5, 39.5), "split": (85.0, 64.3, 35.7), "flag": (81.7, 75.4, 24.6), "thresh": (85.0, 71.2, 28.8)},
+}
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return v
+
+
+def _positive_duration(text: str) -> str:
+    from onionlab._core import parse_duration
+
+    try:
+        secs = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+    if not secs > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return text
+
+
+def _cellq(text: str) -> tuple:
+    """`HIGH,LOW` for --cellq: two whole numbers, LOW below HIGH."""
+    try:
+        high, low = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected HIGH,LOW (two whole numbers, e.g. 256,64), got {text!r}") from None
+    if not 0 <= low < high:
+        raise argparse.ArgumentTypeError(f"LOW must be below HIGH and not negative, got {text!r}")
+    return (high, low)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--seeds", type=int, default=5, help="seeds per configuration (default 5, as in the paper)")
+    p.add_argument("--duration", default="20 min", help='simulated time per main run (default "20 min")')
+    p.add_argument("--warmup", default="4 min", help='warm-up excluded from metrics (default "4 min")')
+    p.add_argument("--sweep-seeds", type=int, default=2, help="seeds per sweep point (default 2); the choice is the best mean of per-seed medians")
+    p.add_argument("--sweep-duration", help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
+    p.add_argument("--sweep-warmup", help="warm-up of sweep runs (default: --warmup)")
+    p.add_argument(
+        "--criterion", choices=tuple(SWEEP_CRITERIA),
+        help="what the sweep minimises, per seed then averaged over seeds: the median web download time (default, the "
+        "paper's) or the mean, which counts in full the slow downloads of clients a setting starves, and those the run's "
+        "end cuts short at the time they had run",
+    )
+    p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
+    p.add_argument(
+        "--think-median", metavar="DURATION", type=_positive_duration,
+        help="the think time's median, its sigma kept (default: the --think shape's, 8 s for heavy); to recalibrate the "
+        "vanilla split after --capacity-scale",
+    )
+    p.add_argument(
+        "--capacity-scale", metavar="K", type=_positive_float, default=1.0,
+        help="multiply every relay's bandwidth by K (default 1). If the paper's table 1 totals (about 90 GiB) are per "
+        "60-minute run, they are what a network of about 4 times the built-in sample's capacity delivers",
+    )
+    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 3 simulated minutes, two sweep points) for tests")
+    p.add_argument("--no-sweep", action="store_true", help="skip the sweep; use the parameters in --params")
+    p.add_argument("--params", metavar="FILE", help="chosen parameters (a chosen.json from an earlier run) for --no-sweep")
+    p.add_argument(
+        "--guards", choices=("consensus", "all"), default="consensus",
+        help="which relays may be entry guards: the sample's Guard-flagged relays (default, 14 of 50, the consensus's proportion) "
+        "or all 50, as the paper's anonymity analysis states (\"Since there are 50 guards\")",
+    )
+    p.add_argument("--entry-guards", type=int, default=3, help="entry guards per client (default 3, tor 0.2.2's NumEntryGuards; spec M14 says one is enough)")
+    p.add_argument(
+        "--predicted-circuits", action="store_true",
+        help="clients keep two circuits ready, as tor does (predicted circuits; default off: circuits are built when a stream needs one)",
+    )
+    p.add_argument(
+        "--cbt-learning", action="store_true",
+        help="clients also launch tor 0.2.2's circuit-build-time test circuits, one a minute up to 12 clean (implies --predicted-circuits)",
+    )
+    p.add_argument(
+        "--congestion-control", choices=("fixed-window", "vegas"), default="fixed-window",
+        help="circuits' flow control: tor 0.2.2's fixed SENDME windows (default, the tor of the paper) or today's proposal 324 Vegas",
+    )
+    p.add_argument(
+        "--cellq", type=_cellq, metavar="HIGH,LOW",
+        help="exits stop reading a circuit's streams at HIGH queued cells and resume at LOW (tor 0.2.2: 256,64; default off)",
+    )
+    p.add_argument(
+        "--weights", choices=("uniform", "computed"), default="uniform",
+        help="path-selection bandwidth weights: uniform (default; the 2010 consensus has no weights line) or what tor's "
+        "directory authorities compute for the 50 relays (dir-spec 3.8.3), as the paper's Shadow network's authorities would have",
+    )
+    p.add_argument(
+        "--grid", action="append", metavar="ALG.PARAM=V1,V2,...",
+        help="replace one axis of the sweep (spec 9's ranges), e.g. thresh.fraction=0.05,0.1,0.2,0.4 or "
+        "\"flag.flag_rate=2 KiB/s,5 KiB/s\"; repeatable. The sweep names chosen values on an axis's edge in sweep_edges.json",
+    )
+    p.add_argument(
+        "--relays", metavar="FILE",
+        help="the relay sample, a [[relays]] TOML file (default: the built-in 50 relays from the 2010-01-12 consensus); "
+        "tools/relays_from_consensus.py --seed S draws others with the same flag proportions. The think time stays "
+        "calibrated on the built-in sample",
+    )
+    p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+
+
+def main(out: Path, args) -> int:
+    if args.quick:
+        args.seeds, args.duration, args.warmup = 1, "3 min", "1 min"
+        args.sweep_seeds, args.sweep_duration, args.sweep_warmup = 1, None, None
+    if args.seeds < 1:
+        raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
+    if args.sweep_seeds < 1:
+        raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
+    if args.entry_guards < 1:
+        raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
+    relays_text = relay_sample_text(args.relays)
+    if args.guards == "all":
+        relays_text = all_guards(relays_text)
+    if args.capacity_scale != 1.0:
+        relays_text = scale_capacity(relays_text, args.capacity_scale)
+    relays = check_relay_sample(relays_text, args)
+    (out / "configs").mkdir(parents=True, exist_ok=True)
+    relays_file = RELAYS_FILE
+    (out / "configs" / relays_file).write_text(relays_text, encoding="utf-8")
+    from onionlab._core import parse_byte_rate
+
+    relay_bw = {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in relays}
+
+    if args.no_sweep and args.grid:
+        raise ValueError("--grid: has no effect with --no-sweep (the parameters come from --params)")
+    if args.no_sweep and args.criterion:
+        raise ValueError("--criterion: has no effect with --no-sweep (the parameters come from --params)")
+    args.criterion = args.criterion or "median"
+    overrides = grid_overrides(args.grid)  # a bad --grid fails before any run
+    if args.no_sweep:
+        if not args.params:
+            raise ValueError("--no-sweep needs --params FILE (a chosen.json)")
+        chosen = json.loads(Path(args.params).read_text())
+        missing = [a for a in ALGORITHMS if a not in chosen]
+        if missing:
+            raise ValueError(f"--params {args.params}: no parameters for {', '.join(missing)}")
+    else:
+        chosen = sweep(out, args, relays_file, overrides)
+    print("chosen parameters: " + json.dumps(chosen, sort_keys=True), flush=True)
+
+    seeds = list(range(1, args.seeds + 1))
+    exps = []
+    for load, bulk in LOADS.items():
+        for alg in ALGORITHMS:
+            name = f"{load}-{alg}"
+            # Medium load feeds the anonymity analysis (finer samples; see TIMING_STEP_S).
+            ci = "60 s" if load != "medium" else f"{TIMING_STEP_S:g} s" if alg == "flag" else f"{PEAK_STEP_S:g} s"
+            chan = f"{CHANNEL_STEP_S:g} s" if load == "medium" else None
+            text = config_text(
+                name, bulk, mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file,
+                conn_interval=ci, chan_interval=chan, **client_settings(args),
+            )
+            exps.append((name, write_config(out, name, text), seeds))
+    print(f"main runs: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
+    runs = run_many(exps, out, args.jobs)
+    results = {(load, alg): runs[f"{load}-{alg}"] for load in LOADS for alg in ALGORITHMS}
+
+    warmup_s = seconds(args.warmup)
+    rows = []
+    for (load, alg), res in results.items():
+        data = data_by_class(res, warmup_s)
+        web, bulk = data.get("web", 0.0), data.get("bulk", 0.0)
+        total = web + bulk
+        p_total, p_web, p_bulk = PAPER_TABLE1[load][alg]
+        rows.append({
+            "load": load, "algorithm": alg,
+            "data_GiB": round(total, 3), "web_pct": round(100 * web / total, 1) if total else math.nan, "bulk_pct": round(100 * bulk / total, 1) if total else math.nan,
+            "paper_data_GiB": p_total, "paper_web_pct": p_web, "paper_bulk_pct": p_bulk,
+            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in medians(res).items()},
+        })
+    table1 = pd.DataFrame(rows)
+    table1.to_csv(out / "table1.csv", index=False)
+    figure3(results, out / "figure3.png")
+
+    flag_timing = flag_timing_attack(results[("medium", "flag")], relay_bw, chosen["flag"], warmup_s, TIMING_STEP_S)
+    anon = pd.concat(
+        [attacks(results[("medium", alg)], relay_bw, alg, warmup_s) for alg in ALGORITHMS]
+        + [flag_timing, thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s),
+           # Flagging's timing needs no flood: "this determination must be made after the
+           # fact to account for the burst bucket of the target circuit, but it can still be
+           # made precisely" (section 5.2). The same rows stand for the observed attack.
+           flag_timing.assign(attack="attack2-observed-timing")],
+        ignore_index=True,
+    )
+    anon.to_csv(out / "anonymity.csv", index=False)
+    channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
+    channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]
+    channels.to_csv(out / "channels.csv", index=False)
+    state = pd.DataFrame(
+        [{"load": load, **throttle_state(res, alg, chosen[alg], warmup_s)} for (load, alg), res in results.items()],
+        columns=THROTTLE_STATE_COLUMNS,
+    ).round(3)
+    state.to_csv(out / "throttle_state.csv", index=False)
+    figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
+    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
+    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed")
+    anon_summary = (
+        anon.groupby(["attack", "algorithm"])
+        .agg(clients=("client", "size"), mean_loss_bits=("entropy_loss_bits", "mean"), median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("true_guard_excluded", "mean"))
+        .reset_index()
+    )
+    anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
+    probe_res = probe(out, args, relays_file)
+    a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
+
+    summary = {
+        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": args.think_median or THINK_SHAPES[args.think][0],
+        "capacity_scale": args.capacity_scale, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
+        "sweep": dict(zip(("seeds", "duration", "warmup", "grid", "criterion"), (args.sweep_seeds, *sweep_settings(args), args.grid or [], args.criterion))) if not args.no_sweep else None,
+        "table1": rows, "probe": probe_res,
+        "anonymity": anon_summary.to_dict(orient="records"),
+        "attack3": a3.to_dict(orient="records"),
+        "throttle_state": state.to_dict(orient="records"),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
+    _print_report(table1, anon_summary, probe_res)
+    print("\nAttack 3 (linking two streams through the shared burst bucket):")
+    print(a3.to_string(index=False))
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, channels.csv, throttle_state.csv, summary.json")
+    return 0
+
+
+def _print_report(table1: pd.DataFrame, anon: pd.DataFrame, probe_res: dict) -> None:
+    cols = ["load", "algorithm", "data_GiB", "web_pct", "bulk_pct", "paper_web_pct", "paper_bulk_pct", "web_ttfb_median", "web_ttlb_median", "bulk_ttlb_median", "web_unfinished_pct"]
+    print("\nTable 1 (ours beside the paper's) and medians (s):")
+    print(table1[cols].to_string(index=False))
+    print("\nAnonymity (medium load):")
+    print(anon.to_string(index=False))
+    print(f"\nProbe (figure 4a): estimated {probe_res['estimated_rate_KiBps']:.2f} KiB/s (true 5), burst spent after {probe_res['burst_done_s']:.0f} s")

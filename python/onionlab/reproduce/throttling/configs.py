@@ -1,0 +1,287 @@
+"""The throttling paper's experiment matrix as onionlab configs.
+
+**Owns:** the paper's network and workloads (the relay sample, 950 web clients, 25/50/100
+bulk clients, 200 servers; the web think time, calibrated to table 1's vanilla split), each
+algorithm's ``throttling = ...`` line, the sensitivity switches that change the Tor model
+(guards, predicted circuits, congestion control, edge blocking, bandwidth weights, the
+network's capacity), and the parsing of swept parameter values. **Must not touch:** running
+anything, or what is measured from a run (``metrics``, ``anonymity``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+LOADS = {"light": 25, "medium": 50, "heavy": 100}
+
+
+ALGORITHMS = ["vanilla", "static", "split", "flag", "thresh"]
+
+
+BURST = "2 MiB"
+
+
+#: Web think times (the paper's UNC data set may not be redistributed). Both are lognormal
+#: stand-ins calibrated to table 1's vanilla medium-load split (65.8 % web / 34.2 % bulk).
+#: "heavy" (the default): median 8 s, sigma 2.0 (mean 59 s; 10 % of pauses under 0.6 s,
+#: 1 % over 14 min), the dispersed, heavy-tailed shape web think-time traces show.
+#: "smooth": median 20 s, sigma 1.25 (mean 44 s), the earlier default, kept as a
+#: sensitivity check: with it no static rate in spec 9's range harms web clients.
+#: (median, sigma) of each.
+THINK_SHAPES = {"heavy": ("8 s", 2.0), "smooth": ("20 s", 1.25)}
+
+
+def think_text(median: str, sigma: float) -> str:
+    """The `think` value of a web workload: a lognormal of this median and sigma."""
+    return f'{{ dist = "lognormal", median = "{median}", sigma = {sigma} }}'
+
+
+THINK = {name: think_text(m, s) for name, (m, s) in THINK_SHAPES.items()}
+
+
+#: How each swept parameter's values are written: a byte rate, a duration, or a number in
+#: [0, 1] (the mechanisms' own ranges for T and P).
+AXIS_KINDS = {"rate": "rate", "flag_rate": "rate", "floor": "rate", "halflife": "duration", "refresh": "duration", "penalty": "unit", "fraction": "unit"}
+
+
+def axis_value_key(param: str, value) -> float:
+    """The number a swept value stands for (bytes/s, seconds or the fraction itself), to order
+    an axis. Raises ValueError naming the parameter for a value of the wrong form."""
+    from onionlab._core import parse_byte_rate
+
+    kind = AXIS_KINDS[param]
+    try:
+        if kind == "rate":
+            x = float(parse_byte_rate(value))
+        elif kind == "duration":
+            x = seconds(value)
+        else:
+            x = float(value)
+    except (TypeError, ValueError) as e:
+        what = {"rate": "byte rate", "duration": "duration", "unit": "number"}[kind]
+        raise ValueError(f"{param}: {value!r} is not a {what} ({e})") from None
+    if kind == "unit" and not 0.0 <= x <= 1.0:
+        raise ValueError(f"{param}: {x:g} is outside [0, 1]")
+    if kind != "unit" and not x > 0:
+        raise ValueError(f"{param}: {value!r} must be positive")
+    return x
+
+
+def _toml_value(v) -> str:
+    return f'"{v}"' if isinstance(v, str) else repr(v)
+
+
+def mechanism_line(alg: str, params: dict) -> str:
+    """The ``throttling = ...`` line of an algorithm with `params`."""
+    kind = {"vanilla": None, "static": "static", "split": "split", "flag": "flag", "thresh": "threshold"}[alg]
+    if kind is None:
+        return 'throttling = "none"'
+    fields = [f'kind = "{kind}"'] + [f"{k} = {_toml_value(v)}" for k, v in params.items()] + [f'burst = "{BURST}"']
+    return "throttling = { " + ", ".join(fields) + " }"
+
+
+LINKING_CLIENTS = """
+[[clients]]
+name = "link-same"
+workload = "link-same"
+count = 10
+link_up = "10 Mbit"
+link_down = "20 Mbit"
+placement = "round_robin"
+
+[[clients]]
+name = "link-diff"
+workload = "link-diff"
+count = 40
+link_up = "10 Mbit"
+link_down = "20 Mbit"
+placement = "round_robin"
+
+[workloads.link-same]
+type = "web"
+size = "2 MiB"
+think = { dist = "fixed", value = "120 s" }
+
+[workloads.link-diff]
+type = "web"
+size = "1 MiB"
+think = { dist = "fixed", value = "120 s" }
+"""
+
+
+def config_text(
+    name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
+    think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
+    cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None,
+) -> str:
+    extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
+    if chan_interval:
+        extra += f'\nchannel_metrics_interval = "{chan_interval}"'
+    # [tor] lines beyond the defaults: sensitivities only, so the main runs' configs stay as they were.
+    tor_extra = "\npredicted_circuits = true" if predicted_circuits or cbt_learning else ""
+    if cbt_learning:
+        # Tor 0.2.2's test circuits: one a minute, up to 12 clean (`true` is tor 0.4.8's).
+        tor_extra += '\ncbt_learning = { test_frequency = "60 s", max_clean = 12 }'
+    if congestion_control != "fixed-window":
+        tor_extra += f'\ncongestion_control = "{congestion_control}"'
+    if cellq:
+        tor_extra += f"\ncellq_high = {cellq[0]}\ncellq_low = {cellq[1]}"
+    # The 2010 consensus has no bandwidth-weights line: uniform weights, or what tor's
+    # directory authorities would compute for these relays (a sensitivity).
+    network_extra = '\nbandwidth_weights = "computed"' if weights == "computed" else ""
+    return f"""# Generated by `onionlab reproduce throttling`: {name}.
+relays_file = "{relays_file}"
+
+[experiment]
+name = "{name}"
+duration = "{duration}"
+warmup = "{warmup}"
+seeds = [1]{extra}
+
+[tor]
+refill_interval = "1 s"
+num_entry_guards = {entry_guards}{tor_extra}
+
+[network]
+latency = {{ constant = "40 ms" }}{network_extra}
+
+[[clients]]
+name = "web"
+workload = "web"
+count = 950
+link_up = "10 Mbit"
+link_down = "20 Mbit"
+placement = "round_robin"
+
+[[clients]]
+name = "bulk"
+workload = "bulk"
+count = {bulk}
+link_up = "10 Mbit"
+link_down = "20 Mbit"
+placement = "round_robin"
+
+[servers]
+count = 200
+link = "1 Gbit"
+
+[workloads.web]
+type = "web"
+size = "320 KiB"
+think = {think}
+
+[workloads.bulk]
+type = "bulk"
+size = "5 MiB"
+
+[mechanisms]
+scheduler = "round-robin"
+{throttling}
+{extra_clients}"""
+
+
+def all_guards(relays_text: str) -> str:
+    """The relay sample with the Guard flag on every relay (`--guards all`).
+
+    The paper's anonymity analysis says "Since there are 50 guards, the maximum entropy is
+    log2(50)", so in its Shadow network every relay could be a client's first hop; a sample
+    that keeps the consensus's flag proportions (spec section 5) has 14 guards. Everything
+    else (bandwidths, Exit flags, order) is unchanged."""
+    def add_guard(m: re.Match) -> str:
+        flags = [f.strip().strip('"') for f in m.group(1).split(",") if f.strip()]
+        if "Guard" not in flags:
+            flags.insert(0, "Guard")
+        return "flags = [" + ", ".join(f'"{f}"' for f in flags) + "]"
+
+    text, n = re.subn(r"^flags = \[([^\]]*)\]", add_guard, relays_text, flags=re.M)
+    if n == 0:
+        raise ValueError("--guards all: the relay sample has no flags lines")
+    return "# Every relay made a guard (`--guards all`).\n" + text
+
+
+BUILTIN_RELAYS = Path(__file__).resolve().parents[1] / "data" / "throttling-relays.toml"
+
+
+#: The relay sample's name under ``configs/``, where every generated config refers to it.
+RELAYS_FILE = "throttling-relays.toml"
+
+
+def relay_sample_text(path: str | None) -> str:
+    """The text of the relay sample: `path` (`--relays`) or the built-in 50 relays."""
+    if path is None:
+        return BUILTIN_RELAYS.read_text(encoding="utf-8")
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"--relays {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--relays {path}: cannot read it ({e})") from None
+
+
+_BANDWIDTH_LINE = re.compile(r'^(\s*bandwidth\s*=\s*)"([^"]*)"', re.MULTILINE)
+
+
+def scale_capacity(relays_text: str, factor: float) -> str:
+    """The relay sample with every relay's `bandwidth` (its token-bucket rate) multiplied
+    by `factor` (`--capacity-scale`). Consensus weights are left as they are: scaling them
+    all alike would not change which paths clients pick."""
+    from onionlab._core import parse_byte_rate
+
+    def scaled(m: re.Match) -> str:
+        try:
+            rate = parse_byte_rate(m.group(2))
+        except ValueError as e:
+            raise ValueError(f"--capacity-scale: relay bandwidth {m.group(2)!r}: {e}") from None
+        return f'{m.group(1)}"{round(rate * factor)} B/s"'
+
+    text, n = _BANDWIDTH_LINE.subn(scaled, relays_text)
+    if n == 0:
+        raise ValueError("--capacity-scale: the relay sample has no bandwidth lines to scale")
+    return f"# Every bandwidth multiplied by {factor:g} (--capacity-scale).\n" + text
+
+
+def check_relay_sample(relays_text: str, args) -> list[dict]:
+    """The sample's `[[relays]]` tables, after the config validator has passed a medium-load
+    run on it (so a bad sample fails before any run starts, with `--relays` and the field
+    named)."""
+    import tempfile
+
+    from onionlab import config as config_mod
+
+    label = f"--relays {args.relays}" if args.relays else "the built-in relay sample"
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
+        text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
+        (Path(d) / "check.toml").write_text(text, encoding="utf-8")
+        try:
+            resolved = config_mod.check(Path(d) / "check.toml")
+        except config_mod.ConfigError as e:
+            raise ValueError(f"{label}:\n" + config_mod.format_problems(e)) from None
+    return config_mod.parse(resolved)["relays"]
+
+
+def client_settings(args) -> dict:
+    """The `config_text` settings every run of one reproduction shares: the web think time,
+    the entry guards per client, whether clients build predicted circuits (and build-time
+    test circuits), the circuits' congestion control, and the exits' edge-blocking
+    watermarks."""
+    median, sigma = THINK_SHAPES[args.think]
+    return {"think": think_text(args.think_median or median, sigma), **tor_settings(args)}
+
+
+def tor_settings(args) -> dict:
+    """The settings of `client_settings` beyond the think time: the `[tor]` lines and the
+    path-selection weights (also recorded in summary.json)."""
+    return {
+        "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
+        "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
+        "weights": args.weights,
+    }
+
+
+def seconds(s: str) -> float:
+    """A duration ("30 s", "20 min") in seconds, as the config parser reads it."""
+    from onionlab._core import parse_duration
+
+    return float(parse_duration(s))

@@ -1,0 +1,99 @@
+"""The paper's figures as the reproduction draws them: figure 3 (nine CDF panels), figures
+4b/4c (entropy lost per attack) and figure 4a (probing a static throttle).
+
+**Owns:** drawing. **Must not touch:** computing what is drawn (``metrics``, ``anonymity``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS
+from onionlab.reproduce.throttling.metrics import completed_of_class
+from onionlab.stats import ecdf
+
+COLORS = dict(zip(ALGORITHMS, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple")))
+
+
+def _cdf(ax, values, label):
+    x, y = ecdf(values)
+    if len(x):
+        ax.step(x, y, where="post", label=f"{label} (n={len(x)})", lw=1.2, color=COLORS.get(label))
+
+
+def figure3(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    fig, axes = plt.subplots(3, 3, figsize=(13, 11))
+    panels = [("web", "ttfb", "time to first byte (s), web"), ("web", "ttlb", "download time (s), web"), ("bulk", "ttlb", "download time (s), bulk")]
+    for i, load in enumerate(LOADS):
+        for j, (cls, metric, xl) in enumerate(panels):
+            ax = axes[i][j]
+            for alg in ALGORITHMS:
+                res = results.get((load, alg))
+                if res is not None:
+                    _cdf(ax, completed_of_class(res.downloads, cls)[metric], alg)
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_xlabel(xl)
+            ax.set_ylabel("cumulative fraction")
+            ax.set_title(f"({'abcdefghi'[3 * i + j]}) {'320 KiB' if cls == 'web' else '5 MiB'} clients, {load} load")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for alg in ALGORITHMS:
+        a = anon[(anon["attack"] == attack) & (anon["algorithm"] == alg)]
+        _cdf(ax, a["entropy_loss_bits"], alg)
+    timing = anon[anon["attack"] == f"{attack}-timing"]
+    for alg, t in timing.groupby("algorithm", sort=True):
+        x, y = ecdf(t["entropy_loss_bits"])
+        ax.step(x, y, where="post", label=f"{alg}, timing (n={len(x)})", lw=1.2, ls="--", color=COLORS[alg])
+    ax.set_xlabel(f"entropy lost (bits; maximum log2(50) = {math.log2(50):.2f})")
+    ax.set_ylabel("cumulative fraction of clients")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def figure4a(t: np.ndarray, lam: np.ndarray, alpha: np.ndarray, path: Path) -> None:
+    """Figure 4a: the probe's throughput ``lam`` (bytes/s at times ``t``) and the estimate
+    ``alpha`` of the throttle rate (the paper's Eq. 2) against the true 5 KiB/s."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(t, lam / 1024, lw=0.8, label="throughput λ (KiB/s)")
+    ax.plot(t, alpha / 1024, lw=1.5, label="estimate α (eq. 2)")
+    ax.axhline(5, color="k", ls="--", lw=0.8, label="true rate 5 KiB/s")
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("KiB/s")
+    ax.set_title("Figure 4a: probing a guard's throttle rate (static, 5 KiB/s, 2 MiB burst)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
