@@ -1,0 +1,281 @@
+//! Read-only views of a running network: cells waiting per node and in flight, the
+//! invariant checks tests and the fuzzer run after every event, and per-circuit accessors.
+//!
+//! **Owns:** nothing but queries. **Must not touch:** the model's state (every method
+//! takes `&self`).
+
+use super::{side_at, side_index, TorNetwork};
+use crate::cell::Direction;
+use crate::circuit::{CircuitState, CIRCUIT_NODES};
+use crate::flow_control::STREAMWINDOW_START;
+use crate::node::{IoRef, NodeId};
+use crate::scheduler::CircuitScheduler;
+use onionlab_core::SimDuration;
+use onionlab_net::HostId;
+
+impl TorNetwork {
+    /// Cells waiting at each node: in its circuit queues and its channel outbufs.
+    pub fn queued_cells_per_node(&self) -> Vec<u64> {
+        let mut out = vec![0; self.nodes.len()];
+        for c in &self.circuits {
+            for (pos, q) in c.queues.iter().enumerate() {
+                out[c.nodes[pos] as usize] += q[0].cells.len() + q[1].cells.len();
+            }
+        }
+        for ch in &self.chans {
+            for (i, e) in ch.ends.iter().enumerate() {
+                out[ch.nodes[i] as usize] += e.outbuf.len();
+            }
+        }
+        out
+    }
+
+    /// Cells in circuit queues, outbufs and on the wire.
+    pub fn cells_in_flight(&self) -> u64 {
+        let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q[0].cells.len() + q[1].cells.len()).sum();
+        let chans: u64 = self.chans.iter().flat_map(|c| c.ends.iter()).map(|e| e.outbuf.len() + e.wire.len()).sum();
+        queued + chans
+    }
+
+    /// Checks cell conservation, window bounds, channels' circuit counts (no open
+    /// circuit on a closed channel) and the copies of channel state kept for the hot path
+    /// (in channel ends and circuits); returns the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let c = &self.counters;
+        let accounted = c.cells_consumed + c.cells_dropped + self.cells_in_flight();
+        if c.cells_emitted != accounted {
+            return Err(format!(
+                "cells not conserved: emitted {} != consumed {} + dropped {} + in flight {}",
+                c.cells_emitted,
+                c.cells_consumed,
+                c.cells_dropped,
+                self.cells_in_flight()
+            ));
+        }
+        let mut uses = vec![0u32; self.chans.len()];
+        for (i, circ) in self.circuits.iter().enumerate() {
+            if circ.state != CircuitState::Closed {
+                for &ch in circ.chans.iter().flatten() {
+                    if self.chans[ch as usize].closed {
+                        return Err(format!("circuit {i} uses closed channel {ch}"));
+                    }
+                    uses[ch as usize] += 1;
+                }
+            }
+            for cc in [&circ.cc_client, &circ.cc_exit] {
+                cc.check().map_err(|e| format!("circuit {i}: {e}"))?;
+            }
+            // A blocked circuit unblocks as soon as its queue falls to cellq_low.
+            if circ.edge_blocked && circ.state != CircuitState::Closed {
+                let queued = circ.exit_queued();
+                match self.cfg.cell_queue_watermarks {
+                    Some((_, low)) if queued > low => {}
+                    _ => return Err(format!("circuit {i}: edge blocked with {queued} cells queued at its exit")),
+                }
+            }
+        }
+        for (i, ch) in self.chans.iter().enumerate() {
+            if ch.circuits != uses[i] {
+                return Err(format!("channel {i}: counts {} circuits, {} use it", ch.circuits, uses[i]));
+            }
+            // The ends' copies of the header (read by the hot path instead of it).
+            for (k, e) in ch.ends.iter().enumerate() {
+                if (e.conn, e.write_conn, e.node, e.open, e.closed) != (ch.conn, ch.conn, ch.nodes[k], ch.open, ch.closed) {
+                    return Err(format!("channel {i}: end {k}'s copies of the header differ from it"));
+                }
+            }
+        }
+        for (i, circ) in self.circuits.iter().enumerate() {
+            if circ.state == CircuitState::Closed {
+                continue;
+            }
+            for (p, ch) in circ.chans.iter().enumerate() {
+                if let Some(ch) = ch {
+                    if circ.lower_initiates[p] != (self.chans[*ch as usize].nodes[0] == circ.nodes[p]) {
+                        return Err(format!("circuit {i}: the side recorded for hop channel {p} is wrong"));
+                    }
+                }
+            }
+        }
+        let stream_windows = self.cfg.congestion_control.stream_windows();
+        for (i, s) in self.streams.iter().enumerate() {
+            if !stream_windows {
+                if s.sendmes_sent > 0 {
+                    return Err(format!("stream {i}: {} stream SENDMEs sent under congestion control", s.sendmes_sent));
+                }
+                continue;
+            }
+            if s.package_window > STREAMWINDOW_START || s.deliver_window > STREAMWINDOW_START {
+                return Err(format!("stream {i}: window out of range"));
+            }
+            // The exit packages at most a window beyond what the client has had (a SENDME
+            // per 50 cells delivered opens 50 more), so a SENDME credited to the wrong
+            // stream shows here.
+            if !s.done && s.packaged_cells > s.delivered_cells + STREAMWINDOW_START {
+                return Err(format!("stream {i}: {} cells packaged, {} delivered", s.packaged_cells, s.delivered_cells));
+            }
+            if s.sendmes_received > s.sendmes_sent {
+                return Err(format!("stream {i}: {} SENDMEs received, {} sent", s.sendmes_received, s.sendmes_sent));
+            }
+        }
+        self.check_stream_slots()?;
+        self.check_circuit_slots()?;
+        self.check_scheduler_invariants()?;
+        self.net.check_invariants()
+    }
+
+    /// Circuit slots: each circuit counts exactly its cells in outbufs and on the wire; a
+    /// free slot is a closed circuit with none left, listed once; every circuit that is not
+    /// closed is listed by its client, and only those; no rate-limited circuit is closed.
+    fn check_circuit_slots(&self) -> Result<(), String> {
+        let mut out = vec![0u64; self.circuits.len()];
+        for e in self.chans.iter().flat_map(|c| c.ends.iter()) {
+            for run in e.outbuf.iter().chain(e.wire.iter()) {
+                out[run.circ as usize] += run.count as u64;
+            }
+        }
+        for (i, c) in self.circuits.iter().enumerate() {
+            if c.cells_out as u64 != out[i] {
+                return Err(format!("circuit {i}: counts {} cells out, {} are in outbufs and on the wire", c.cells_out, out[i]));
+            }
+        }
+        let mut seen = vec![false; self.circuits.len()];
+        for &f in &self.free_circuits {
+            let c = &self.circuits[f as usize];
+            if c.state != CircuitState::Closed || c.cells_out != 0 || std::mem::replace(&mut seen[f as usize], true) {
+                return Err(format!("free circuit slot {f} is in use, has cells out or is listed twice"));
+            }
+        }
+        let mut listed = vec![false; self.circuits.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for &c in &n.circs {
+                let circ = &self.circuits[c as usize];
+                if circ.state == CircuitState::Closed || circ.nodes[0] != i as NodeId || std::mem::replace(&mut listed[c as usize], true) {
+                    return Err(format!("client {} lists circuit {c}, which is closed, not its own or listed twice", n.name));
+                }
+            }
+        }
+        if let Some(c) = (0..self.circuits.len()).find(|&c| self.circuits[c].state != CircuitState::Closed && !listed[c]) {
+            return Err(format!("open circuit {c} is not listed by its client"));
+        }
+        if let Some(&c) = self.rate_limited.iter().find(|&&c| self.circuits[c as usize].state == CircuitState::Closed) {
+            return Err(format!("closed circuit {c} is still rate-limited"));
+        }
+        Ok(())
+    }
+
+    /// Stream slots: an exit's read ring holds only running streams of circuits it is the
+    /// exit of (and finished ones waiting to be dropped), each once and flagged as such; a free slot is a finished stream in no ring; a
+    /// circuit names each of its running streams at the stream's index.
+    fn check_stream_slots(&self) -> Result<(), String> {
+        let mut in_ring = vec![0u32; self.streams.len()];
+        for (node, n) in self.nodes.iter().enumerate() {
+            for io in &n.read_ring {
+                let IoRef::Edge(sid) = *io else { continue };
+                let s = &self.streams[sid as usize];
+                let c = &self.circuits[s.circ as usize];
+                // (A finished stream's circuit may have closed and left its slot to another
+                // circuit; its ring entry is dropped when it comes up.)
+                if !s.done && c.nodes[c.exit_pos()] as usize != node {
+                    return Err(format!("stream {sid} in the read ring of node {node}, not its exit's"));
+                }
+                in_ring[sid as usize] += 1;
+            }
+        }
+        for (sid, s) in self.streams.iter().enumerate() {
+            if in_ring[sid] != s.in_read_ring as u32 {
+                return Err(format!("stream {sid}: in {} read rings, flag {}", in_ring[sid], s.in_read_ring));
+            }
+            if !s.done && self.circuits[s.circ as usize].streams[s.idx as usize] != sid as u32 {
+                return Err(format!("stream {sid}: its circuit names another stream at index {}", s.idx));
+            }
+        }
+        for &sid in &self.free_streams {
+            let s = &self.streams[sid as usize];
+            if !s.done || s.in_read_ring {
+                return Err(format!("free stream slot {sid} is still in use"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every channel end's scheduler has exactly the circuits with cells queued for it
+    /// active, and a KIST relay lists every end with active circuits or outbuf bytes.
+    fn check_scheduler_invariants(&self) -> Result<(), String> {
+        let mut queued = vec![[0usize; 2]; self.chans.len()];
+        for circ in &self.circuits {
+            for pos in 0..CIRCUIT_NODES {
+                for dir in [Direction::Out, Direction::In] {
+                    if circ.queues[pos][dir.index()].cells.is_empty() {
+                        continue;
+                    }
+                    if let Some(ch) = circ.queue_chan(pos, dir) {
+                        let side = side_index(self.chans[ch as usize].side_of(circ.nodes[pos]));
+                        queued[ch as usize][side] += 1;
+                    }
+                }
+            }
+        }
+        for (i, ch) in self.chans.iter().enumerate() {
+            for (side, end) in ch.ends.iter().enumerate() {
+                if end.sched.active() != queued[i][side] {
+                    return Err(format!(
+                        "channel {i} end {side}: scheduler has {} active circuits, {} have cells for it",
+                        end.sched.active(),
+                        queued[i][side]
+                    ));
+                }
+                let node = &self.nodes[ch.nodes[side] as usize];
+                let listed = node.kist_ends.contains(&(i as u32, side_at(side)));
+                if listed != end.in_kist_ends {
+                    return Err(format!("channel {i} end {side}: in_kist_ends {} but listed {listed}", end.in_kist_ends));
+                }
+                if node.kist.is_some() && !ch.closed && (end.sched.active() > 0 || end.outbuf_bytes() > 0) && !listed {
+                    return Err(format!("channel {i} end {side}: has cells but is not in its KIST relay's list"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Hops and per-hop relayed cell counts of a circuit.
+    pub fn circuit_cells_relayed(&self, circ: u32) -> Vec<[u64; 2]> {
+        self.circuits[circ as usize].queues.iter().map(|q| [q[0].relayed, q[1].relayed]).collect()
+    }
+
+    pub fn circuit_path(&self, circ: u32) -> &[NodeId] {
+        &self.circuits[circ as usize].nodes
+    }
+
+    /// Time from the first CREATE to the last EXTENDED (tornettools' circuit_build_time).
+    pub fn circuit_build_time(&self, circ: u32) -> Option<SimDuration> {
+        let c = &self.circuits[circ as usize];
+        c.opened_at.map(|t| t.saturating_since(c.created_at))
+    }
+
+    /// A client's circuits that are not closed, oldest first.
+    pub fn client_circuits(&self, client: NodeId) -> &[u32] {
+        &self.nodes[client as usize].circs
+    }
+
+    pub fn num_circuits(&self) -> usize {
+        self.circuits.len()
+    }
+
+    /// State of the circuit in slot `circ` (a closed circuit's slot goes to a later one
+    /// once its last cell has arrived; until then it reads `Closed`).
+    pub fn circuit_state(&self, circ: u32) -> CircuitState {
+        self.circuits[circ as usize].state
+    }
+
+    /// The circuit of a running stream (a finished one's is in its [`StreamRecord`](crate::circuit::StreamRecord)).
+    pub fn stream_circuit(&self, sid: u32) -> u32 {
+        let s = &self.streams[sid as usize];
+        debug_assert!(!s.done, "stream {sid} has finished; its id may name another stream");
+        s.circ
+    }
+
+    pub fn host_of(&self, n: NodeId) -> HostId {
+        self.nodes[n as usize].host
+    }
+}

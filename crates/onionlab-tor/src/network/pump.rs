@@ -1,0 +1,486 @@
+//! Tor's per-node processing loop (the "pump", one pass of tor's libevent loop): the read
+//! pass over connections with unread bytes, the write pass over channel ends with cells,
+//! KIST runs, and the glue that lets a [`CircuitScheduler`] fill an outbuf and KIST
+//! ([`crate::kist`]) see a relay's channels.
+//!
+//! **Owns:** moving bytes between sockets, outbufs and circuit queues within the global
+//! and per-connection token buckets. **Must not touch:** what a cell does once read (the
+//! parent module handles it) or the transport's internals ([`Network`]'s public API).
+
+use super::{side_index, TorEvent, TorNetwork, TOR_EVENT_CLASS};
+use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
+use crate::channel::{ChanEnd, Channel};
+use crate::circuit::{Circuit, CircuitState};
+use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
+use crate::node::{bucket_share, IoRef, NodeId, TorNode};
+use crate::scheduler::CircuitScheduler;
+use onionlab_core::{EventQueue, SimTime};
+use onionlab_net::{Network, Side};
+
+impl TorNetwork {
+    pub(super) fn pump(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        self.read_pass(q, node);
+        self.write_pass(q, node);
+        let n = &mut self.nodes[node as usize];
+        if n.finite_buckets() && !n.refill_pending {
+            self.ensure_refill(q, node);
+        }
+        let n = &mut self.nodes[node as usize];
+        if let Some(p) = n.kist {
+            if n.kist_wanted && !n.kist_pending {
+                // kist_scheduler_schedule: run now if the last run is an interval ago,
+                // else an interval after the last run.
+                let now = q.now();
+                let at = n.kist_last_run.map_or(now, |t| (t + p.run_interval).max(now));
+                n.kist_pending = true;
+                q.schedule(at, TOR_EVENT_CLASS, TorEvent::Kist { node }).expect("KIST runs are not in the past");
+            }
+            n.kist_wanted = false;
+        }
+    }
+
+    /// A KIST run at `node` ([`crate::kist`]): moves cells to the outbufs of all its
+    /// channels within their socket limits, queues them for the write pass, and repeats
+    /// an interval later while cells remain.
+    pub(super) fn run_kist(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let now = q.now();
+        let n = &mut self.nodes[node as usize];
+        let params = n.kist.expect("KIST runs only at KIST relays");
+        n.kist_pending = false;
+        n.kist_last_run = Some(now);
+        // The ends with circuits that have cells or with outbuf bytes, in the order of the
+        // relay's channel list (channel ids grow with creation, as does that list): a run
+        // breaks ties between channels by this order.
+        let mut ends = std::mem::take(&mut n.kist_ends);
+        ends.sort_unstable_by_key(|e| e.0);
+        // KIST reads TCP_INFO: bring every socket it looks at up to now.
+        for &(chan, side) in &ends {
+            self.net.sync_socket(now, self.chans[chan as usize].conn, side);
+        }
+        let unblock_at = self.cellq_low();
+        let mut view = KistView {
+            net: &mut self.net,
+            q,
+            relay: &mut self.nodes[node as usize],
+            chans: &mut self.chans,
+            circuits: &mut self.circuits,
+            ends: &ends,
+            node,
+            high_water: self.cfg.outbuf_high_water,
+            unblock_at,
+            unblocked: &mut self.unblocked,
+        };
+        let run = kist_run(&mut view, &params, now);
+        self.last_kist_run = Some((node, run));
+        if !self.unblocked.is_empty() {
+            self.wake_unblocked(node);
+        }
+        // Every run queues each end with outbuf bytes for the write pass; an end stays in
+        // the list while its outbuf holds bytes (they came from a run), so no other end
+        // needs a visit.
+        let mut write_ring = std::mem::take(&mut self.nodes[node as usize].write_ring);
+        let mut left = false;
+        ends.retain(|&(chan, side)| {
+            let end = &mut self.chans[chan as usize].ends[side_index(side)];
+            let active = end.sched.active() > 0;
+            left |= active;
+            let outbuf = end.outbuf_bytes() > 0;
+            if outbuf && !end.in_write_ring && !end.write_waits_for_refill {
+                end.in_write_ring = true;
+                write_ring.push_back(IoRef::Chan(chan, side));
+            }
+            end.in_kist_ends = active || outbuf;
+            end.in_kist_ends
+        });
+        let n = &mut self.nodes[node as usize];
+        n.write_ring = write_ring;
+        n.kist_wanted = left;
+        n.kist_ends = ends;
+        self.mark_dirty(node);
+    }
+
+    /// The last KIST run (relay and per-channel limits and cells), for tests.
+    pub fn last_kist_run(&self) -> Option<&(NodeId, crate::kist::KistRun)> {
+        self.last_kist_run.as_ref()
+    }
+
+    fn read_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        loop {
+            let n = &mut self.nodes[node as usize];
+            let Some(io) = n.read_ring.pop_front() else { break };
+            if n.read_bucket.tokens() == 0 {
+                // Out of global tokens: resume at the next refill (tor's
+                // connection_read_bw_exhausted).
+                n.read_ring.push_front(io);
+                break;
+            }
+            match io {
+                IoRef::Chan(chan, side) => self.read_channel(q, node, chan, side),
+                IoRef::Edge(sid) => self.read_edge(q, node, sid),
+            }
+        }
+    }
+
+    fn read_channel(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, chan: u32, side: Side) {
+        let si = side_index(side);
+        // The end's copies of `closed` and `conn` (see `ChanEnd::closed`).
+        if self.chans[chan as usize].ends[si].closed {
+            // A stale ring entry: the connection is closed and its id may belong to
+            // another connection by now.
+            self.chans[chan as usize].ends[si].in_read_ring = false;
+            return;
+        }
+        let conn = self.chans[chan as usize].ends[si].conn;
+        let avail = self.net.readable_bytes(conn, side);
+        let n = &mut self.nodes[node as usize];
+        let end = &mut self.chans[chan as usize].ends[si];
+        if avail == 0 {
+            end.in_read_ring = false;
+            return;
+        }
+        let share = bucket_share(&n.read_bucket, end.conn_read.as_ref());
+        if share == 0 {
+            end.in_read_ring = false;
+            end.read_waits_for_refill = true;
+            return;
+        }
+        let want = avail.min(share);
+        let got = self.net.read(q, conn, side, want);
+        debug_assert_eq!(got, want);
+        n.read_bucket.take(got);
+        n.stats.bytes_read += got;
+        let end = &mut self.chans[chan as usize].ends[si];
+        if let Some(b) = end.conn_read.as_mut() {
+            b.take(got);
+        }
+        end.bytes_read += got;
+        let partial = end.inbuf_partial as u64 + got;
+        let mut cells = partial / CELL_WIRE_BYTES;
+        end.inbuf_partial = (partial % CELL_WIRE_BYTES) as u32;
+        self.counters.cell_hops += cells;
+        if avail > got {
+            self.nodes[node as usize].read_ring.push_back(IoRef::Chan(chan, side));
+        } else {
+            end.in_read_ring = false;
+        }
+        // Decode whole cells from what the peer wrote, in order.
+        while cells > 0 {
+            let peer = &mut self.chans[chan as usize].ends[1 - si];
+            let run = peer.wire.pop_front_run(cells.min(u32::MAX as u64) as u32).expect("bytes read without cells written");
+            cells -= run.count as u64;
+            self.on_run(q, node, run);
+        }
+    }
+
+    /// An exit reads its server connection into the stream's inbuf (tor's edge
+    /// connection inbuf) and packages whole DATA cells from it while the circuit and
+    /// stream windows allow; the stream's last cell may be partial. Reading stops while
+    /// the windows are closed (`connection_edge_package_raw_inbuf` stops reading).
+    fn read_edge(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, sid: u32) {
+        let now = q.now();
+        let s = &self.streams[sid as usize];
+        let circ = s.circ;
+        let c = &self.circuits[circ as usize];
+        if s.done || c.state == CircuitState::Closed {
+            let done = s.done;
+            self.streams[sid as usize].in_read_ring = false;
+            if done {
+                // Its slot waited for this last ring entry to go.
+                self.free_streams.push(sid);
+            }
+            return;
+        }
+        let conn = s.exit_conn.expect("edges in the read ring are connected");
+        let avail = self.net.readable_bytes(conn, Side::Initiator);
+        let mut allowance = if c.edge_blocked { 0 } else { c.cc_exit.package_allowance().min(s.package_window) };
+        if let Some((high, _)) = self.cfg.cell_queue_watermarks {
+            // Tor blocks the circuit's streams on the cell that fills its queue to `high`.
+            allowance = allowance.min(high.saturating_sub(c.exit_queued()));
+        }
+        if let Some(b) = c.rate_limit.as_ref() {
+            allowance = allowance.min(b.tokens() / CELL_WIRE_BYTES);
+        }
+        let mut got = 0;
+        if allowance > 0 && avail > 0 {
+            let n = &mut self.nodes[node as usize];
+            let want = avail.min(bucket_share(&n.read_bucket, None));
+            got = self.net.read(q, conn, Side::Initiator, want);
+            debug_assert_eq!(got, want);
+            n.read_bucket.take(got);
+            n.stats.bytes_read += got;
+        }
+        let s = &mut self.streams[sid as usize];
+        s.exit_read += got;
+        s.exit_inbuf += got;
+        let complete = s.exit_read == s.bytes;
+        let whole = s.exit_inbuf / RELAY_PAYLOAD_SIZE;
+        let partial = (complete && !s.exit_inbuf.is_multiple_of(RELAY_PAYLOAD_SIZE)) as u64;
+        let cells = allowance.min(whole + partial);
+        if cells > 0 {
+            s.exit_inbuf -= s.exit_inbuf.min(cells * RELAY_PAYLOAD_SIZE);
+            s.package_window -= cells;
+            s.packaged_cells += cells;
+            let c = &mut self.circuits[circ as usize];
+            c.cc_exit.on_packaged(cells, now);
+            if let Some(b) = c.rate_limit.as_mut() {
+                b.take(cells * CELL_WIRE_BYTES);
+            }
+            let exit = c.exit_pos();
+            let run = CellRun {
+                circ,
+                count: cells as u32,
+                dir: Direction::In,
+                kind: CellKind::Data,
+                target: 0,
+                stream: self.streams[sid as usize].idx,
+            };
+            self.emit(now, circ, exit, run);
+            if let Some((high, _)) = self.cfg.cell_queue_watermarks {
+                let c = &mut self.circuits[circ as usize];
+                if c.exit_queued() >= high && c.state != CircuitState::Closed {
+                    c.edge_blocked = true;
+                    c.cc_exit.set_blocked(true);
+                }
+            }
+        }
+        if got > 0 || cells > 0 {
+            // Progress: look again next round (the loop ends when a round does nothing).
+            self.nodes[node as usize].read_ring.push_back(IoRef::Edge(sid));
+        } else {
+            // Re-armed by a Readable notice, a SENDME or a rate-limit refill.
+            self.streams[sid as usize].in_read_ring = false;
+        }
+    }
+
+    fn write_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let now = q.now();
+        loop {
+            let n = &mut self.nodes[node as usize];
+            let Some(io) = n.write_ring.pop_front() else { break };
+            let IoRef::Chan(chan, side) = io else { unreachable!("only channels are written by tor") };
+            if n.write_bucket.tokens() == 0 {
+                n.write_ring.push_front(io);
+                break;
+            }
+            let si = side_index(side);
+            // An end joins the write ring only while its channel is open, and a channel
+            // that stops being open is closed: the end's `open` copy spares the read of
+            // the channel's header line.
+            let open = self.chans[chan as usize].ends[si].open;
+            debug_assert_eq!(!open, self.chans[chan as usize].closed, "a write-ring end of a channel not yet open");
+            if !open {
+                self.chans[chan as usize].ends[si].in_write_ring = false;
+                continue; // A stale entry (see `read_channel`).
+            }
+            if n.kist.is_none() {
+                self.fill_outbuf(now, node, chan, si);
+            }
+            let n = &mut self.nodes[node as usize];
+            let end = &mut self.chans[chan as usize].ends[si];
+            match write_once(&mut self.net, q, n, end, side) {
+                WriteStep::Wrote => n.write_ring.push_back(io),
+                WriteStep::Empty | WriteStep::SocketFull => end.in_write_ring = false,
+                WriteStep::NoShare => {
+                    end.in_write_ring = false;
+                    end.write_waits_for_refill = true;
+                }
+            }
+        }
+        if !self.unblocked.is_empty() {
+            self.wake_unblocked(node);
+        }
+    }
+
+    /// Moves cells from circuit queues to the outbuf in the scheduler's order once the
+    /// outbuf is below the low-water mark, up to the high-water mark.
+    fn fill_outbuf(&mut self, now: SimTime, node: NodeId, chan: u32, si: usize) {
+        let low = self.cfg.outbuf_low_water;
+        let high = self.cfg.outbuf_high_water;
+        let unblock_at = self.cellq_low();
+        let ch = &mut self.chans[chan as usize];
+        let end = &mut ch.ends[si];
+        if end.outbuf_bytes() >= low {
+            return;
+        }
+        let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
+        let ChanEnd { sched, outbuf, .. } = end;
+        sched.fill(
+            room,
+            now,
+            &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked },
+        );
+    }
+
+    /// Wakes the streams of circuits whose queues fell to `cellq_low` (their exit reads
+    /// them again).
+    fn wake_unblocked(&mut self, exit: NodeId) {
+        while let Some(circ) = self.unblocked.pop() {
+            self.wake_circuit_streams(exit, circ);
+        }
+    }
+
+    /// `cellq_low`, or 0 with edge blocking off (no circuit is ever blocked then).
+    fn cellq_low(&self) -> u64 {
+        self.cfg.cell_queue_watermarks.map_or(0, |w| w.1)
+    }
+}
+
+/// The circuit queues that feed one channel end at `node`, and its outbuf: what a
+/// scheduler's fill moves cells between.
+struct ChannelCells<'a> {
+    circuits: &'a mut [Circuit],
+    outbuf: &'a mut crate::cell::CellFifo,
+    node: NodeId,
+    chan: u32,
+    /// `cellq_low`: a blocked circuit whose queue falls to this unblocks its exit's
+    /// streams, which are woken (by [`TorNetwork::wake_unblocked`]) from `unblocked`.
+    unblock_at: u64,
+    unblocked: &'a mut Vec<u32>,
+}
+
+impl ChannelCells<'_> {
+    /// The queue of `circ` at this node for this channel.
+    fn locate(&self, circ: u32) -> (usize, usize) {
+        let c = &self.circuits[circ as usize];
+        let pos = c.position(self.node);
+        let dir = if pos < c.chans.len() && c.chans[pos] == Some(self.chan) { Direction::Out } else { Direction::In };
+        (pos, dir.index())
+    }
+}
+
+impl crate::scheduler::CellSource for ChannelCells<'_> {
+    fn queued(&self, circ: u32) -> u64 {
+        let (pos, dir) = self.locate(circ);
+        self.circuits[circ as usize].queues[pos][dir].cells.len()
+    }
+
+    fn take(&mut self, circ: u32, n: u64) -> u64 {
+        let (pos, dir) = self.locate(circ);
+        let c = &mut self.circuits[circ as usize];
+        let moved = c.queues[pos][dir].cells.move_to(self.outbuf, n);
+        c.cells_out += moved as u32;
+        // Only the exit's queue toward the client blocks its streams; other hops' queues of
+        // the same circuit say nothing about it.
+        if c.edge_blocked && pos == c.exit_pos() && c.exit_queued() <= self.unblock_at {
+            c.edge_blocked = false;
+            c.cc_exit.set_blocked(false);
+            self.unblocked.push(circ);
+        }
+        moved
+    }
+
+    fn policy_data(&mut self, circ: u32) -> &mut crate::scheduler::CircPolicyData {
+        let (pos, dir) = self.locate(circ);
+        &mut self.circuits[circ as usize].policy[pos][dir]
+    }
+}
+
+/// What one write of a channel end's outbuf did.
+enum WriteStep {
+    /// The outbuf was empty.
+    Empty,
+    /// The kernel buffer was full: the write failed with EAGAIN, which arms the
+    /// transport's Writable notice (without the attempt the transport would never notify,
+    /// and the channel would stall).
+    SocketFull,
+    /// The relay's write bucket (or the connection's) had no share to give.
+    NoShare,
+    /// Bytes went to the kernel.
+    Wrote,
+}
+
+/// One write of the outbuf of channel end `end` (on `side` of its channel) to the kernel
+/// (tor's `connection_handle_write` for an OR connection): at most one bucket share
+/// ([`bucket_share`]), the socket's free space and the outbuf, charged to the relay's and
+/// the connection's write buckets.
+#[inline(always)]
+fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, end: &mut ChanEnd, side: Side) -> WriteStep {
+    let conn = end.write_conn;
+    let free = net.writable_bytes(q.now(), conn, side);
+    let pending = end.outbuf_bytes();
+    if pending == 0 {
+        return WriteStep::Empty;
+    }
+    if free == 0 {
+        let w = net.write(q, conn, side, pending);
+        debug_assert_eq!(w, 0);
+        return WriteStep::SocketFull;
+    }
+    let share = bucket_share(&n.write_bucket, end.conn_write.as_ref());
+    if share == 0 {
+        return WriteStep::NoShare;
+    }
+    let len = pending.min(free).min(share);
+    let w = net.write(q, conn, side, len);
+    debug_assert_eq!(w, len);
+    n.write_bucket.take(w);
+    n.stats.bytes_written += w;
+    if let Some(b) = end.conn_write.as_mut() {
+        b.take(w);
+    }
+    end.note_written(w);
+    WriteStep::Wrote
+}
+
+/// A KIST relay's channel ends as [`kist_run`] sees them.
+struct KistView<'a> {
+    net: &'a mut Network,
+    q: &'a mut EventQueue<TorEvent>,
+    relay: &'a mut TorNode,
+    chans: &'a mut [Channel],
+    circuits: &'a mut [Circuit],
+    ends: &'a [(u32, Side)],
+    node: NodeId,
+    high_water: u64,
+    unblock_at: u64,
+    unblocked: &'a mut Vec<u32>,
+}
+
+impl KistChannels for KistView<'_> {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn has_cells(&self, i: usize) -> bool {
+        let (chan, side) = self.ends[i];
+        let end = &self.chans[chan as usize].ends[side_index(side)];
+        end.open && end.sched.active() > 0
+    }
+
+    fn limit(&self, i: usize, params: &KistParams) -> u64 {
+        let (chan, side) = self.ends[i];
+        let ch = &self.chans[chan as usize];
+        let outbuf = ch.ends[side_index(side)].outbuf_bytes();
+        if params.lite {
+            lite_limit(outbuf, self.high_water)
+        } else {
+            socket_limit(&self.net.socket_info(ch.conn, side), outbuf, params.sock_buf_size_factor)
+        }
+    }
+
+    fn priority(&mut self, i: usize, now: SimTime) -> Option<f64> {
+        let (chan, side) = self.ends[i];
+        self.chans[chan as usize].ends[side_index(side)].sched.head_priority(now)
+    }
+
+    fn flush_one(&mut self, i: usize, now: SimTime) -> bool {
+        let (chan, side) = self.ends[i];
+        let ChanEnd { sched, outbuf, .. } = &mut self.chans[chan as usize].ends[side_index(side)];
+        let (circuits, node, unblock_at, unblocked) = (&mut *self.circuits, self.node, self.unblock_at, &mut *self.unblocked);
+        // One cell in the scheduler's order.
+        crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked }) == 1
+    }
+
+    fn outbuf_bytes(&self, i: usize) -> u64 {
+        let (chan, side) = self.ends[i];
+        self.chans[chan as usize].ends[side_index(side)].outbuf_bytes()
+    }
+
+    fn write_now(&mut self, i: usize) {
+        let (chan, side) = self.ends[i];
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+        // A write the bucket refuses leaves the outbuf to the write pass after the run,
+        // which waits for the refill (tor's connection_write_bw_exhausted).
+        write_once(self.net, self.q, self.relay, end, side);
+    }
+}
