@@ -2,7 +2,7 @@
 
 **Owns:** the registry of reproductions and the shared plumbing they use (writing generated
 configs next to their results, running them, collecting tables). Each paper is one module
-here that builds its experiments as TOML configs (so every run goes through the same
+(or package) here that builds its experiments as TOML configs (so every run goes through the same
 validation as a user's file), runs them with :func:`onionlab.run`, and writes tables and
 figures with the paper's numbers beside ours. **Must not touch:** model logic; a
 reproduction only configures, runs and summarises.
