@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -106,20 +107,39 @@ FILES = ("downloads.parquet", "relays.parquet", "summary.json", "config.toml")
 RUN_TABLES = {"downloads": DOWNLOADS_SCHEMA, "relays": RELAYS_SCHEMA, **OPTIONAL_TABLES}
 
 
-def table(columns: Mapping[str, list], schema: pa.Schema) -> pd.DataFrame:
-    """A DataFrame with exactly `schema`'s columns and types from a dict of column lists
-    (missing columns are filled with nulls; extra columns are kept at the end)."""
-    n = max((len(v) for v in columns.values()), default=0)
+def table(columns: Mapping[str, Any], schema: pa.Schema) -> pd.DataFrame:
+    """A DataFrame with exactly `schema`'s columns and types from a dict of columns
+    (missing columns are filled with nulls; extra columns are kept at the end). A column is
+    a list of values, or one of the forms ``_core.run_experiment`` sends (no Python object
+    per value): ``(dtype, bytes)``, little-endian numbers NumPy reads as they are (a float
+    NaN is missing), or ``("dict", codes, names)``, ``<u4`` codes into a list of names."""
+    n = max((_column_len(v) for v in columns.values()), default=0)
     arrays = {}
     for f in schema:
-        vals = columns.get(f.name, [None] * n)
-        arrays[f.name] = pa.array(list(vals), type=f.type)
+        arrays[f.name] = _column(columns[f.name], f.type) if f.name in columns else pa.nulls(n, type=f.type)
     t = pa.table(arrays, schema=schema)
     df = t.to_pandas()
     for k, v in columns.items():
         if k not in df.columns:
-            df[k] = list(v)
+            df[k] = _column(v, None).to_pandas()
     return df
+
+
+def _column_len(value: Any) -> int:
+    if isinstance(value, tuple):
+        return len(value[1]) // (4 if value[0] == "dict" else np.dtype(value[0]).itemsize)
+    return len(value)
+
+
+def _column(value: Any, typ: pa.DataType | None) -> pa.Array:
+    """One column (a list, or an encoded form; :func:`table`) as an Arrow array of `typ`."""
+    if not isinstance(value, tuple):
+        return pa.array(list(value), type=typ)
+    kind, data = value[0], value[1]
+    if kind == "dict":
+        names = pa.array(value[2], type=pa.string())
+        return names.take(pa.array(np.frombuffer(data, dtype="<u4"))).cast(typ or pa.string())
+    return pa.array(np.frombuffer(data, dtype=kind), type=typ, from_pandas=True)
 
 
 def typed_run(run: dict[str, Any]) -> dict[str, Any]:

@@ -119,6 +119,41 @@ def test_runs_typed_in_a_worker_give_the_same_results_as_raw_runs(fake_results, 
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
 
 
+def _encoded(values, dtype):
+    """`values` in the glue's encoded column forms (``onionlab.results.table``)."""
+    if dtype == "dict":
+        names = list(dict.fromkeys(values))
+        return ("dict", np.array([names.index(v) for v in values], dtype="<u4").tobytes(), names)
+    fill = [np.nan if v is None else v for v in values]
+    return (dtype, np.array(fill, dtype=dtype).tobytes())
+
+
+def test_encoded_columns_give_the_same_tables_as_lists(tmp_path):
+    """The forms ``_core.run_experiment`` sends (numbers as bytes, names as codes into a
+    list) make the same DataFrame as plain lists, missing floats included."""
+    from onionlab.results import CHANNELS_SCHEMA, RELAYS_SCHEMA, table
+
+    raw = fake_run(3)
+    relays = dict(raw["relays"])
+    relays["throttle_rate"] = [None, 5120, None, 20480]
+    chans = {
+        "seed": [3, 3, 3], "relay": ["r1", "r2", "r1"], "peer": ["r2", "r1", "r3"], "initiator": [True, False, True],
+        "interval_start": [0.0, 0.0, 10.0], "bytes_written": [1, 2, 2**40], "bytes_read": [0, 5, 6],
+        "circuits": [1, 1, 2], "active_circuits": [0, 1, 1], "queued_cells": [0, 7, 3],
+    }
+    kinds = {"seed": "<i8", "relay": "dict", "peer": "dict", "initiator": "|b1", "interval_start": "<f8", "bucket_empty_s": "<f8", "throttle_rate": "<f8"}
+    for cols, schema in ((relays, RELAYS_SCHEMA), (chans, CHANNELS_SCHEMA)):
+        enc = {k: _encoded(v, kinds.get(k, "<i8")) for k, v in cols.items()}
+        a, b = table(cols, schema), table(enc, schema)
+        pd.testing.assert_frame_equal(a, b)
+        assert list(b.columns) == schema.names
+    rates = table({k: _encoded(v, kinds.get(k, "<i8")) for k, v in relays.items()}, RELAYS_SCHEMA)["throttle_rate"]
+    assert rates.isna().tolist() == [True, False, True, False], "NaN reads as missing"
+    # A missing column is all nulls, as for lists.
+    part = table({"seed": _encoded([1, 2], "<i8")}, CHANNELS_SCHEMA)
+    assert len(part) == 2 and part["relay"].isna().all()
+
+
 def test_tables_edited_by_a_user_still_write_with_nulls_and_the_schema_types(fake_results, tmp_path):
     # A float column's NaN is written as null; a whole-valued float column where the
     # schema has integers (what a pandas edit that introduced NaN and dropped it leaves)
