@@ -198,8 +198,8 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     let dl = PyDict::new(py);
     let d = &out.downloads;
     i64_column(&dl, "seed", d.iter().map(|r| r.seed))?;
-    name_column(&dl, "client", d.iter().map(|r| r.client.as_str()))?;
-    name_column(&dl, "class", d.iter().map(|r| r.class.as_str()))?;
+    name_column(&dl, "client", d.iter().map(|r| &*r.client))?;
+    name_column(&dl, "class", d.iter().map(|r| &*r.class))?;
     i64_column(&dl, "size", d.iter().map(|r| r.size))?;
     i64_column(&dl, "received", d.iter().map(|r| r.received))?;
     f64_column(&dl, "start", d.iter().map(|r| Some(r.start)))?;
@@ -213,7 +213,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     let rl = PyDict::new(py);
     let r = &out.relays;
     i64_column(&rl, "seed", r.iter().map(|x| x.seed))?;
-    name_column(&rl, "relay", r.iter().map(|x| x.relay.as_str()))?;
+    name_column(&rl, "relay", r.iter().map(|x| &*x.relay))?;
     f64_column(&rl, "interval_start", r.iter().map(|x| Some(x.interval_start)))?;
     i64_column(&rl, "bytes_read", r.iter().map(|x| x.bytes_read))?;
     i64_column(&rl, "bytes_written", r.iter().map(|x| x.bytes_written))?;
@@ -227,9 +227,9 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     let cl = PyDict::new(py);
     let c = &out.connections;
     i64_column(&cl, "seed", c.iter().map(|x| x.seed))?;
-    name_column(&cl, "relay", c.iter().map(|x| x.relay.as_str()))?;
-    name_column(&cl, "client", c.iter().map(|x| x.client.as_str()))?;
-    name_column(&cl, "class", c.iter().map(|x| x.class.as_str()))?;
+    name_column(&cl, "relay", c.iter().map(|x| &*x.relay))?;
+    name_column(&cl, "client", c.iter().map(|x| &*x.client))?;
+    name_column(&cl, "class", c.iter().map(|x| &*x.class))?;
     f64_column(&cl, "interval_start", c.iter().map(|x| Some(x.interval_start)))?;
     i64_column(&cl, "bytes_written", c.iter().map(|x| x.bytes_written))?;
     i64_column(&cl, "bytes_read", c.iter().map(|x| x.bytes_read))?;
@@ -239,8 +239,8 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     let ch = PyDict::new(py);
     let c = &out.channels;
     i64_column(&ch, "seed", c.iter().map(|x| x.seed))?;
-    name_column(&ch, "relay", c.iter().map(|x| x.relay.as_str()))?;
-    name_column(&ch, "peer", c.iter().map(|x| x.peer.as_str()))?;
+    name_column(&ch, "relay", c.iter().map(|x| &*x.relay))?;
+    name_column(&ch, "peer", c.iter().map(|x| &*x.peer))?;
     bool_column(&ch, "initiator", c.iter().map(|x| x.initiator))?;
     f64_column(&ch, "interval_start", c.iter().map(|x| Some(x.interval_start)))?;
     i64_column(&ch, "bytes_written", c.iter().map(|x| x.bytes_written))?;

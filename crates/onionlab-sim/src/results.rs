@@ -4,14 +4,20 @@
 //! written to disk (the Python layer writes Parquet and JSON).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A relay's, client's or client group's name in a result row. Every row that names the
+/// same node or group shares one allocation: a run with per-second connection samples has
+/// a million rows, and a `String` each would cost three allocations per row.
+pub type Name = Arc<str>;
 
 /// One download (tornettools: a "transfer"). Times in seconds from the start of the run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DownloadRow {
     pub seed: u64,
-    pub client: String,
+    pub client: Name,
     /// The client's group name, e.g. "web" or "bulk".
-    pub class: String,
+    pub class: Name,
     pub size: u64,
     /// Response bytes the client had received: `size` for a completed download, fewer for
     /// a failed or unfinished one.
@@ -36,7 +42,7 @@ pub struct DownloadRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RelayRow {
     pub seed: u64,
-    pub relay: String,
+    pub relay: Name,
     pub interval_start: f64,
     pub bytes_read: u64,
     pub bytes_written: u64,
@@ -58,10 +64,10 @@ pub struct RelayRow {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConnectionRow {
     pub seed: u64,
-    pub relay: String,
-    pub client: String,
+    pub relay: Name,
+    pub client: Name,
     /// The client's group name.
-    pub class: String,
+    pub class: Name,
     pub interval_start: f64,
     /// Bytes the relay sent to / received from the client in the interval (on the wire).
     pub bytes_written: u64,
@@ -82,8 +88,8 @@ pub struct ConnectionRow {
 pub struct ChannelRow {
     pub seed: u64,
     /// The relay at this end, and the relay at the other.
-    pub relay: String,
-    pub peer: String,
+    pub relay: Name,
+    pub peer: Name,
     /// `relay` opened the channel.
     pub initiator: bool,
     pub interval_start: f64,

@@ -18,7 +18,7 @@ use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
 use crate::build::{build, Built};
-use crate::results::{ChannelRow, ClassTotals, ConnectionRow, DownloadRow, RelayRow, RunOutput, RunSummary};
+use crate::results::{ChannelRow, ClassTotals, ConnectionRow, DownloadRow, Name, RelayRow, RunOutput, RunSummary};
 
 /// Why a run could not be built or failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -113,19 +113,22 @@ pub fn run_inspected(
     let mut chan_rows = Vec::new();
     // Byte counters at the last sample, per (channel, this end is the initiator).
     let mut chan_last: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
+    // Every node's and group's name once, shared by the rows that name it.
+    let node_names: Vec<Name> = (0..sim.tor.num_nodes() as NodeId).map(|n| Name::from(sim.tor.node_name(n))).collect();
+    let group_names: Vec<Name> = cfg.clients.iter().map(|g| Name::from(g.name.as_str())).collect();
     // Client node -> (name, class).
-    let client_info: BTreeMap<u32, (String, String)> =
-        clients.iter().zip(&names).map(|(&(n, g), name)| (n, (name.clone(), cfg.clients[g].name.clone()))).collect();
+    let client_info: BTreeMap<u32, (Name, Name)> =
+        clients.iter().map(|&(n, g)| (n, (node_names[n as usize].clone(), group_names[g].clone()))).collect();
     // Byte counters at the last sample, per channel: a client that reconnects to a guard
     // (its old connection closed when idle) gets a new channel whose counters start at 0.
     let mut conn_last: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
     let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
-    let name_of = |sim: &TorSim, n| sim.tor.node_name(n).to_string();
+    let name_of = |n: NodeId| node_names[n as usize].clone();
     // One download row, counted in its class's totals.
     let record_row = |sim: &TorSim, rec: &StreamRecord, classes: &mut BTreeMap<String, ClassTotals>| {
         let i = rec.tag as usize;
-        let class = &cfg.clients[clients[i].1].name;
-        let totals = classes.get_mut(class).expect("every group has totals");
+        let (node, group) = clients[i];
+        let totals = classes.get_mut(&cfg.clients[group].name).expect("every group has totals");
         totals.downloads += 1;
         match rec.error {
             None => totals.bytes += rec.bytes,
@@ -135,8 +138,8 @@ pub fn run_inspected(
         let ttlb = rec.ttlb.map(|d| d.as_secs_f64());
         DownloadRow {
             seed,
-            client: names[i].clone(),
-            class: class.clone(),
+            client: node_names[node as usize].clone(),
+            class: group_names[group].clone(),
             size: rec.bytes,
             received: rec.received,
             start: rec.start.as_secs_f64(),
@@ -144,7 +147,7 @@ pub fn run_inspected(
             ttlb,
             goodput: ttlb.filter(|&t| t > 0.0).map(|t| rec.bytes as f64 / t),
             circuit_build_time: rec.circuit_build_time.map(|d| d.as_secs_f64()),
-            path: rec.path.iter().map(|&n| name_of(sim, n)).collect::<Vec<_>>().join(","),
+            path: rec.path.iter().map(|&n| sim.tor.node_name(n)).collect::<Vec<_>>().join(","),
             error: rec.error.map(str::to_string),
         }
     };
@@ -165,7 +168,7 @@ pub fn run_inspected(
                         throttled_connections: conns.iter().filter(|c| c.throttle.is_some()).count() as u64,
                         throttle_rate: sim.tor.hook_throttle_threshold(r),
                         seed,
-                        relay: name_of(&sim, r),
+                        relay: name_of(r),
                         interval_start: (now.as_secs_f64() - interval.as_secs_f64()).max(0.0),
                         bytes_read: s.bytes_read - l.bytes_read,
                         bytes_written: s.bytes_written - l.bytes_written,
@@ -187,7 +190,7 @@ pub fn run_inspected(
                         let (name, class) = client_info.get(&c.client).cloned().unwrap_or_default();
                         conn_rows.push(ConnectionRow {
                             seed,
-                            relay: name_of(&sim, r),
+                            relay: name_of(r),
                             client: name,
                             class,
                             interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
@@ -209,8 +212,8 @@ pub fn run_inspected(
                     let last = chan_last.insert((e.chan, e.initiator), (e.bytes_written, e.bytes_read)).unwrap_or((0, 0));
                     chan_rows.push(ChannelRow {
                         seed,
-                        relay: name_of(&sim, e.relay),
-                        peer: name_of(&sim, e.peer),
+                        relay: name_of(e.relay),
+                        peer: name_of(e.peer),
                         initiator: e.initiator,
                         interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
                         bytes_written: e.bytes_written - last.0,

@@ -858,7 +858,7 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
     for d in &out.downloads {
         prop_assert!(d.start >= warmup - eps && d.start <= end + eps, "{d:?}");
         prop_assert!(d.received <= d.size, "{d:?}");
-        let t = totals.entry(d.class.as_str()).or_default();
+        let t = totals.entry(&*d.class).or_default();
         t.0 += 1;
         match d.error.as_deref() {
             Some(UNFINISHED) => {
@@ -899,7 +899,7 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
     let iv = interval.as_secs_f64();
     let refill = cfg.tor.refill_interval.as_secs_f64();
     for r in &out.relays {
-        let Some(rc) = cfg.relays.iter().find(|c| c.name == r.relay) else { continue };
+        let Some(rc) = cfg.relays.iter().find(|c| *c.name == *r.relay) else { continue };
         // Tokens at the start (at most a burst) plus the refills within the interval.
         let most = rc.bandwidth_burst as f64 + rc.bandwidth_rate as f64 * (iv + refill) + 1.0;
         prop_assert!((r.bytes_written as f64) <= most && (r.bytes_read as f64) <= most, "{r:?} over {most} bytes");

@@ -19,8 +19,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn tiny_runs_and_web_downloads_take_about_their_transfer_time() {
     let cfg = example("tiny.toml");
     let out = run(&cfg, 1, None).unwrap();
-    let web: Vec<_> = out.downloads.iter().filter(|d| d.class == "web" && d.error.as_deref() != Some(UNFINISHED)).collect();
-    let bulk: Vec<_> = out.downloads.iter().filter(|d| d.class == "bulk").collect();
+    let web: Vec<_> = out.downloads.iter().filter(|d| &*d.class == "web" && d.error.as_deref() != Some(UNFINISHED)).collect();
+    let bulk: Vec<_> = out.downloads.iter().filter(|d| &*d.class == "bulk").collect();
     assert!(web.len() > 50, "{} web downloads", web.len());
     assert!(!bulk.is_empty());
     assert!(web.iter().all(|d| d.error.is_none() && d.start >= 10.0 && d.size == 320 * 1024));
@@ -34,7 +34,7 @@ fn tiny_runs_and_web_downloads_take_about_their_transfer_time() {
     // Per-relay table: one row per relay per interval, bytes within each relay's rate.
     assert_eq!(out.relays.len(), 6 * 120);
     for r in &out.relays {
-        let rate = cfg.relays.iter().find(|c| c.name == r.relay).unwrap().bandwidth_rate as f64;
+        let rate = cfg.relays.iter().find(|c| *c.name == *r.relay).unwrap().bandwidth_rate as f64;
         assert!((r.bytes_written as f64) <= 2.0 * rate + 1.0, "{r:?}");
     }
     let totals = &out.summary.classes;
@@ -51,7 +51,7 @@ fn downloads_the_end_cuts_short_are_recorded_as_unfinished() {
     let out = run(&cfg, 1, None).unwrap();
     let mut by_client: std::collections::BTreeMap<&str, Vec<_>> = Default::default();
     for d in &out.downloads {
-        by_client.entry(d.client.as_str()).or_default().push(d);
+        by_client.entry(&*d.client).or_default().push(d);
     }
     let mut unfinished = 0;
     for (client, ds) in &by_client {
@@ -66,7 +66,7 @@ fn downloads_the_end_cuts_short_are_recorded_as_unfinished() {
             assert!(last.ttlb.is_none() && last.received < last.size, "{last:?}");
             assert!(last.start <= end);
         }
-        if last.class == "bulk" {
+        if &*last.class == "bulk" {
             assert_eq!(last.error.as_deref(), Some(UNFINISHED), "{client} was mid-download at the end: {last:?}");
             // It had been running for a while: some of it had arrived.
             assert!(last.received > 0, "{last:?}");
@@ -77,7 +77,7 @@ fn downloads_the_end_cuts_short_are_recorded_as_unfinished() {
     assert_eq!(totals["bulk"].unfinished, 2);
     // Every download started in the window is counted once: completed, failed or unfinished.
     for (class, t) in totals {
-        let done = out.downloads.iter().filter(|d| &d.class == class && d.error.is_none()).count() as u64;
+        let done = out.downloads.iter().filter(|d| *d.class == **class && d.error.is_none()).count() as u64;
         assert_eq!(done + t.errors + t.unfinished, t.downloads, "{class}: {t:?}");
     }
 }
@@ -129,7 +129,7 @@ fn throttling_is_deterministic_and_lowers_the_bulk_share() {
     assert!(a.relays.iter().all(|r| r.throttle_rate.is_some() || r.client_connections == 0 || r.interval_start < 1.0));
 
     let bulk_bytes =
-        |o: &onionlab_sim::RunOutput| -> u64 { o.connections.iter().filter(|c| c.class == "bulk").map(|c| c.bytes_written).sum() };
+        |o: &onionlab_sim::RunOutput| -> u64 { o.connections.iter().filter(|c| &*c.class == "bulk").map(|c| c.bytes_written).sum() };
     let vanilla = run(&tiny_with("\"none\""), 3, None).unwrap();
     assert!(vanilla.connections.iter().all(|c| c.throttle_rate.is_none()));
     assert!(bulk_bytes(&a) < bulk_bytes(&vanilla) / 2, "flagging throttles bulk: {} vs {}", bulk_bytes(&a), bulk_bytes(&vanilla));
@@ -142,7 +142,7 @@ fn bucket_empty_time_shows_whether_a_throttle_binds() {
     // empty at nearly every refill. 100 MiB/s is above anything a tiny client can send, so
     // that throttle never binds; without throttling there is no bucket at all.
     let tight = run(&tiny_with("{ kind = \"static\", rate = \"20 KiB/s\", burst = \"40 KiB\" }"), 1, None).unwrap();
-    let bulk_after_burst: Vec<_> = tight.connections.iter().filter(|c| c.class == "bulk" && c.interval_start >= 10.0).collect();
+    let bulk_after_burst: Vec<_> = tight.connections.iter().filter(|c| &*c.class == "bulk" && c.interval_start >= 10.0).collect();
     assert!(!bulk_after_burst.is_empty());
     let empty: f64 = bulk_after_burst.iter().map(|c| c.bucket_empty_s).sum();
     assert!(empty >= 0.8 * 10.0 * bulk_after_burst.len() as f64, "bulk held back {empty} s of {} intervals", bulk_after_burst.len());
@@ -170,10 +170,10 @@ fn the_connection_table_counts_every_byte_across_reconnections() {
     let out = run(&cfg, 2, None).unwrap();
     assert!(out.summary.counters["channels_closed_idle"] > 20, "{:?}", out.summary.counters);
     assert!(out.summary.counters["circuits_expired"] > 20, "{:?}", out.summary.counters);
-    let clients: std::collections::BTreeSet<&str> = out.downloads.iter().map(|d| d.client.as_str()).collect();
+    let clients: std::collections::BTreeSet<&str> = out.downloads.iter().map(|d| &*d.client).collect();
     for client in clients {
-        let received: u64 = out.downloads.iter().filter(|d| d.client == client && d.error.is_none()).map(|d| d.size).sum();
-        let written: u64 = out.connections.iter().filter(|c| c.client == client).map(|c| c.bytes_written).sum();
+        let received: u64 = out.downloads.iter().filter(|d| &*d.client == client && d.error.is_none()).map(|d| d.size).sum();
+        let written: u64 = out.connections.iter().filter(|c| &*c.client == client).map(|c| c.bytes_written).sum();
         assert!(written >= received, "{client}: the table has {written} bytes written to it, it received {received}");
     }
 }
@@ -192,7 +192,7 @@ fn the_channel_table_accounts_for_every_byte_between_relays() {
     assert!(!out.channels.is_empty());
     let names: Vec<&str> = cfg.relays.iter().map(|r| r.name.as_str()).collect();
     for c in &out.channels {
-        assert!(names.contains(&c.relay.as_str()) && names.contains(&c.peer.as_str()) && c.relay != c.peer, "{c:?}");
+        assert!(names.contains(&&*c.relay) && names.contains(&&*c.peer) && c.relay != c.peer, "{c:?}");
         assert!(c.active_circuits <= c.circuits, "only open circuits hold cells: {c:?}");
         assert!(c.queued_cells >= c.active_circuits, "an active circuit has a cell waiting: {c:?}");
     }
@@ -202,9 +202,9 @@ fn the_channel_table_accounts_for_every_byte_between_relays() {
     let total = |rows: &mut dyn Iterator<Item = u64>| -> u64 { rows.sum() };
     for relay in &cfg.relays {
         let name = relay.name.as_str();
-        let written = total(&mut out.relays.iter().filter(|r| r.relay == name).map(|r| r.bytes_written));
-        let to_relays = total(&mut out.channels.iter().filter(|c| c.relay == name).map(|c| c.bytes_written));
-        let to_clients = total(&mut out.connections.iter().filter(|c| c.relay == name).map(|c| c.bytes_written));
+        let written = total(&mut out.relays.iter().filter(|r| &*r.relay == name).map(|r| r.bytes_written));
+        let to_relays = total(&mut out.channels.iter().filter(|c| &*c.relay == name).map(|c| c.bytes_written));
+        let to_clients = total(&mut out.connections.iter().filter(|c| &*c.relay == name).map(|c| c.bytes_written));
         assert!(to_relays > 0, "{name} relayed to other relays");
         if relay.flags.iter().any(|f| f == "Exit") {
             assert!(to_relays + to_clients <= written, "{name}: {to_relays} + {to_clients} > {written}");
@@ -241,23 +241,26 @@ fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
     let cfg = load(&text);
     let out = run(&cfg, 5, None).unwrap();
     let after = |client: &str| -> f64 {
-        let b: u64 = out.connections.iter().filter(|c| c.client == client && c.interval_start >= 30.0).map(|c| c.bytes_written).sum();
+        let b: u64 = out.connections.iter().filter(|c| &*c.client == client && c.interval_start >= 30.0).map(|c| c.bytes_written).sum();
         b as f64 / 90.0
     };
     let (operator, plain) = (after("bulk0"), after("bulk1"));
     assert!(plain <= 50_000.0 * 1.05, "the plain bulk client is held to the limit: {plain} B/s");
     assert!(operator > 2.0 * plain, "the client-relay escapes it: {operator} vs {plain} B/s");
-    assert!(out.connections.iter().filter(|c| c.client == "bulk0").all(|c| c.relay == "bulk0-relay"), "it enters through its own relay");
-    assert!(out.relays.iter().any(|r| r.relay == "bulk0-relay"), "its relay is part of the network");
+    assert!(
+        out.connections.iter().filter(|c| &*c.client == "bulk0").all(|c| &*c.relay == "bulk0-relay"),
+        "it enters through its own relay"
+    );
+    assert!(out.relays.iter().any(|r| &*r.relay == "bulk0-relay"), "its relay is part of the network");
     // Deterministic.
     assert_eq!(run(&cfg, 5, None).unwrap().connections, out.connections);
 
     // entry = "exempt": the operator uses ordinary guards, which exempt it.
     let exempt = load(&text.replace("relay_operators = { count = 1 }", "relay_operators = { count = 1, entry = \"exempt\" }"));
     let out = run(&exempt, 5, None).unwrap();
-    let mine: Vec<_> = out.connections.iter().filter(|c| c.client == "bulk0").collect();
-    assert!(mine.iter().all(|c| c.relay != "bulk0-relay" && c.throttle_rate.is_none()), "ordinary entry, never limited");
-    let plain: Vec<_> = out.connections.iter().filter(|c| c.client == "bulk1").collect();
+    let mine: Vec<_> = out.connections.iter().filter(|c| &*c.client == "bulk0").collect();
+    assert!(mine.iter().all(|c| &*c.relay != "bulk0-relay" && c.throttle_rate.is_none()), "ordinary entry, never limited");
+    let plain: Vec<_> = out.connections.iter().filter(|c| &*c.client == "bulk1").collect();
     assert!(plain.iter().filter(|c| c.interval_start >= 10.0).all(|c| c.throttle_rate == Some(50_000)));
 }
 
