@@ -81,7 +81,8 @@ pub struct TorParams {
     /// (`cellq_high`, `cellq_low`), cells: an exit stops reading a circuit's streams at
     /// `high` queued cells and resumes at `low`; `None`: off.
     pub cell_queue_watermarks: Option<(u64, u64)>,
-    /// Kernel socket buffers, bytes.
+    /// Kernel socket buffers, bytes; at least Linux's floors (`parse::MIN_SNDBUF`,
+    /// `parse::MIN_RCVBUF`: 4608 and 2304 B).
     pub sndbuf_bytes: u64,
     pub rcvbuf_bytes: u64,
 }

@@ -113,6 +113,12 @@ const THROTTLE_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 const THROTTLING_EXAMPLE: &str = "throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.25 }";
 /// Tor's KISTSchedRunInterval default and its allowed maximum (1..100 ms; 0 disables KIST).
 const KIST_RUN_INTERVAL: SimDuration = SimDuration::from_millis(10);
+/// Linux's floors on a socket's buffers (`SOCK_MIN_SNDBUF`, `SOCK_MIN_RCVBUF`: 2 x (2048 +
+/// sizeof(sk_buff)) and 2048 + sizeof(sk_buff), bytes): `setsockopt` never goes below them.
+/// Smaller buffers are not only unreal but make a run take an event per few bytes (a 2-byte
+/// send buffer turned a 3-second run into six billion events).
+pub const MIN_SNDBUF: u64 = 4608;
+pub const MIN_RCVBUF: u64 = 2304;
 const KIST_RUN_INTERVAL_MAX: SimDuration = SimDuration::from_millis(100);
 /// Most EWMA half-lives one tick may span (see `Ctx::ewma_ticks_fit`).
 const EWMA_MAX_HALFLIVES_PER_TICK: u64 = 512;
@@ -542,6 +548,20 @@ impl Ctx<'_> {
         Some(b)
     }
 
+    /// A socket buffer size: at least Linux's floor `min` (named `floor` in the message).
+    fn socket_buffer(&mut self, v: &Value, path: &str, min: u64, floor: &str) -> Option<u64> {
+        let b = self.size(v, path)?;
+        if b < min {
+            self.err_hint(
+                path,
+                format!("must be at least {min} B, found {b} B"),
+                format!("Linux never sets a socket buffer below {floor}, {min} B"),
+            );
+            return None;
+        }
+        Some(b)
+    }
+
     /// A link rate in bits/s, positive.
     fn bits(&mut self, v: &Value, path: &str) -> Option<u64> {
         let s = self.unit_str(v, path, "rate", "Mbit", RATE_EXAMPLE)?;
@@ -854,8 +874,12 @@ impl Ctx<'_> {
                 None => d.congestion_control,
                 Some(v) => self.congestion_control(v, &join(p, "congestion_control")).unwrap_or(d.congestion_control),
             },
-            sndbuf_bytes: self.opt(t, p, "sndbuf", Ctx::pos_size).unwrap_or(d.sndbuf_bytes),
-            rcvbuf_bytes: self.opt(t, p, "rcvbuf", Ctx::pos_size).unwrap_or(d.rcvbuf_bytes),
+            sndbuf_bytes: self
+                .opt(t, p, "sndbuf", |cx, v, path| cx.socket_buffer(v, path, MIN_SNDBUF, "SOCK_MIN_SNDBUF"))
+                .unwrap_or(d.sndbuf_bytes),
+            rcvbuf_bytes: self
+                .opt(t, p, "rcvbuf", |cx, v, path| cx.socket_buffer(v, path, MIN_RCVBUF, "SOCK_MIN_RCVBUF"))
+                .unwrap_or(d.rcvbuf_bytes),
         }
     }
 

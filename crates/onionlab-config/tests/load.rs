@@ -331,6 +331,12 @@ fn tor_parameters() {
     err_at(&tor("circ_max_cell_queue = \"2500\""), "tor.circ_max_cell_queue", &["integer"]);
     err_at(&tor("request_size = \"0 B\""), "tor.request_size", &["at least 1 byte"]);
     err_at(&tor("sndbuf = 4096"), "tor.sndbuf", &["bare number"]);
+    // Linux's floors (SOCK_MIN_SNDBUF, SOCK_MIN_RCVBUF), named in the hint.
+    let e = err_at(&tor("sndbuf = \"2 B\""), "tor.sndbuf", &["at least 4608 B", "found 2 B"]);
+    assert!(hint(&e).contains("SOCK_MIN_SNDBUF"));
+    err_at(&tor("rcvbuf = \"2303 B\""), "tor.rcvbuf", &["at least 2304 B"]);
+    let c = load(&tor("sndbuf = \"4608 B\"\nrcvbuf = \"2304 B\"")).unwrap();
+    assert_eq!((c.tor.sndbuf_bytes, c.tor.rcvbuf_bytes), (4608, 2304));
     err_at(&tor("refill_interval = \"0 s\""), "tor.refill_interval", &["longer than 0"]);
     let e = err_at(&tor("refil_interval = \"1 s\""), "tor.refil_interval", &["unknown key"]);
     assert!(hint(&e).contains("refill_interval"));

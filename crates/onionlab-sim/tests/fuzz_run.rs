@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use onionlab_config::model::{ExperimentConfig, ThrottlingConfig};
+use onionlab_config::parse::{MIN_RCVBUF, MIN_SNDBUF};
 use onionlab_sim::{run, run_inspected, RunOutput, SimError};
 use onionlab_tor::{TorError, UNFINISHED};
 use proptest::prelude::*;
@@ -346,8 +347,9 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
         of(any::<bool>()),
         of(typ(w, 1, 100, 2_000, pick(w, 100_000, 1 << 40))),
         of(typ(w, 1, 100, 1_000, pick(w, 2_000, 1 << 40)).prop_flat_map(|n| (Just(n), 1..=n))),
-        of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
-        of(typ(w, 1, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
+        // Socket buffers down to Linux's floors (the validator's minimum).
+        of(typ(w, MIN_SNDBUF, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
+        of(typ(w, MIN_RCVBUF, 64 << 10, 8 << 20, pick(w, 8 << 20, 1 << 50))),
         (
             of((any::<bool>(), of(logu(pick(w, 1_000, 1), 7_200_000_000)), of(of((logu(pick(w, 100_000, 1), 120_000_000), 0..=14u32))))),
             any::<bool>(),
