@@ -28,7 +28,6 @@ from onionlab.reproduce.throttling.figures import figure4a
 #: every PEAK_STEP_S, the rest every minute.
 TIMING_STEP_S = 1.0
 
-
 #: Attack 2 reads an unthrottled circuit's speed as its busiest PEAK_STEP_S seconds in a minute.
 PEAK_STEP_S = 10.0
 

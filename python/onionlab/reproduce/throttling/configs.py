@@ -13,14 +13,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+#: Bulk clients per load (950 web clients at every load).
 LOADS = {"light": 25, "medium": 50, "heavy": 100}
-
-
 ALGORITHMS = ["vanilla", "static", "split", "flag", "thresh"]
 
-
+#: PerConnBWBurst of every algorithm, static included (the paper's footnote 3; spec 3).
 BURST = "2 MiB"
-
 
 #: Web think times (the paper's UNC data set may not be redistributed). Both are lognormal
 #: stand-ins calibrated to table 1's vanilla medium-load split (65.8 % web / 34.2 % bulk).
@@ -38,7 +36,6 @@ def think_text(median: str, sigma: float) -> str:
 
 
 THINK = {name: think_text(m, s) for name, (m, s) in THINK_SHAPES.items()}
-
 
 #: How each swept parameter's values are written: a byte rate, a duration, or a number in
 #: [0, 1] (the mechanisms' own ranges for T and P).
@@ -201,7 +198,6 @@ def all_guards(relays_text: str) -> str:
 
 
 BUILTIN_RELAYS = Path(__file__).resolve().parents[1] / "data" / "throttling-relays.toml"
-
 
 #: The relay sample's name under ``configs/``, where every generated config refers to it.
 RELAYS_FILE = "throttling-relays.toml"

@@ -20,11 +20,9 @@ from onionlab.reproduce.throttling.configs import axis_value_key
 #: Payload bytes per byte of cells on the wire (498 of 514 + 29 TLS bytes).
 PAYLOAD_PER_WIRE_BYTE = 498 / 543
 
-
 #: Sampling interval (seconds) of the per-channel table of the medium-load runs
 #: (``channels.csv``: where relays' queues sit).
 CHANNEL_STEP_S = 10.0
-
 
 #: Channel ends per algorithm in ``channels.csv``: those with the most queued cells.
 CHANNEL_TOP = 10
