@@ -39,8 +39,10 @@ bench: install
 	$(CARGO) bench -p onionlab-sim --bench experiment
 	$(PYTHON) bench/throttling_medium.py
 
-# Style: rustfmt (rustfmt.toml: 140 columns) and clippy with no warnings. Not part of
-# `make test`, so a machine without the rustfmt or clippy components can still run CI.
+# Style: rustfmt (rustfmt.toml: 140 columns), clippy with no warnings, and the API docs
+# without a broken or ambiguous link. Not part of `make test`, so a machine without the
+# rustfmt or clippy components can still run CI.
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --locked

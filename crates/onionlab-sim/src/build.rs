@@ -3,7 +3,7 @@
 //! **Owns:** the translation of config sections into model objects: latency model, tor
 //! parameters, relays (flags, buckets, PerConnBW; Fast/Stable computed by the directory
 //! rules when asked), client-operated relays, client and server hosts and their placement,
-//! and the mechanisms' hooks (throttling, Tortoise). **Must not touch:** running; [`crate::run`] drives what this builds.
+//! and the mechanisms' hooks (throttling, Tortoise). **Must not touch:** running; [`crate::run`](mod@crate::run) drives what this builds.
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! clients' workloads over the Tor model, and collects the result tables.
 //!
 //! **Owns:** the mapping from config to model objects ([`build`]), the run loop with
-//! workload timers and metric sampling ([`run`]), and the result rows ([`results`]).
+//! workload timers and metric sampling ([`run`](mod@run)), and the result rows ([`results`]).
 //! **Must not touch:** parsing (onionlab-config) or model internals (it uses the public
 //! APIs of onionlab-tor and onionlab-net).
 
