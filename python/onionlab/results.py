@@ -125,9 +125,13 @@ def table(columns: Mapping[str, Any], schema: pa.Schema) -> pd.DataFrame:
     return df
 
 
+#: NumPy type of the codes of a dictionary-encoded column (``("dict", codes, names)``).
+_CODES = "<u4"
+
+
 def _column_len(value: Any) -> int:
     if isinstance(value, tuple):
-        return len(value[1]) // (4 if value[0] == "dict" else np.dtype(value[0]).itemsize)
+        return len(value[1]) // np.dtype(_CODES if value[0] == "dict" else value[0]).itemsize
     return len(value)
 
 
@@ -138,7 +142,7 @@ def _column(value: Any, typ: pa.DataType | None) -> pa.Array:
     kind, data = value[0], value[1]
     if kind == "dict":
         names = pa.array(value[2], type=pa.string())
-        return names.take(pa.array(np.frombuffer(data, dtype="<u4"))).cast(typ or pa.string())
+        return names.take(pa.array(np.frombuffer(data, dtype=_CODES))).cast(typ or pa.string())
     return pa.array(np.frombuffer(data, dtype=kind), type=typ, from_pandas=True)
 
 

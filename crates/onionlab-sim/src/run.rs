@@ -116,9 +116,11 @@ pub fn run_inspected(
     // Every node's and group's name once, shared by the rows that name it.
     let node_names: Vec<Name> = (0..sim.tor.num_nodes() as NodeId).map(|n| Name::from(sim.tor.node_name(n))).collect();
     let group_names: Vec<Name> = cfg.clients.iter().map(|g| Name::from(g.name.as_str())).collect();
-    // Client node -> (name, class).
-    let client_info: BTreeMap<u32, (Name, Name)> =
-        clients.iter().map(|&(n, g)| (n, (node_names[n as usize].clone(), group_names[g].clone()))).collect();
+    // Node -> its client group, for the connection rows' class.
+    let mut group_of: Vec<Option<usize>> = vec![None; node_names.len()];
+    for &(n, g) in &clients {
+        group_of[n as usize] = Some(g);
+    }
     // Byte counters at the last sample, per channel: a client that reconnects to a guard
     // (its old connection closed when idle) gets a new channel whose counters start at 0.
     let mut conn_last: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
@@ -187,7 +189,8 @@ pub fn run_inspected(
                 for &r in &relays {
                     for c in sim.tor.client_connections(r) {
                         let last = conn_last.insert(c.chan, (c.bytes_written, c.bytes_read, c.bucket_empty_intervals)).unwrap_or((0, 0, 0));
-                        let (name, class) = client_info.get(&c.client).cloned().unwrap_or_default();
+                        let (name, class) =
+                            group_of[c.client as usize].map_or_else(Default::default, |g| (name_of(c.client), group_names[g].clone()));
                         conn_rows.push(ConnectionRow {
                             seed,
                             relay: name_of(r),
