@@ -28,3 +28,8 @@ pub use time::{SimDuration, SimTime};
 pub use trace::{Trace, TraceRecord};
 pub mod units;
 pub use units::{parse_bandwidth, parse_duration, parse_size, UnitError};
+
+/// A host's, node's or group's name, shared: the transport's host, the Tor node and every
+/// result row that names it hold one allocation between them (a full-scale network has two
+/// million clients, and a `String` per holder would cost a copy of each name per holder).
+pub type Name = std::sync::Arc<str>;

@@ -30,7 +30,7 @@ fn main() {
         .map(|i| {
             run.net
                 .add_host(HostSpec {
-                    name: format!("h{i}"),
+                    name: format!("h{i}").into(),
                     location: i % locs as u32,
                     up_bits_per_sec: 10_000_000,
                     down_bits_per_sec: 50_000_000,

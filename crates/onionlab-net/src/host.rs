@@ -27,8 +27,9 @@ pub struct HostId(pub u32);
 /// What a host is: where it sits and how fast its access link is.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostSpec {
-    /// Unique name; also names the host's random stream.
-    pub name: String,
+    /// Unique name; also names the host's random stream. Shared with whoever else names
+    /// the host (the Tor node, result rows): `"relay1".into()` makes one.
+    pub name: onionlab_core::Name,
     /// Location index in the latency model.
     pub location: u32,
     /// Upstream (sending) capacity in bits per second. Must be positive.

@@ -167,7 +167,7 @@ pub struct Network {
     hosts: Vec<Host>,
     /// Host names, for the duplicate check (a set lookup; a scan would make adding n hosts
     /// quadratic, and full-scale networks have millions of clients).
-    host_names: std::collections::HashSet<String>,
+    host_names: std::collections::HashSet<onionlab_core::Name>,
     /// Per-host random streams, drawn from only when a path has packet loss; created on
     /// first use (a stream is ~300 bytes, and full-scale networks have millions of hosts).
     /// Streams derive from (seed, "net-host", name), so creation order does not matter.
@@ -243,16 +243,16 @@ impl Network {
 
     pub fn add_host(&mut self, spec: HostSpec) -> Result<HostId, NetError> {
         if spec.up_bits_per_sec == 0 {
-            return Err(NetError::ZeroCapacity { name: spec.name, field: "up_bits_per_sec" });
+            return Err(NetError::ZeroCapacity { name: spec.name.to_string(), field: "up_bits_per_sec" });
         }
         if spec.down_bits_per_sec == 0 {
-            return Err(NetError::ZeroCapacity { name: spec.name, field: "down_bits_per_sec" });
+            return Err(NetError::ZeroCapacity { name: spec.name.to_string(), field: "down_bits_per_sec" });
         }
         if let Err(e) = self.latency.validate_location(spec.location) {
-            return Err(NetError::BadLocation { name: spec.name, location: spec.location, hint: e.to_string() });
+            return Err(NetError::BadLocation { name: spec.name.to_string(), location: spec.location, hint: e.to_string() });
         }
         if !self.host_names.insert(spec.name.clone()) {
-            return Err(NetError::DuplicateHost { name: spec.name });
+            return Err(NetError::DuplicateHost { name: spec.name.to_string() });
         }
         let id = HostId(self.hosts.len() as u32);
         self.host_rng.push(None);

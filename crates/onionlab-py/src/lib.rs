@@ -62,7 +62,12 @@ fn transport_demo(
     for i in 0..flows {
         let src = run
             .net
-            .add_host(HostSpec { name: format!("src{i}"), location: 0, up_bits_per_sec: 100_000_000, down_bits_per_sec: 100_000_000 })
+            .add_host(HostSpec {
+                name: format!("src{i}").into(),
+                location: 0,
+                up_bits_per_sec: 100_000_000,
+                down_bits_per_sec: 100_000_000,
+            })
             .map_err(err)?;
         run.transfer(src, sink, size_bytes).map_err(err)?;
     }

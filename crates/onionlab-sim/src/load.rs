@@ -22,7 +22,6 @@ pub struct LoadSummary {
 /// Builds the network of `cfg` for `seed` as a run would, then drops it.
 pub fn load(cfg: &ExperimentConfig, seed: u64) -> Result<LoadSummary, SimError> {
     let built = build(cfg, seed)?;
-    let names: Vec<String> = built.clients.iter().map(|&(n, _)| built.tor.node_name(n).to_string()).collect();
-    let b = behaviours(cfg, &built.clients, &names, &RngStreams::new(seed));
+    let b = behaviours(cfg, &built.clients, &built.tor, &RngStreams::new(seed));
     Ok(LoadSummary { relays: built.tor.relays().len(), clients: b.len(), servers: built.servers.len(), nodes: built.tor.num_nodes() })
 }

@@ -4,12 +4,12 @@
 //! written to disk (the Python layer writes Parquet and JSON).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// A relay's, client's or client group's name in a result row. Every row that names the
-/// same node or group shares one allocation: a run with per-second connection samples has
-/// a million rows, and a `String` each would cost three allocations per row.
-pub type Name = Arc<str>;
+/// same node or group shares one allocation with the network's own copy
+/// ([`onionlab_core::Name`]): a run with per-second connection samples has a million rows,
+/// and a `String` each would cost three allocations per row.
+pub use onionlab_core::Name;
 
 /// One download (tornettools: a "transfer"). Times in seconds from the start of the run.
 #[derive(Clone, Debug, PartialEq)]

@@ -39,14 +39,14 @@ const CHAN_METRICS_TOKEN: u64 = u64::MAX - 3;
 /// Progress callback: (simulated seconds done, simulated seconds total, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
 
-/// One behaviour per client, in order; clients of a group share their workload.
-pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], names: &[String], streams: &RngStreams) -> Vec<ClientBehaviour> {
+/// One behaviour per client, in order; clients of a group share their workload. Each
+/// client's random stream is named by its node's name in `tor`.
+pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], tor: &TorNetwork, streams: &RngStreams) -> Vec<ClientBehaviour> {
     let shared: BTreeMap<&str, Arc<Workload>> = cfg.workloads.iter().map(|(k, w)| (k.as_str(), Arc::new(w.clone()))).collect();
     clients
         .iter()
-        .zip(names)
-        .map(|(&(_, g), name)| {
-            ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.stream("workload", name))
+        .map(|&(node, g)| {
+            ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.stream("workload", tor.node_name(node)))
         })
         .collect()
 }
@@ -78,8 +78,7 @@ pub fn run_inspected(
     let warmup = SimTime::ZERO + cfg.experiment.warmup;
     let spread = if cfg.experiment.warmup > SimDuration::ZERO { cfg.experiment.warmup } else { SimDuration::from_secs(10).min(duration) };
 
-    let names: Vec<String> = clients.iter().map(|&(n, _)| sim.tor.node_name(n).to_string()).collect();
-    let mut behaviours = behaviours(cfg, &clients, &names, &streams);
+    let mut behaviours = behaviours(cfg, &clients, &sim.tor, &streams);
     let mut pending = vec![0u64; clients.len()];
     let schedule = |sim: &mut TorSim, pending: &mut [u64], i: usize, next: Next| {
         let Next::Fetch { after, bytes } = next;
@@ -114,7 +113,7 @@ pub fn run_inspected(
     // Byte counters at the last sample, per (channel, this end is the initiator).
     let mut chan_last: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
     // Every node's and group's name once, shared by the rows that name it.
-    let node_names: Vec<Name> = (0..sim.tor.num_nodes() as NodeId).map(|n| Name::from(sim.tor.node_name(n))).collect();
+    let node_names: Vec<Name> = (0..sim.tor.num_nodes() as NodeId).map(|n| sim.tor.node_name_shared(n).clone()).collect();
     let group_names: Vec<Name> = cfg.clients.iter().map(|g| Name::from(g.name.as_str())).collect();
     // Node -> its client group, for the connection rows' class.
     let mut group_of: Vec<Option<usize>> = vec![None; node_names.len()];
@@ -241,7 +240,7 @@ pub fn run_inspected(
                 let server = servers[behaviours[i].rng().random_range(0..servers.len())];
                 sim.tor
                     .start_stream(&mut sim.q, clients[i].0, server, pending[i], token)
-                    .map_err(|source| SimError::Tor { client: names[i].clone(), source })?;
+                    .map_err(|source| SimError::Tor { client: sim.tor.node_name(clients[i].0).to_string(), source })?;
             }
             other => sim.tor.handle(&mut sim.q, other),
         }

@@ -31,7 +31,7 @@
 
 use std::collections::BTreeMap;
 
-use onionlab_core::{EventClass, EventQueue, RngStreams, SimDuration, SimTime};
+use onionlab_core::{EventClass, EventQueue, Name, RngStreams, SimDuration, SimTime};
 use onionlab_net::{HostSpec, LatencyModel, NetEvent, NetNotice, Network, Side};
 
 use crate::cell::{CellKind, CellRun, Direction, RELAY_PAYLOAD_SIZE};
@@ -269,10 +269,12 @@ impl TorNetwork {
     }
 
     fn add_node(&mut self, name: &str, location: u32, up: u64, down: u64, kind: NodeKind) -> Result<NodeId, TorError> {
-        let host = self.net.add_host(HostSpec { name: name.to_string(), location, up_bits_per_sec: up, down_bits_per_sec: down })?;
+        // One allocation for the name, shared by the host, the node and the result rows.
+        let shared: Name = name.into();
+        let host = self.net.add_host(HostSpec { name: shared.clone(), location, up_bits_per_sec: up, down_bits_per_sec: down })?;
         let id = self.nodes.len() as NodeId;
         self.nodes.push(TorNode {
-            name: name.to_string(),
+            name: shared,
             host,
             kind,
             read_bucket: TokenBucket::unlimited(),
@@ -355,6 +357,10 @@ impl TorNetwork {
     }
 
     pub fn node_name(&self, n: NodeId) -> &str {
+        &self.nodes[n as usize].name
+    }
+    /// The node's name as the shared allocation its host and result rows hold too.
+    pub fn node_name_shared(&self, n: NodeId) -> &Name {
         &self.nodes[n as usize].name
     }
     pub fn node_kind(&self, n: NodeId) -> NodeKind {

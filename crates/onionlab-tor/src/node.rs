@@ -115,7 +115,8 @@ pub(crate) struct TorNode {
     pub kist_last_run: Option<onionlab_core::SimTime>,
     pub perconn: Option<(u64, u64)>,
     // The rest.
-    pub name: String,
+    /// Shared with the node's host ([`onionlab_net::HostSpec::name`]).
+    pub name: onionlab_core::Name,
     pub scheduler: SchedulerKind,
     /// Channels this node is an end of (for per-connection bucket refills).
     pub chans: Vec<(u32, Side)>,
