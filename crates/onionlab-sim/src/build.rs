@@ -129,21 +129,24 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         circ_window: t.circ_window,
         circ_window_increment: t.circ_window_increment,
         congestion_control: match t.congestion_control {
-            CongestionControlConfig::Vegas(v) => CongestionControlKind::Vegas(VegasParams {
-                sendme_inc: v.sendme_inc,
-                cwnd_init: v.cwnd_init,
-                cwnd_min: v.cwnd_min,
-                cwnd_inc: v.cwnd_inc,
-                cwnd_inc_rate: v.cwnd_inc_rate,
-                cwnd_inc_pct_ss: v.cwnd_inc_pct_ss,
-                alpha: v.alpha,
-                beta: v.beta,
-                gamma: v.gamma,
-                delta: v.delta,
-                ss_cap: v.ss_cap,
-                ss_max: v.ss_max,
-                ..VegasParams::default()
-            }),
+            CongestionControlConfig::Vegas(v) => CongestionControlKind::Vegas(
+                VegasParams {
+                    sendme_inc: v.sendme_inc,
+                    cwnd_init: v.cwnd_init,
+                    cwnd_min: v.cwnd_min,
+                    cwnd_inc: v.cwnd_inc,
+                    cwnd_inc_rate: v.cwnd_inc_rate,
+                    cwnd_inc_pct_ss: v.cwnd_inc_pct_ss,
+                    alpha: v.alpha,
+                    beta: v.beta,
+                    gamma: v.gamma,
+                    delta: v.delta,
+                    ss_cap: v.ss_cap,
+                    ss_max: v.ss_max,
+                    ..VegasParams::default()
+                }
+                .into(),
+            ),
             CongestionControlConfig::FixedWindow => CongestionControlKind::FixedWindow,
         },
         cell_queue_watermarks: t.cell_queue_watermarks,

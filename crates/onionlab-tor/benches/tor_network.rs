@@ -122,7 +122,7 @@ fn run(spread: RelaySpread) {
     let mut cfg = TorConfig::default();
     match std::env::var("BENCH_CC").as_deref() {
         Err(_) | Ok("fixed") => {}
-        Ok("vegas") => cfg.congestion_control = CongestionControlKind::Vegas(VegasParams::default()),
+        Ok("vegas") => cfg.congestion_control = CongestionControlKind::Vegas(VegasParams::default().into()),
         Ok(other) => panic!("BENCH_CC must be fixed or vegas (got {other:?})"),
     }
     // BENCH_LINK_LOG=1: also print the transport's batch sizes by sender kind.

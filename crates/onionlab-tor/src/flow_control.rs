@@ -55,8 +55,9 @@ pub enum CongestionControlKind {
     /// Tor's SENDME windows ([`FixedWindow`], `cc_alg` 0): `circ_window` cells, a SENDME
     /// per `circ_window_increment` (the network's [`crate::TorConfig`]).
     FixedWindow,
-    /// Proposal 324's Vegas ([`crate::vegas::Vegas`], `cc_alg` 2), with its parameters.
-    Vegas(crate::vegas::VegasParams),
+    /// Proposal 324's Vegas ([`crate::vegas::Vegas`], `cc_alg` 2), with its parameters,
+    /// which every circuit edge's controller shares (`Arc::new(VegasParams::default())`).
+    Vegas(std::sync::Arc<crate::vegas::VegasParams>),
 }
 
 impl CongestionControlKind {
@@ -64,7 +65,7 @@ impl CongestionControlKind {
     pub fn build(&self, circ_window: u64, circ_window_increment: u64) -> Box<dyn CongestionControl> {
         match self {
             CongestionControlKind::FixedWindow => Box::new(FixedWindow::new(circ_window, circ_window_increment)),
-            CongestionControlKind::Vegas(p) => Box::new(crate::vegas::Vegas::new(p.clone())),
+            CongestionControlKind::Vegas(p) => Box::new(crate::vegas::Vegas::new(std::sync::Arc::clone(p))),
         }
     }
     /// Whether streams keep SENDME windows under this controller.

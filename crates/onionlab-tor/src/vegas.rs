@@ -42,6 +42,7 @@
 //! jump).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use onionlab_core::SimTime;
 
@@ -116,7 +117,9 @@ impl Default for VegasParams {
 /// One circuit edge's Vegas state (tor's `congestion_control_t`).
 #[derive(Clone, Debug)]
 pub struct Vegas {
-    p: VegasParams,
+    /// Shared by every edge of the run: a copy each would be 150 bytes per edge, two per
+    /// circuit, and a full-scale network holds millions of circuits.
+    p: Arc<VegasParams>,
     cwnd: u64,
     inflight: u64,
     in_slow_start: bool,
@@ -137,7 +140,9 @@ pub struct Vegas {
 }
 
 impl Vegas {
-    pub fn new(p: VegasParams) -> Self {
+    /// A controller with parameters `p`: a [`VegasParams`], or an `Arc` of one to share.
+    pub fn new(p: impl Into<Arc<VegasParams>>) -> Self {
+        let p = p.into();
         let mut v = Vegas {
             cwnd: p.cwnd_init,
             inflight: 0,

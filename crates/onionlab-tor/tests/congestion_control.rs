@@ -7,7 +7,7 @@ use onionlab_core::SimDuration;
 use onionlab_tor::*;
 
 fn vegas() -> TorConfig {
-    TorConfig { congestion_control: CongestionControlKind::Vegas(VegasParams::default()), ..TorConfig::default() }
+    TorConfig { congestion_control: CongestionControlKind::Vegas(VegasParams::default().into()), ..TorConfig::default() }
 }
 
 /// One 5 MiB download over `rates`: (transfer seconds after the first byte, the mean

@@ -385,7 +385,7 @@ proptest! {
         vegas in any::<bool>(),
         cellq in prop::option::of((2u64..600).prop_flat_map(|h| (Just(h), 0..h))),
     ) {
-        let congestion_control = if vegas { CongestionControlKind::Vegas(VegasParams::default()) } else { CongestionControlKind::FixedWindow };
+        let congestion_control = if vegas { CongestionControlKind::Vegas(VegasParams::default().into()) } else { CongestionControlKind::FixedWindow };
         let (mut sim, _, c, s) = line(
             TorConfig { congestion_control, cell_queue_watermarks: cellq, ..TorConfig::default() },
             SimDuration::from_millis(one_way_ms),
