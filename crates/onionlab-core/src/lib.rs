@@ -23,7 +23,7 @@ pub mod trace;
 pub use counters::Counters;
 pub use event::{EventClass, EventQueue, ScheduleError, Scheduled};
 pub use head_deque::HeadDeque;
-pub use rng::{RngStreams, SimRng};
+pub use rng::{ParkedRng, RngStreams, SimRng};
 pub use time::{SimDuration, SimTime};
 pub use trace::{Trace, TraceRecord};
 pub mod units;

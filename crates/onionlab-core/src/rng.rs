@@ -15,6 +15,53 @@ use rand_chacha::ChaCha12Rng;
 /// The PRNG type every entity uses.
 pub type SimRng = ChaCha12Rng;
 
+/// A random stream at rest: its key and the position of its next 32-bit word (40 bytes).
+///
+/// A live [`SimRng`] also carries a 256-byte block of output, which for the two million
+/// clients of a full-scale network (a path-selection stream and a workload stream each) is
+/// a gigabyte. Entities that exist by the million and draw now and then keep their stream
+/// parked; [`ParkedRng::with`] rebuilds the generator at the parked position, so the draws
+/// are exactly those of a stream kept live (a test checks it draw for draw). Rebuilding
+/// costs one ChaCha block, a few hundred nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParkedRng {
+    key: [u8; 32],
+    word_pos: u64,
+}
+
+impl ParkedRng {
+    /// Parks `rng` where it stands.
+    pub fn park(rng: &SimRng) -> Self {
+        // Streams are made by `from_seed`, which leaves ChaCha's stream number at 0.
+        debug_assert_eq!(rng.get_stream(), 0, "a parked stream is rebuilt with stream number 0");
+        let word_pos = u64::try_from(rng.get_word_pos()).expect("fewer than 2^64 words drawn from one stream");
+        ParkedRng { key: rng.get_seed(), word_pos }
+    }
+
+    /// A live generator at the parked position.
+    pub fn unpark(&self) -> SimRng {
+        let mut rng = ChaCha12Rng::from_seed(self.key);
+        if self.word_pos > 0 {
+            rng.set_word_pos(u128::from(self.word_pos));
+        }
+        rng
+    }
+
+    /// Draws with the stream live, then parks it where `f` left it.
+    pub fn with<T>(&mut self, f: impl FnOnce(&mut SimRng) -> T) -> T {
+        let mut rng = self.unpark();
+        let out = f(&mut rng);
+        *self = ParkedRng::park(&rng);
+        out
+    }
+}
+
+impl From<SimRng> for ParkedRng {
+    fn from(rng: SimRng) -> Self {
+        ParkedRng::park(&rng)
+    }
+}
+
 /// Derives independent random streams from one run seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RngStreams {
@@ -73,6 +120,11 @@ impl RngStreams {
     pub fn stream(&self, kind: &str, name: &str) -> SimRng {
         ChaCha12Rng::from_seed(self.key(kind, name))
     }
+
+    /// The same stream as [`RngStreams::stream`], parked at its start.
+    pub fn parked(&self, kind: &str, name: &str) -> ParkedRng {
+        ParkedRng { key: self.key(kind, name), word_pos: 0 }
+    }
 }
 
 #[cfg(test)]
@@ -110,6 +162,40 @@ mod tests {
         assert_eq!(k, again);
         let first: u64 = RngStreams::new(1).stream("host", "a").random();
         assert_eq!(first, PINNED_FIRST_DRAW);
+    }
+
+    /// Parking between draws of every width (u32, u64, f64, ranges, odd-length byte
+    /// fills, which round up to whole words) leaves the stream's draws unchanged, across
+    /// ChaCha's 64-word block boundaries too.
+    #[test]
+    fn a_parked_stream_draws_as_a_live_one() {
+        use rand::RngCore;
+        let streams = RngStreams::new(3);
+        let mut live = streams.stream("client", "c1");
+        let mut parked = streams.parked("client", "c1");
+        let mut script = RngStreams::new(99).stream("script", "");
+        let draw = |op: u32, r: &mut SimRng| -> Vec<u64> {
+            match op {
+                0 => vec![r.next_u32() as u64],
+                1 => vec![r.next_u64()],
+                2 => vec![r.random::<f64>().to_bits()],
+                3 => vec![r.random_range(0..1000u64)],
+                _ => {
+                    let mut b = [0u8; 7];
+                    r.fill_bytes(&mut b);
+                    b.iter().map(|&x| x as u64).collect()
+                }
+            }
+        };
+        for _ in 0..2000 {
+            let op = script.random_range(0..5u32);
+            let n = script.random_range(1..6usize);
+            let want: Vec<u64> = (0..n).flat_map(|_| draw(op, &mut live)).collect();
+            let got: Vec<u64> = parked.with(|r| (0..n).flat_map(|_| draw(op, r)).collect());
+            assert_eq!(got, want);
+            assert_eq!(u128::from(parked.word_pos), live.get_word_pos());
+        }
+        assert!(live.get_word_pos() > 64 * 20, "the script crosses many blocks");
     }
 
     // Filled from the first run of this exact derivation; see `stream_is_pinned_to_the_algorithm`.

@@ -46,7 +46,7 @@ pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], tor: &Tor
     clients
         .iter()
         .map(|&(node, g)| {
-            ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.stream("workload", tor.node_name(node)))
+            ClientBehaviour::new(Arc::clone(&shared[cfg.clients[g].workload.as_str()]), streams.parked("workload", tor.node_name(node)))
         })
         .collect()
 }
@@ -86,7 +86,7 @@ pub fn run_inspected(
         sim.q.schedule_in(after, APP_CLASS, TorEvent::App { token: i as u64 });
     };
     for (i, b) in behaviours.iter_mut().enumerate() {
-        let offset = SimDuration::from_nanos(b.rng().random_range(0..spread.as_nanos().max(1)));
+        let offset = SimDuration::from_nanos(b.with_rng(|r| r.random_range(0..spread.as_nanos().max(1))));
         let next = b.first(offset);
         schedule(&mut sim, &mut pending, i, next);
     }
@@ -237,7 +237,7 @@ pub fn run_inspected(
             }
             TorEvent::App { token } => {
                 let i = token as usize;
-                let server = servers[behaviours[i].rng().random_range(0..servers.len())];
+                let server = servers[behaviours[i].with_rng(|r| r.random_range(0..servers.len()))];
                 sim.tor
                     .start_stream(&mut sim.q, clients[i].0, server, pending[i], token)
                     .map_err(|source| SimError::Tor { client: sim.tor.node_name(clients[i].0).to_string(), source })?;

@@ -295,7 +295,7 @@ impl TorNetwork {
             kist_wanted: false,
             kist_pending: false,
             kist_last_run: None,
-            rng: (kind == NodeKind::Client).then(|| self.rng_streams.stream("tor-client", name)),
+            rng: (kind == NodeKind::Client).then(|| self.rng_streams.parked("tor-client", name)),
             stats: NodeStats::default(),
         });
         self.hooks.push(None);

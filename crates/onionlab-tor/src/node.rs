@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use onionlab_core::rng::SimRng;
+use onionlab_core::rng::ParkedRng;
 use onionlab_net::{HostId, Side};
 
 use crate::path::RelayFlags;
@@ -87,7 +87,7 @@ pub struct NodeStats {
 
 /// A relay, client or server in the Tor model. The fields a batch touches come first,
 /// grouped one cache line a group (`repr(C)` keeps the order); names, guards and the
-/// path-selection RNG (~300 bytes) come after them.
+/// path-selection stream (parked, [`onionlab_core::ParkedRng`]) come after them.
 #[repr(C, align(64))]
 pub(crate) struct TorNode {
     // Line 1: the global buckets.
@@ -134,7 +134,7 @@ pub(crate) struct TorNode {
     /// Clients: predicted-circuit state.
     pub predict: Prediction,
     /// Clients: path selection randomness.
-    pub rng: Option<SimRng>,
+    pub rng: Option<ParkedRng>,
 }
 
 /// A client's predicted-circuit state (tor's `circuit_predict_and_launch_new`).

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use onionlab_config::model::Workload;
-use onionlab_core::rng::SimRng;
+use onionlab_core::rng::{ParkedRng, SimRng};
 use onionlab_core::{SimDuration, SimTime};
 
 use crate::dist::{sample_size, sample_time};
@@ -32,28 +32,38 @@ pub enum Next {
 pub struct ClientBehaviour {
     /// Shared by all clients of a group (a Markov model is tens of kilobytes).
     workload: Arc<Workload>,
-    rng: SimRng,
+    /// Parked between actions: a full-scale network has two million clients, and a live
+    /// stream's 256-byte output block each would be half a gigabyte.
+    rng: ParkedRng,
     /// Web sessions: when the current session started.
     session_started: Option<SimTime>,
     markov: MarkovUser,
 }
 
 impl ClientBehaviour {
-    pub fn new(workload: impl Into<Arc<Workload>>, rng: SimRng) -> Self {
-        ClientBehaviour { workload: workload.into(), rng, session_started: None, markov: MarkovUser::default() }
+    /// A behaviour drawing from `rng` (a [`SimRng`] is parked where it stands).
+    pub fn new(workload: impl Into<Arc<Workload>>, rng: impl Into<ParkedRng>) -> Self {
+        ClientBehaviour { workload: workload.into(), rng: rng.into(), session_started: None, markov: MarkovUser::default() }
     }
 
     /// The first action, `offset` after the start of the run (clients start staggered so
     /// that they do not move in lockstep). Web and bulk clients fetch at once; perf
     /// clients pause first.
     pub fn first(&mut self, offset: SimDuration) -> Next {
+        let mut rng = self.rng.unpark();
+        let next = self.first_with(offset, &mut rng);
+        self.rng = ParkedRng::park(&rng);
+        next
+    }
+
+    fn first_with(&mut self, offset: SimDuration, rng: &mut SimRng) -> Next {
         match &*self.workload {
             Workload::Web { size, .. } | Workload::Bulk { size } => {
                 // `first` is called at time 0: the first session starts with the first fetch.
                 self.session_started = Some(SimTime::ZERO + offset);
-                Next::Fetch { after: offset, bytes: sample_size(size, &mut self.rng) }
+                Next::Fetch { after: offset, bytes: sample_size(size, rng) }
             }
-            Workload::Perf { .. } | Workload::Markov { .. } => match self.next_after_done(SimTime::ZERO) {
+            Workload::Perf { .. } | Workload::Markov { .. } => match self.next_with(SimTime::ZERO, rng) {
                 Next::Fetch { after, bytes } => Next::Fetch { after: after + offset, bytes },
             },
         }
@@ -62,34 +72,42 @@ impl ClientBehaviour {
     /// The action after a download finished (or failed).
     /// `now` is when it finished (web sessions need it).
     pub fn next_after_done(&mut self, now: SimTime) -> Next {
+        let mut rng = self.rng.unpark();
+        let next = self.next_with(now, &mut rng);
+        self.rng = ParkedRng::park(&rng);
+        next
+    }
+
+    fn next_with(&mut self, now: SimTime, rng: &mut SimRng) -> Next {
         match &*self.workload {
             Workload::Web { size, think, session } => {
-                let mut after = sample_time(think, &mut self.rng);
+                let mut after = sample_time(think, rng);
                 if let Some(s) = session {
                     let started = *self.session_started.get_or_insert(now);
                     if now.saturating_since(started) >= s.length {
                         // The session is over: a break, then a new session.
-                        after = sample_time(&s.pause, &mut self.rng);
+                        after = sample_time(&s.pause, rng);
                         self.session_started = Some(now + after);
                     }
                 }
-                Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
+                Next::Fetch { after, bytes: sample_size(size, rng) }
             }
-            Workload::Bulk { size } => Next::Fetch { after: SimDuration::ZERO, bytes: sample_size(size, &mut self.rng) },
+            Workload::Bulk { size } => Next::Fetch { after: SimDuration::ZERO, bytes: sample_size(size, rng) },
             Workload::Perf { size, pause } => {
-                let after = sample_time(pause, &mut self.rng);
-                Next::Fetch { after, bytes: sample_size(size, &mut self.rng) }
+                let after = sample_time(pause, rng);
+                Next::Fetch { after, bytes: sample_size(size, rng) }
             }
             Workload::Markov { stream_model, packet_model, packet_bytes, pause } => {
-                let gap = self.markov.next_stream(stream_model, &mut self.rng, |rng| sample_time(pause, rng).as_secs_f64());
-                let (down, _up) = sample_stream_packets(packet_model, &mut self.rng);
+                let gap = self.markov.next_stream(stream_model, rng, |rng| sample_time(pause, rng).as_secs_f64());
+                let (down, _up) = sample_stream_packets(packet_model, rng);
                 Next::Fetch { after: secs(gap), bytes: down.max(1).saturating_mul(*packet_bytes) }
             }
         }
     }
 
-    pub fn rng(&mut self) -> &mut SimRng {
-        &mut self.rng
+    /// Draws from the client's stream (the run picks servers with it).
+    pub fn with_rng<T>(&mut self, f: impl FnOnce(&mut SimRng) -> T) -> T {
+        self.rng.with(f)
     }
 }
 

@@ -17,7 +17,7 @@ use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{NodeId, NodeKind};
 use crate::path::Position;
 use crate::token_bucket::TokenBucket;
-use onionlab_core::{EventQueue, SimDuration, SimTime};
+use onionlab_core::{EventQueue, ParkedRng, SimDuration, SimTime};
 use onionlab_net::{ConnId, Side};
 
 impl TorNetwork {
@@ -222,7 +222,7 @@ impl TorNetwork {
 
     fn build_circuit(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<u32, TorError> {
         let num_guards = self.cfg.num_entry_guards.max(1);
-        let mut rng = self.nodes[client as usize].rng.take().expect("clients have an rng");
+        let mut rng = self.nodes[client as usize].rng.as_ref().expect("clients have an rng").unpark();
         let mut guards = self.nodes[client as usize].guards.clone();
         let bridge = self.nodes[client as usize].bridge;
         let use_guards = self.cfg.use_entry_guards;
@@ -245,7 +245,7 @@ impl TorNetwork {
             let path = sel.choose_path(&mut rng, Some(guard)).ok_or(TorError::NoPath(Position::Exit))?;
             Ok(path)
         })();
-        self.nodes[client as usize].rng = Some(rng);
+        self.nodes[client as usize].rng = Some(ParkedRng::park(&rng));
         let path = result?;
         self.nodes[client as usize].guards = guards;
         let nodes = [client, self.relays[path[0]], self.relays[path[1]], self.relays[path[2]]];
