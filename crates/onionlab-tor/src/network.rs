@@ -164,6 +164,10 @@ pub struct TorCounters {
     pub channels_closed_idle: u64,
     pub streams_completed: u64,
     pub streams_failed: u64,
+    /// Streams that finished while an exit's read ring still held them: their slot is
+    /// free only once the ring lets go (at the exit's next read pass, after a refill if
+    /// its bucket is empty), so a stream started meanwhile takes another slot.
+    pub stream_slots_held_by_ring: u64,
 }
 
 /// The whole simulated Tor network over a transport [`Network`].
@@ -809,7 +813,9 @@ impl TorNetwork {
         }
         // Cells still naming the stream (a client's last SENDMEs) find no stream.
         c.streams[idx as usize] = NO_STREAM;
-        if !in_ring {
+        if in_ring {
+            self.counters.stream_slots_held_by_ring += 1;
+        } else {
             self.free_streams.push(sid);
         }
         let c = &self.circuits[circ as usize];

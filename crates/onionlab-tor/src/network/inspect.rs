@@ -262,6 +262,11 @@ impl TorNetwork {
         self.circuits.len()
     }
 
+    /// Stream slots: how many there are, and how many are free for the next stream.
+    pub fn stream_slots(&self) -> (usize, usize) {
+        (self.streams.len(), self.free_streams.len())
+    }
+
     /// State of the circuit in slot `circ` (a closed circuit's slot goes to a later one
     /// once its last cell has arrived; until then it reads `Closed`).
     pub fn circuit_state(&self, circ: u32) -> CircuitState {
