@@ -39,6 +39,33 @@ pub enum CloseReason {
 /// Nodes on a circuit: the client and its three relays (tor's DEFAULT_ROUTE_LEN, 3).
 pub(crate) const CIRCUIT_NODES: usize = 4;
 
+/// Circuit queues: one per position and direction the position forwards cells in. The
+/// client never queues cells coming back to it, nor the exit cells going on to the
+/// server (both are delivered at the edge), so a circuit has six queues, not eight
+/// (128 bytes less a circuit; a full-scale network holds millions).
+pub(crate) const HOP_QUEUES: usize = 2 * CIRCUIT_NODES - 2;
+
+/// Where the queue at position `pos` for direction `dir` sits in [`Circuit::queues`] and
+/// [`Circuit::policy`]: towards the exit at `2 pos`, towards the client at `2 pos - 1`.
+/// The two positions without a queue (the client's In, the exit's Out) panic.
+#[inline]
+pub(crate) fn queue_index(pos: usize, dir: Direction) -> usize {
+    match dir {
+        Direction::Out => 2 * pos,
+        Direction::In => 2 * pos - 1,
+    }
+}
+
+/// The position and direction of queue `i` (the inverse of [`queue_index`]).
+#[inline]
+pub(crate) fn queue_slot(i: usize) -> (usize, Direction) {
+    if i.is_multiple_of(2) {
+        (i / 2, Direction::Out)
+    } else {
+        (i.div_ceil(2), Direction::In)
+    }
+}
+
 /// A circuit queue with the count of cells the relay there has queued in it: one cache
 /// line, so relaying a run touches one line for both.
 #[derive(Debug, Default)]
@@ -80,12 +107,12 @@ pub(crate) struct Circuit {
     /// channel may have been opened by the other node, for another circuit). Kept here so
     /// that queueing a run on a channel does not read the channel's header for its side.
     pub lower_initiates: [bool; CIRCUIT_NODES - 1],
-    /// `queues[p][dir]`: cells at position p waiting to leave in direction dir, and the
-    /// relay's count of cells it queued there.
-    pub queues: [[HopQueue; 2]; CIRCUIT_NODES],
-    /// `policy[p][dir]`: what the circuit scheduler of the channel end that `queues[p][dir]`
-    /// feeds keeps about this circuit while it is idle there (EWMA: its count).
-    pub policy: [[CircPolicyData; 2]; CIRCUIT_NODES],
+    /// `queues[queue_index(p, dir)]`: cells at position p waiting to leave in direction
+    /// dir, and the relay's count of cells it queued there ([`queue_index`]).
+    pub queues: [HopQueue; HOP_QUEUES],
+    /// `policy[queue_index(p, dir)]`: what the circuit scheduler of the channel end that
+    /// queue feeds keeps about this circuit while it is idle there (EWMA: its count).
+    pub policy: [CircPolicyData; HOP_QUEUES],
     // The edges' state.
     /// Stream ids, by stream index within the circuit (what cells name); [`NO_STREAM`]
     /// once the stream has finished (its id may belong to another stream by then).
@@ -122,7 +149,7 @@ impl Circuit {
     /// Cells queued at the exit toward the client (what edge blocking watches).
     #[inline]
     pub fn exit_queued(&self) -> u64 {
-        self.queues[self.exit_pos()][Direction::In.index()].cells.len()
+        self.queues[queue_index(self.exit_pos(), Direction::In)].cells.len()
     }
 
     /// The channel the queue `queues[pos][dir]` feeds: towards the exit from `pos` (Out),
@@ -224,3 +251,33 @@ pub struct StreamRecord {
 /// ([`TorNetwork::unfinished_records`](crate::TorNetwork::unfinished_records)): not a
 /// failure, but a download time that is only known to exceed the time it ran for.
 pub const UNFINISHED: &str = "unfinished at end of run";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Six queues: the client's towards the exit, each relay's both ways, the exit's
+    /// towards the client; each at its own index, and the client's In and the exit's Out
+    /// have none.
+    #[test]
+    fn queue_indices_cover_the_six_queues_once() {
+        let mut seen = [false; HOP_QUEUES];
+        for pos in 0..CIRCUIT_NODES {
+            for dir in [Direction::Out, Direction::In] {
+                let exists = !((pos == 0 && dir == Direction::In) || (pos == CIRCUIT_NODES - 1 && dir == Direction::Out));
+                if !exists {
+                    continue;
+                }
+                let i = queue_index(pos, dir);
+                assert!(i < HOP_QUEUES && !seen[i], "({pos}, {dir:?}) -> {i}");
+                seen[i] = true;
+                assert_eq!(queue_slot(i), (pos, dir));
+            }
+        }
+        assert!(seen.iter().all(|&s| s));
+        // Indexing the queues with either panics: the exit's Out is past the end, the
+        // client's In underflows (or, without overflow checks, wraps past the end).
+        assert!(queue_index(CIRCUIT_NODES - 1, Direction::Out) >= HOP_QUEUES);
+        assert!(std::panic::catch_unwind(|| [0u8; HOP_QUEUES][queue_index(0, Direction::In)]).is_err());
+    }
+}

@@ -36,7 +36,9 @@ use onionlab_net::{HostSpec, LatencyModel, NetEvent, NetNotice, Network, Side};
 
 use crate::cell::{CellKind, CellRun, Direction, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel, RelayChannelEnd};
-use crate::circuit::{Circuit, CircuitState, CloseReason, Stream, StreamRecord, NO_STREAM, UNFINISHED};
+use crate::circuit::{
+    queue_index, queue_slot, Circuit, CircuitState, CloseReason, Stream, StreamRecord, HOP_QUEUES, NO_STREAM, UNFINISHED,
+};
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
 use crate::node::{EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
@@ -462,17 +464,16 @@ impl TorNetwork {
         // Per (channel, side): queued cells and active circuits.
         let mut queued = vec![(0u64, 0u32); self.chans.len() * 2];
         for c in &self.circuits {
-            for (pos, qs) in c.queues.iter().enumerate() {
-                for dir in [Direction::Out, Direction::In] {
-                    let n = qs[dir.index()].cells.len();
-                    if n == 0 {
-                        continue;
-                    }
-                    if let Some(chan) = c.queue_chan(pos, dir) {
-                        let slot = &mut queued[chan as usize * 2 + side_index(c.queue_side(pos, dir))];
-                        slot.0 += n;
-                        slot.1 += 1;
-                    }
+            for (i, q) in c.queues.iter().enumerate() {
+                let n = q.cells.len();
+                if n == 0 {
+                    continue;
+                }
+                let (pos, dir) = queue_slot(i);
+                if let Some(chan) = c.queue_chan(pos, dir) {
+                    let slot = &mut queued[chan as usize * 2 + side_index(c.queue_side(pos, dir))];
+                    slot.0 += n;
+                    slot.1 += 1;
                 }
             }
         }
@@ -587,7 +588,8 @@ impl TorNetwork {
     fn enqueue(&mut self, now: SimTime, circ: u32, pos: usize, run: CellRun) {
         let c = &mut self.circuits[circ as usize];
         let exit_pos = c.exit_pos();
-        let q = &mut c.queues[pos][run.dir.index()];
+        let qi = queue_index(pos, run.dir);
+        let q = &mut c.queues[qi];
         let was_empty = q.cells.is_empty();
         q.cells.push(run);
         let queued = q.cells.len();
@@ -605,7 +607,7 @@ impl TorNetwork {
         let side = c.queue_side(pos, run.dir);
         let end = &mut self.chans[chan as usize].ends[side_index(side)];
         if was_empty {
-            end.sched.activate(circ, now, &mut c.policy[pos][run.dir.index()]);
+            end.sched.activate(circ, now, &mut c.policy[qi]);
         }
         let n = &mut self.nodes[node as usize];
         if n.kist.is_some() {
@@ -840,21 +842,20 @@ impl TorNetwork {
             CloseReason::Expired => self.counters.circuits_expired += 1,
             CloseReason::IdleTimeout => self.counters.circuits_closed_idle += 1,
         }
-        for pos in 0..c.nodes.len() {
-            for dir in [Direction::Out, Direction::In] {
-                let qd = &mut c.queues[pos][dir.index()].cells;
-                if qd.is_empty() {
-                    continue;
-                }
-                while let Some(run) = qd.pop_front_run(u32::MAX) {
-                    count_dropped(&mut self.counters, run);
-                }
-                *qd = Default::default();
-                if let Some(ch) = c.queue_chan(pos, dir) {
-                    let ch = &mut self.chans[ch as usize];
-                    let side = side_index(ch.side_of(c.nodes[pos]));
-                    ch.ends[side].sched.deactivate(circ, &mut c.policy[pos][dir.index()]);
-                }
+        for qi in 0..HOP_QUEUES {
+            let qd = &mut c.queues[qi].cells;
+            if qd.is_empty() {
+                continue;
+            }
+            while let Some(run) = qd.pop_front_run(u32::MAX) {
+                count_dropped(&mut self.counters, run);
+            }
+            *qd = Default::default();
+            let (pos, dir) = queue_slot(qi);
+            if let Some(ch) = c.queue_chan(pos, dir) {
+                let ch = &mut self.chans[ch as usize];
+                let side = side_index(ch.side_of(c.nodes[pos]));
+                ch.ends[side].sched.deactivate(circ, &mut c.policy[qi]);
             }
         }
         let c = &self.circuits[circ as usize];

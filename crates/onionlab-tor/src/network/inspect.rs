@@ -5,8 +5,7 @@
 //! takes `&self`).
 
 use super::{side_at, side_index, TorNetwork};
-use crate::cell::Direction;
-use crate::circuit::{CircuitState, CIRCUIT_NODES};
+use crate::circuit::{queue_slot, CircuitState, CIRCUIT_NODES};
 use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{IoRef, NodeId};
 use crate::scheduler::CircuitScheduler;
@@ -18,8 +17,8 @@ impl TorNetwork {
     pub fn queued_cells_per_node(&self) -> Vec<u64> {
         let mut out = vec![0; self.nodes.len()];
         for c in &self.circuits {
-            for (pos, q) in c.queues.iter().enumerate() {
-                out[c.nodes[pos] as usize] += q[0].cells.len() + q[1].cells.len();
+            for (i, q) in c.queues.iter().enumerate() {
+                out[c.nodes[queue_slot(i).0] as usize] += q.cells.len();
             }
         }
         for ch in &self.chans {
@@ -32,7 +31,7 @@ impl TorNetwork {
 
     /// Cells in circuit queues, outbufs and on the wire.
     pub fn cells_in_flight(&self) -> u64 {
-        let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q[0].cells.len() + q[1].cells.len()).sum();
+        let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q.cells.len()).sum();
         let chans: u64 = self.chans.iter().flat_map(|c| c.ends.iter()).map(|e| e.outbuf.len() + e.wire.len()).sum();
         queued + chans
     }
@@ -204,15 +203,14 @@ impl TorNetwork {
     fn check_scheduler_invariants(&self) -> Result<(), String> {
         let mut queued = vec![[0usize; 2]; self.chans.len()];
         for circ in &self.circuits {
-            for pos in 0..CIRCUIT_NODES {
-                for dir in [Direction::Out, Direction::In] {
-                    if circ.queues[pos][dir.index()].cells.is_empty() {
-                        continue;
-                    }
-                    if let Some(ch) = circ.queue_chan(pos, dir) {
-                        let side = side_index(self.chans[ch as usize].side_of(circ.nodes[pos]));
-                        queued[ch as usize][side] += 1;
-                    }
+            for (i, q) in circ.queues.iter().enumerate() {
+                if q.cells.is_empty() {
+                    continue;
+                }
+                let (pos, dir) = queue_slot(i);
+                if let Some(ch) = circ.queue_chan(pos, dir) {
+                    let side = side_index(self.chans[ch as usize].side_of(circ.nodes[pos]));
+                    queued[ch as usize][side] += 1;
                 }
             }
         }
@@ -238,9 +236,15 @@ impl TorNetwork {
         Ok(())
     }
 
-    /// Hops and per-hop relayed cell counts of a circuit.
+    /// Cells each position of a circuit relayed, `[towards the exit, towards the client]`
+    /// (0 where a position has no queue: the client's In, the exit's Out).
     pub fn circuit_cells_relayed(&self, circ: u32) -> Vec<[u64; 2]> {
-        self.circuits[circ as usize].queues.iter().map(|q| [q[0].relayed, q[1].relayed]).collect()
+        let mut out = vec![[0; 2]; CIRCUIT_NODES];
+        for (i, q) in self.circuits[circ as usize].queues.iter().enumerate() {
+            let (pos, dir) = queue_slot(i);
+            out[pos][dir.index()] = q.relayed;
+        }
+        out
     }
 
     pub fn circuit_path(&self, circ: u32) -> &[NodeId] {

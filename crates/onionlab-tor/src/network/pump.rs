@@ -10,7 +10,7 @@
 use super::{side_index, TorEvent, TorNetwork, TOR_EVENT_CLASS};
 use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel};
-use crate::circuit::{Circuit, CircuitState};
+use crate::circuit::{queue_index, Circuit, CircuitState};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
 use crate::node::{bucket_share, IoRef, NodeId, TorNode};
 use crate::scheduler::CircuitScheduler;
@@ -339,25 +339,25 @@ struct ChannelCells<'a> {
 }
 
 impl ChannelCells<'_> {
-    /// The queue of `circ` at this node for this channel.
+    /// The position of this node on `circ`, and the index of its queue for this channel.
     fn locate(&self, circ: u32) -> (usize, usize) {
         let c = &self.circuits[circ as usize];
         let pos = c.position(self.node);
         let dir = if pos < c.chans.len() && c.chans[pos] == Some(self.chan) { Direction::Out } else { Direction::In };
-        (pos, dir.index())
+        (pos, queue_index(pos, dir))
     }
 }
 
 impl crate::scheduler::CellSource for ChannelCells<'_> {
     fn queued(&self, circ: u32) -> u64 {
-        let (pos, dir) = self.locate(circ);
-        self.circuits[circ as usize].queues[pos][dir].cells.len()
+        let (_, qi) = self.locate(circ);
+        self.circuits[circ as usize].queues[qi].cells.len()
     }
 
     fn take(&mut self, circ: u32, n: u64) -> u64 {
-        let (pos, dir) = self.locate(circ);
+        let (pos, qi) = self.locate(circ);
         let c = &mut self.circuits[circ as usize];
-        let moved = c.queues[pos][dir].cells.move_to(self.outbuf, n);
+        let moved = c.queues[qi].cells.move_to(self.outbuf, n);
         c.cells_out += moved as u32;
         // Only the exit's queue toward the client blocks its streams; other hops' queues of
         // the same circuit say nothing about it.
@@ -370,8 +370,8 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
     }
 
     fn policy_data(&mut self, circ: u32) -> &mut crate::scheduler::CircPolicyData {
-        let (pos, dir) = self.locate(circ);
-        &mut self.circuits[circ as usize].policy[pos][dir]
+        let (_, qi) = self.locate(circ);
+        &mut self.circuits[circ as usize].policy[qi]
     }
 }
 
