@@ -112,7 +112,8 @@ pub fn run_inspected(
     let mut chan_rows = Vec::new();
     // Byte counters at the last sample, per (channel, this end is the initiator).
     let mut chan_last: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
-    // Every node's and group's name once, shared by the rows that name it.
+    // Every node's name (the network's own allocation) and group's name once, shared by the
+    // rows that name it.
     let node_names: Vec<Name> = (0..sim.tor.num_nodes() as NodeId).map(|n| sim.tor.node_name_shared(n).clone()).collect();
     let group_names: Vec<Name> = cfg.clients.iter().map(|g| Name::from(g.name.as_str())).collect();
     // Node -> its client group, for the connection rows' class.

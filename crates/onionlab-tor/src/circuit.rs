@@ -152,7 +152,7 @@ impl Circuit {
         self.queues[queue_index(self.exit_pos(), Direction::In)].cells.len()
     }
 
-    /// The channel the queue `queues[pos][dir]` feeds: towards the exit from `pos` (Out),
+    /// The channel the queue at `pos` for `dir` feeds: towards the exit from `pos` (Out),
     /// towards the client (In); `None` until that hop is extended to, and for the edges'
     /// non-existent outer channels.
     #[inline]
