@@ -112,12 +112,10 @@ pub fn run_inspected(
     let mut chan_rows = Vec::new();
     // Byte counters at the last sample, per (channel, this end is the initiator).
     let mut chan_last: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
-    // Every node's name (the network's own allocation) and group's name once, shared by the
-    // rows that name it.
-    let node_names: Vec<Name> = (0..sim.tor.num_nodes() as NodeId).map(|n| sim.tor.node_name_shared(n).clone()).collect();
+    // Rows share the network's own allocation of each node's name, and one of each group's.
     let group_names: Vec<Name> = cfg.clients.iter().map(|g| Name::from(g.name.as_str())).collect();
     // Node -> its client group, for the connection rows' class.
-    let mut group_of: Vec<Option<usize>> = vec![None; node_names.len()];
+    let mut group_of: Vec<Option<usize>> = vec![None; sim.tor.num_nodes()];
     for &(n, g) in &clients {
         group_of[n as usize] = Some(g);
     }
@@ -125,7 +123,7 @@ pub fn run_inspected(
     // (its old connection closed when idle) gets a new channel whose counters start at 0.
     let mut conn_last: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
     let mut classes: BTreeMap<String, ClassTotals> = cfg.clients.iter().map(|g| (g.name.clone(), ClassTotals::default())).collect();
-    let name_of = |n: NodeId| node_names[n as usize].clone();
+    let name_of = |sim: &TorSim, n: NodeId| sim.tor.node_name_shared(n).clone();
     // One download row, counted in its class's totals.
     let record_row = |sim: &TorSim, rec: &StreamRecord, classes: &mut BTreeMap<String, ClassTotals>| {
         let i = rec.tag as usize;
@@ -140,7 +138,7 @@ pub fn run_inspected(
         let ttlb = rec.ttlb.map(|d| d.as_secs_f64());
         DownloadRow {
             seed,
-            client: node_names[node as usize].clone(),
+            client: name_of(sim, node),
             class: group_names[group].clone(),
             size: rec.bytes,
             received: rec.received,
@@ -170,7 +168,7 @@ pub fn run_inspected(
                         throttled_connections: conns.iter().filter(|c| c.throttle.is_some()).count() as u64,
                         throttle_rate: sim.tor.hook_throttle_threshold(r),
                         seed,
-                        relay: name_of(r),
+                        relay: name_of(&sim, r),
                         interval_start: (now.as_secs_f64() - interval.as_secs_f64()).max(0.0),
                         bytes_read: s.bytes_read - l.bytes_read,
                         bytes_written: s.bytes_written - l.bytes_written,
@@ -189,11 +187,11 @@ pub fn run_inspected(
                 for &r in &relays {
                     for c in sim.tor.client_connections(r) {
                         let last = conn_last.insert(c.chan, (c.bytes_written, c.bytes_read, c.bucket_empty_intervals)).unwrap_or((0, 0, 0));
-                        let (name, class) =
-                            group_of[c.client as usize].map_or_else(Default::default, |g| (name_of(c.client), group_names[g].clone()));
+                        let (name, class) = group_of[c.client as usize]
+                            .map_or_else(Default::default, |g| (name_of(&sim, c.client), group_names[g].clone()));
                         conn_rows.push(ConnectionRow {
                             seed,
-                            relay: name_of(r),
+                            relay: name_of(&sim, r),
                             client: name,
                             class,
                             interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
@@ -215,8 +213,8 @@ pub fn run_inspected(
                     let last = chan_last.insert((e.chan, e.initiator), (e.bytes_written, e.bytes_read)).unwrap_or((0, 0));
                     chan_rows.push(ChannelRow {
                         seed,
-                        relay: name_of(e.relay),
-                        peer: name_of(e.peer),
+                        relay: name_of(&sim, e.relay),
+                        peer: name_of(&sim, e.peer),
                         initiator: e.initiator,
                         interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
                         bytes_written: e.bytes_written - last.0,
