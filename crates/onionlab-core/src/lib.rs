@@ -13,6 +13,7 @@
 //! matters, and every random draw comes from a stream named by (run seed, entity kind,
 //! entity name).
 
+pub mod alloc;
 pub mod counters;
 pub mod event;
 pub mod head_deque;
@@ -20,6 +21,7 @@ pub mod rng;
 pub mod time;
 pub mod trace;
 
+pub use alloc::HugePageAlloc;
 pub use counters::Counters;
 pub use event::{EventClass, EventQueue, ScheduleError, Scheduled};
 pub use head_deque::HeadDeque;

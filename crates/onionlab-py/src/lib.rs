@@ -11,6 +11,11 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
+/// Large arrays on transparent huge pages: a full-scale run is bound by TLB misses
+/// otherwise (`onionlab_core::alloc`).
+#[global_allocator]
+static ALLOC: onionlab_core::HugePageAlloc = onionlab_core::HugePageAlloc;
+
 create_exception!(_core, ConfigError, PyValueError, "The experiment config has problems; args[1] lists them.");
 
 fn positive(name: &str, v: f64) -> PyResult<f64> {

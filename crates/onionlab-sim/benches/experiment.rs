@@ -5,6 +5,11 @@
 
 use std::path::PathBuf;
 
+/// The allocator the Python extension runs with (`onionlab_core::alloc`): large arrays on
+/// transparent huge pages.
+#[global_allocator]
+static ALLOC: onionlab_core::HugePageAlloc = onionlab_core::HugePageAlloc;
+
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

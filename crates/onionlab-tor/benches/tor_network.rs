@@ -26,6 +26,11 @@ use onionlab_net::LatencyModel;
 use onionlab_tor::*;
 use rand::Rng;
 
+/// The allocator the Python extension runs with (`onionlab_core::alloc`): large arrays on
+/// transparent huge pages.
+#[global_allocator]
+static ALLOC: onionlab_core::HugePageAlloc = onionlab_core::HugePageAlloc;
+
 fn env(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
