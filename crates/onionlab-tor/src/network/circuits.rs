@@ -17,7 +17,7 @@ use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{NodeId, NodeKind};
 use crate::path::Position;
 use crate::token_bucket::TokenBucket;
-use onionlab_core::{EventQueue, ParkedRng, SimDuration, SimTime};
+use onionlab_core::{EventQueue, SimDuration, SimTime};
 use onionlab_net::{ConnId, Side};
 
 impl TorNetwork {
@@ -222,30 +222,31 @@ impl TorNetwork {
 
     fn build_circuit(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) -> Result<u32, TorError> {
         let num_guards = self.cfg.num_entry_guards.max(1);
-        let mut rng = self.nodes[client as usize].rng.as_ref().expect("clients have an rng").unpark();
+        // Taken out while it draws: the path selector borrows the network.
+        let mut parked = self.nodes[client as usize].rng.take().expect("clients have an rng");
         let mut guards = self.nodes[client as usize].guards.clone();
         let bridge = self.nodes[client as usize].bridge;
         let use_guards = self.cfg.use_entry_guards;
-        let result = (|| {
+        let result = parked.with(|rng| {
             let sel = self.selector()?;
             if let Some(b) = bridge {
-                return sel.choose_path_via(&mut rng, b).ok_or(TorError::NoPath(Position::Exit));
+                return sel.choose_path_via(rng, b).ok_or(TorError::NoPath(Position::Exit));
             }
             if !use_guards {
-                return sel.choose_path(&mut rng, None).ok_or(TorError::NoPath(Position::Guard));
+                return sel.choose_path(rng, None).ok_or(TorError::NoPath(Position::Guard));
             }
             while guards.len() < num_guards {
-                match sel.choose(Position::Guard, &mut rng, &guards) {
+                match sel.choose(Position::Guard, rng, &guards) {
                     Some(g) => guards.push(g),
                     None if guards.is_empty() => return Err(TorError::NoPath(Position::Guard)),
                     None => break,
                 }
             }
-            let guard = guards[rand::Rng::random_range(&mut rng, 0..guards.len())];
-            let path = sel.choose_path(&mut rng, Some(guard)).ok_or(TorError::NoPath(Position::Exit))?;
+            let guard = guards[rand::Rng::random_range(rng, 0..guards.len())];
+            let path = sel.choose_path(rng, Some(guard)).ok_or(TorError::NoPath(Position::Exit))?;
             Ok(path)
-        })();
-        self.nodes[client as usize].rng = Some(ParkedRng::park(&rng));
+        });
+        self.nodes[client as usize].rng = Some(parked);
         let path = result?;
         self.nodes[client as usize].guards = guards;
         let nodes = [client, self.relays[path[0]], self.relays[path[1]], self.relays[path[2]]];
