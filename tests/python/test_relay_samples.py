@@ -94,3 +94,59 @@ def test_a_missing_sample_is_an_error(tmp_path, capsys):
 def test_the_compare_tool_names_a_directory_that_is_not_an_output(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "compare_throttling_runs.py"), str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2 and "not a reproduce throttling output" in r.stderr and str(tmp_path) in r.stderr
+
+
+def test_the_deciles_method_draws_as_shadow_2011_did():
+    """40 % exits; every relay above 20 KB/s; each group's deciles (largest first, ties by
+    fingerprint) give their draws in turn: 2 exits and 3 non-exits from each of the ten; no
+    relay twice."""
+    from stem.descriptor import DocumentHandler, parse_file
+
+    relays = tomllib.loads(derive("--method", "deciles", "--seed", "1"))["relays"]
+    assert len(relays) == 50
+    assert len({(r["name"].rstrip("_"), r["consensus_weight"]) for r in relays}) == 50, "a relay drawn twice"
+    assert all(r["consensus_weight"] > 20 for r in relays)
+    doc = next(parse_file(str(CONSENSUS), "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
+    routers = [r for r in doc.routers.values() if r.bandwidth and r.bandwidth > 20]
+    for is_exit, per_decile in ((True, 2), (False, 3)):
+        group = sorted((r for r in routers if ("Exit" in r.flags and "BadExit" not in r.flags) == is_exit), key=lambda r: (-r.bandwidth, r.fingerprint))
+        size = len(group) // 10
+        rank = {(g.nickname, g.bandwidth): i for i, g in reversed(list(enumerate(group)))}
+        drawn = [r for r in relays if ("Exit" in r["flags"]) == is_exit]
+        deciles = Counter(rank[(r["name"].rstrip("_"), r["consensus_weight"])] // size for r in drawn)
+        assert deciles == Counter({d: per_decile for d in range(10)}), (is_exit, deciles)
+
+
+def test_the_deciles_method_is_seeded():
+    a, b = derive("--method", "deciles", "--seed", "1"), derive("--method", "deciles", "--seed", "2")
+    assert a != b and a == derive("--method", "deciles", "--seed", "1")
+
+
+@pytest.mark.parametrize("n, args, message", [
+    ("50", ["--method", "deciles"], "--seed: required by --method deciles"),
+    ("5000", ["--method", "deciles", "--seed", "1"], "n: exits: 492 relays above 20 KB/s are too few for 2000 drawn by decile"),
+])
+def test_the_deciles_method_names_a_bad_request(n, args, message):
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "relays_from_consensus.py"), str(CONSENSUS), n, *args], capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_the_deciles_sample_is_built_in_with_its_own_think_time():
+    """`--sample deciles` runs the package's copy of the tool's deciles draw with the think time
+    calibrated on it; a shape never calibrated there, or --sample beside --relays, is an error."""
+    from onionlab.reproduce.throttling.configs import SAMPLES, client_settings
+
+    assert SAMPLES["deciles"].path.read_text() == derive("--method", "deciles", "--seed", "1")
+    args = parsed_args("--sample", "deciles")
+    relays = check_relay_sample(relay_sample_text(args.relays, args.sample), args)
+    assert len(relays) == 50 and sum("Exit" in r["flags"] for r in relays) == 20
+    assert client_settings(args)["think"] == '{ dist = "lognormal", median = "1.8 s", sigma = 2.0 }'
+    assert client_settings(parsed_args("--sample", "deciles", "--think-median", "3 s"))["think"].startswith('{ dist = "lognormal", median = "3 s"')
+    with pytest.raises(ValueError, match="--think smooth: not calibrated on --sample deciles; give --think-median"):
+        client_settings(parsed_args("--sample", "deciles", "--think", "smooth"))
+
+
+def test_sample_beside_relays_is_an_error(tmp_path, capsys):
+    path = str(SAMPLES / "throttling-2010-seed5.toml")
+    assert main(["reproduce", "throttling", "--sample", "deciles", "--relays", path, "-o", str(tmp_path / "out")]) != 0
+    assert "--sample: has no effect with --relays" in capsys.readouterr().err

@@ -31,8 +31,8 @@ import pandas as pd
 from onionlab.reproduce import run_many, write_config
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, LOADS, RELAYS_FILE, THINK, THINK_SHAPES, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
-    relay_sample_text, scale_capacity, seconds, tor_settings,
+    ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
+    relay_sample_text, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
 from onionlab.reproduce.throttling.metrics import (
@@ -99,7 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
     p.add_argument(
         "--think-median", metavar="DURATION", type=_positive_duration,
-        help="the think time's median, its sigma kept (default: the --think shape's, 8 s for heavy); to recalibrate the "
+        help="the think time's median, its sigma kept (default: the one calibrated on the sample, for heavy 8 s on quantiles, 1.8 s on deciles); to recalibrate the "
         "vanilla split after --capacity-scale",
     )
     p.add_argument(
@@ -143,10 +143,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "\"flag.flag_rate=2 KiB/s,5 KiB/s\"; repeatable. The sweep names chosen values on an axis's edge in sweep_edges.json",
     )
     p.add_argument(
+        "--sample", choices=tuple(SAMPLES), default="quantiles",
+        help="the built-in relay sample, both from the 2010-01-12 consensus: quantiles (default; flag classes at bandwidth "
+        "quantiles, 36 MiB/s) or deciles (as Shadow's 2011 generator drew the paper's network: 40 %% exits, one relay per "
+        "bandwidth decile, 143 MiB/s); each has its own calibrated think time",
+    )
+    p.add_argument(
         "--relays", metavar="FILE",
         help="the relay sample, a [[relays]] TOML file (default: the built-in 50 relays from the 2010-01-12 consensus); "
         "tools/relays_from_consensus.py --seed S draws others with the same flag proportions. The think time stays "
-        "calibrated on the built-in sample",
+        "calibrated on the default built-in sample; not with --sample",
     )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
 
@@ -161,7 +167,10 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
     if args.entry_guards < 1:
         raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
-    relays_text = relay_sample_text(args.relays)
+    if args.relays and args.sample != "quantiles":
+        raise ValueError("--sample: has no effect with --relays (the relays come from the file)")
+    relays_text = relay_sample_text(args.relays, args.sample)
+    client_settings(args)  # a --think shape not calibrated on the sample fails before any run
     if args.guards == "all":
         relays_text = all_guards(relays_text)
     if args.capacity_scale != 1.0:
@@ -257,7 +266,7 @@ def main(out: Path, args) -> int:
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
 
     summary = {
-        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": args.think_median or THINK_SHAPES[args.think][0],
+        "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
         "capacity_scale": args.capacity_scale, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
         "sweep": dict(zip(("seeds", "duration", "warmup", "grid", "criterion"), (args.sweep_seeds, *sweep_settings(args), args.grid or [], args.criterion))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,

@@ -11,6 +11,7 @@ anything, or what is measured from a run (``metrics``, ``anonymity``).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 #: Bulk clients per load (950 web clients at every load).
@@ -197,16 +198,42 @@ def all_guards(relays_text: str) -> str:
     return "# Every relay made a guard (`--guards all`).\n" + text
 
 
-BUILTIN_RELAYS = Path(__file__).resolve().parents[1] / "data" / "throttling-relays.toml"
+_DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+@dataclass(frozen=True)
+class RelaySample:
+    """A built-in relay sample (`--sample`) and the web think-time medians calibrated on it.
+
+    A median is calibrated so that vanilla at medium load splits as table 1 does (65.8 % web
+    / 34.2 % bulk); a network of another capacity needs another median for the same split."""
+
+    path: Path
+    #: The think time's median per `--think` shape; a shape missing here was not calibrated.
+    think_medians: dict
+    about: str
+
+
+#: The built-in samples, both 50 relays of the 2010-01-12 consensus (`data/`):
+#: - "quantiles" (the default): stratified by flag class at evenly spaced bandwidth
+#:   quantiles, keeping the consensus's flag proportions (spec 5's reading; 35.6 MiB/s);
+#: - "deciles": drawn the way the paper's own network was, by Shadow's 2011 generator
+#:   (`tools/relays_from_consensus.py --method deciles --seed 1`: 40 % exits, relays above
+#:   20 KB/s, one per bandwidth decile in turn; 143 MiB/s, four times the capacity).
+SAMPLES = {
+    "quantiles": RelaySample(_DATA / "throttling-relays.toml", {"heavy": "8 s", "smooth": "20 s"}, "flag classes at bandwidth quantiles"),
+    "deciles": RelaySample(_DATA / "throttling-relays-deciles.toml", {"heavy": "1.8 s"}, "Shadow 2011's decile draw"),
+}
+BUILTIN_RELAYS = SAMPLES["quantiles"].path
 
 #: The relay sample's name under ``configs/``, where every generated config refers to it.
 RELAYS_FILE = "throttling-relays.toml"
 
 
-def relay_sample_text(path: str | None) -> str:
-    """The text of the relay sample: `path` (`--relays`) or the built-in 50 relays."""
+def relay_sample_text(path: str | None, sample: str = "quantiles") -> str:
+    """The text of the relay sample: `path` (`--relays`) or the built-in `sample` (`--sample`)."""
     if path is None:
-        return BUILTIN_RELAYS.read_text(encoding="utf-8")
+        return SAMPLES[sample].path.read_text(encoding="utf-8")
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -245,7 +272,7 @@ def check_relay_sample(relays_text: str, args) -> list[dict]:
 
     from onionlab import config as config_mod
 
-    label = f"--relays {args.relays}" if args.relays else "the built-in relay sample"
+    label = f"--relays {args.relays}" if args.relays else f"the built-in relay sample {args.sample!r}"
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
         text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
@@ -262,8 +289,20 @@ def client_settings(args) -> dict:
     the entry guards per client, whether clients build predicted circuits (and build-time
     test circuits), the circuits' congestion control, and the exits' edge-blocking
     watermarks."""
-    median, sigma = THINK_SHAPES[args.think]
-    return {"think": think_text(args.think_median or median, sigma), **tor_settings(args)}
+    return {"think": think_text(think_median(args), THINK_SHAPES[args.think][1]), **tor_settings(args)}
+
+
+def think_median(args) -> str:
+    """The web think time's median: `--think-median`, else the one calibrated on the built-in
+    sample in use (`--sample`; a `--relays` file keeps the default sample's). Raises
+    ValueError for a `--think` shape never calibrated on that sample."""
+    if args.think_median:
+        return args.think_median
+    name = "quantiles" if args.relays else getattr(args, "sample", "quantiles")
+    medians = SAMPLES[name].think_medians
+    if args.think not in medians:
+        raise ValueError(f"--think {args.think}: not calibrated on --sample {name}; give --think-median")
+    return medians[args.think]
 
 
 def tor_settings(args) -> dict:
