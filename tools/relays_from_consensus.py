@@ -2,8 +2,8 @@
 """Derive an onionlab relay list ([[relays]] TOML) from a Tor v3 consensus.
 
 Development tool, run by hand; the examples commit its output. Uses stem (pip install stem)
-to parse the consensus. Selection keeps the bandwidth distribution and the flag proportions:
-relays are split by position class (Guard only, Exit only, Guard+Exit, neither), each class
+to parse the consensus. The default selection (--method quantiles) keeps the bandwidth
+distribution and the flag proportions: relays are split by position class (Guard only, Exit only, Guard+Exit, neither), each class
 gets a share of the N relays proportional to its size, and within a class relays are taken
 at evenly spaced bandwidth quantiles (the relay at rank (i + 0.5) / k of the sorted class).
 With --seed S the sample is a stratified random one instead: the class is cut into the same k
