@@ -3,9 +3,10 @@
 
 Development tool, run by hand; the examples commit its output. Uses stem (pip install stem)
 to parse the consensus. The default selection (--method quantiles) keeps the bandwidth
-distribution and the flag proportions: relays are split by position class (Guard only, Exit only, Guard+Exit, neither), each class
-gets a share of the N relays proportional to its size, and within a class relays are taken
-at evenly spaced bandwidth quantiles (the relay at rank (i + 0.5) / k of the sorted class).
+distribution and the flag proportions: relays are split by position class (Guard only, Exit
+only, Guard+Exit, neither), each class gets a share of the N relays proportional to its
+size, and within a class relays are taken at evenly spaced bandwidth quantiles (the relay at
+rank (i + 0.5) / k of the sorted class).
 With --seed S the sample is a stratified random one instead: the class is cut into the same k
 equal-count bins and one relay is drawn uniformly from each (rank (i + u_i) / k, u_i uniform
 in [0, 1) from Python's seeded Mersenne Twister), so other seeds give other samples with the
@@ -96,12 +97,11 @@ def decile_sample(relays, n, rng):
     ):
         members = sorted((r for r in members if r.bandwidth > DECILE_MIN_BANDWIDTH), key=lambda r: (-r.bandwidth, r.fingerprint))
         size = len(members) // DECILES
-        per_decile = -(-want // DECILES)
-        if want and size < per_decile:
-            raise ValueError(f"{name}: {len(members)} relays above {DECILE_MIN_BANDWIDTH} KB/s are too few for {want} drawn by decile")
-        deciles = [members[i * size : (i + 1) * size] for i in range(DECILES)]
         # How many each decile gives: decile i gets the draws i, i + 10, i + 20, ... < want.
         draws = [len(range(i, want, DECILES)) for i in range(DECILES)]
+        if size < draws[0]:
+            raise ValueError(f"{name}: {len(members)} relays above {DECILE_MIN_BANDWIDTH} KB/s are too few for {want} drawn by decile")
+        deciles = [members[i * size : (i + 1) * size] for i in range(DECILES)]
         for i, k in enumerate(draws):
             chosen += rng.sample(deciles[i], k)
     return chosen
