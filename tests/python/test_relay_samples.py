@@ -150,3 +150,104 @@ def test_sample_beside_relays_is_an_error(tmp_path, capsys):
     path = str(SAMPLES / "throttling-2010-seed5.toml")
     assert main(["reproduce", "throttling", "--sample", "deciles", "--relays", path, "-o", str(tmp_path / "out")]) != 0
     assert "--sample: has no effect with --relays" in capsys.readouterr().err
+
+
+def load_tool():
+    """tools/relays_from_consensus.py as a module, for its functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("relays_from_consensus", ROOT / "tools" / "relays_from_consensus.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_voted_flags_follow_tor_0_2_2s_authority_on_a_hand_worked_network():
+    """Nine relays (KB/s, exit, start s), judged at 1200 s. Bandwidths x 1000: the n/8-th
+    smallest is 30000, so Fast needs 20 KiB (the cap): all are Fast. The median with exits
+    (index 4 of 9) is 100000, without (index 2 of 5) 80000: Guard needs 80000 (or 250 KiB).
+    Known since start: 900, 930, 930, 960, 960, 1110, 1140, 1140, 1199 s, so Guard needs
+    930 s (index n/8 = 1) and Stable 960 s (the median). The 80 KB/s relay started at
+    270 s sits on both Guard thresholds and is a guard; the 25 KB/s one started last."""
+    tool = load_tool()
+    relays = [
+        (102400, True, 1), (500, True, 60), (100, True, 60), (30, True, 90),
+        (1000, False, 240), (300, False, 240), (80, False, 270), (40, False, 270), (25, False, 300),
+    ]
+    got = tool.voted_flags(relays)
+    want = [
+        ["Guard", "Exit", "Fast", "Stable"], ["Guard", "Exit", "Fast", "Stable"], ["Guard", "Exit", "Fast", "Stable"],
+        ["Exit", "Fast", "Stable"], ["Guard", "Fast", "Stable"], ["Guard", "Fast", "Stable"], ["Guard", "Fast"], ["Fast"], ["Fast"],
+    ]
+    assert got == want
+    # Bandwidth alone does not make a guard: the largest relay, started last, is none.
+    late_giant = relays[:8] + [(91100, False, 300)]
+    assert tool.voted_flags(late_giant)[8] == ["Fast"]
+
+
+def test_the_generator_started_each_list_from_its_end_in_five_groups():
+    """30 non-exits in draw order (decile 1, 2, ..., 10, 1, ...): the first six drawn (the
+    largest decile of each of six) start last, at 360 s; 20 exits in groups of four from
+    60 s, the first four drawn at 180 s."""
+    from types import SimpleNamespace
+
+    tool = load_tool()
+    exits = [SimpleNamespace(flags=["Exit"], i=i) for i in range(20)]
+    others = [SimpleNamespace(flags=[], i=i) for i in range(30)]
+    start = {(bool(r.flags), r.i): t for r, t in tool.generator_start_times(exits + others)}
+    assert [start[(False, i)] for i in range(0, 30, 6)] == [360, 330, 300, 270, 240]
+    assert {start[(False, i)] for i in range(6)} == {360} and {start[(False, i)] for i in range(24, 30)} == {240}
+    assert [start[(True, i)] for i in range(0, 20, 4)] == [180, 150, 120, 90, 60]
+    # A remainder (len % 5, the list's head) starts last of all.
+    seven = [SimpleNamespace(flags=["Exit"], i=i) for i in range(7)]
+    assert [t for _, t in tool.generator_start_times(seven)] == [210, 210, 180, 150, 120, 90, 60]
+
+
+def test_the_shadow_sample_is_the_decile_draw_as_its_network_voted_it():
+    """`--flags voted --authority` keeps the 50 relays of the seed-1 decile draw, adds the
+    authority as a Guard+Exit relay, and takes the Guard flag from the six first-drawn
+    non-exits (hippiesVServer, 91100 KB/s, among them); the shipped sample is its output."""
+    from onionlab.reproduce.throttling.configs import SAMPLES
+
+    voted = derive("--method", "deciles", "--seed", "1", "--flags", "voted", "--authority")
+    assert SAMPLES["shadow"].path.read_text() == voted
+    plain = {r["name"]: r for r in tomllib.loads(derive("--method", "deciles", "--seed", "1"))["relays"]}
+    relays = {r["name"]: r for r in tomllib.loads(voted)["relays"]}
+    assert set(relays) - set(plain) == {"4uthority"}
+    assert relays["4uthority"]["flags"] == ["Guard", "Exit", "Fast", "Stable"] and relays["4uthority"]["bandwidth"] == "102400 KiB/s"
+    assert all(relays[n]["bandwidth"] == plain[n]["bandwidth"] and ("Exit" in relays[n]["flags"]) == ("Exit" in plain[n]["flags"]) for n in plain)
+    assert "Guard" in plain["hippiesVServer"]["flags"] and "Guard" not in relays["hippiesVServer"]["flags"]
+    assert sum("Guard" in r["flags"] for r in relays.values()) == 21
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--flags", "voted"], "--flags voted: needs --method deciles"),
+    (["--method", "deciles", "--seed", "1", "--authority"], "--authority: needs --flags voted"),
+])
+def test_voted_flags_name_a_bad_request(args, message):
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "relays_from_consensus.py"), str(CONSENSUS), "50", *args], capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_the_shadow_sample_brings_its_weights_links_and_think_time():
+    """`--sample shadow` runs with consensus method 9's weights, the generator's client links
+    (attack 3's linking clients too) and its own think time; `--weights` overrides the
+    sample's weights; other samples keep theirs."""
+    from onionlab.reproduce.throttling.configs import LINKING_CLIENTS, LOADS, client_settings, config_text, mechanism_line
+
+    args = parsed_args("--sample", "shadow")
+    relays = check_relay_sample(relay_sample_text(args.relays, args.sample), args)
+    assert len(relays) == 51
+    settings = client_settings(args)
+    assert settings["think"] == '{ dist = "lognormal", median = "1.7 s", sigma = 2.0 }'
+    assert settings["weights"] == "computed-v9" and settings["client_links"] == ("1024 KiB/s", "3584 KiB/s")
+    cfg = tomllib.loads(config_text("x", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=LINKING_CLIENTS, **settings))
+    assert cfg["network"]["bandwidth_weights"] == "computed-v9"
+    assert {(c["name"], c["link_up"], c["link_down"]) for c in cfg["clients"]} == {
+        (n, "1024 KiB/s", "3584 KiB/s") for n in ("web", "bulk", "link-same", "link-diff")
+    }
+    assert client_settings(parsed_args("--sample", "shadow", "--weights", "uniform"))["weights"] == "uniform"
+    default = client_settings(parsed_args())
+    assert default["weights"] == "uniform" and default["client_links"] == ("10 Mbit", "20 Mbit")
+    plain = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=LINKING_CLIENTS, **default))
+    assert {(c["link_up"], c["link_down"]) for c in plain["clients"]} == {("10 Mbit", "20 Mbit")}

@@ -221,6 +221,10 @@ pub enum BandwidthWeightsConfig {
     /// (`networkstatus_compute_bw_weights_v10`), for relay lists from a consensus that has
     /// no weights line (before consensus method 9, e.g. 2010's).
     Computed,
+    /// `"computed-v9"`: what tor 0.2.2.10-alpha to 0.2.2.16-alpha's authorities computed
+    /// (`networkstatus_compute_bw_weights_v9`, consensus method 9), as in the throttling
+    /// paper's Shadow network.
+    ComputedV9,
 }
 
 impl Serialize for BandwidthWeightsConfig {
@@ -228,6 +232,7 @@ impl Serialize for BandwidthWeightsConfig {
         match self {
             BandwidthWeightsConfig::Given(w) => w.serialize(s),
             BandwidthWeightsConfig::Computed => s.serialize_str("computed"),
+            BandwidthWeightsConfig::ComputedV9 => s.serialize_str("computed-v9"),
         }
     }
 }

@@ -939,16 +939,19 @@ impl Ctx<'_> {
         };
         let bandwidth_weights = match t.get("bandwidth_weights") {
             None => None,
-            Some(Value::String(v)) => {
-                if v != "computed" {
+            Some(Value::String(v)) => match v.as_str() {
+                "computed-v9" => Some(BandwidthWeightsConfig::ComputedV9),
+                "computed" => Some(BandwidthWeightsConfig::Computed),
+                _ => {
                     self.err_hint(
                         "network.bandwidth_weights",
                         format!("unknown value {v:?}"),
-                        "give \"computed\" (what tor's directory authorities compute for these relays) or a table of Wgg, Wgm, ...",
+                        "give \"computed\" (what tor's directory authorities compute for these relays), \"computed-v9\" \
+                         (what tor 0.2.2.10-0.2.2.16's computed) or a table of Wgg, Wgm, ...",
                     );
+                    Some(BandwidthWeightsConfig::Computed)
                 }
-                Some(BandwidthWeightsConfig::Computed)
-            }
+            },
             Some(v) => {
                 let wp = "network.bandwidth_weights";
                 self.table(v, wp).map(|wt| {

@@ -487,8 +487,9 @@ fn bandwidth_weights() {
     err_at(&bw(&format!("{{ {} }}", full.replace("Wee = 10000", "Wee = 10001"))), "network.bandwidth_weights.Wee", &["at most 10000"]);
     // What tor's directory authorities would compute for the relays.
     assert_eq!(load(&bw("\"computed\"")).unwrap().network.bandwidth_weights, Some(BandwidthWeightsConfig::Computed));
+    assert_eq!(load(&bw("\"computed-v9\"")).unwrap().network.bandwidth_weights, Some(BandwidthWeightsConfig::ComputedV9));
     let e = err_at(&bw("\"uniform\""), "network.bandwidth_weights", &["unknown value \"uniform\""]);
-    assert!(hint(&e).contains("computed"), "{e}");
+    assert!(hint(&e).contains("computed") && hint(&e).contains("computed-v9"), "{e}");
     err_at(&bw("7"), "network.bandwidth_weights", &["table"]);
 }
 

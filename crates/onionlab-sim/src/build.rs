@@ -20,7 +20,8 @@ use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::kist::KistParams;
 use onionlab_tor::RelayHook;
 use onionlab_tor::{
-    BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork, VegasParams,
+    BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork,
+    VegasParams, WeightsMethod,
 };
 
 use crate::run::SimError;
@@ -159,7 +160,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
     let (latency, locations) = latency_model(cfg)?;
     // "computed" weights need the relays: uniform until they are all added (below).
     let weights = match &cfg.network.bandwidth_weights {
-        None | Some(BandwidthWeightsConfig::Computed) => BandwidthWeights::uniform(),
+        None | Some(BandwidthWeightsConfig::Computed | BandwidthWeightsConfig::ComputedV9) => BandwidthWeights::uniform(),
         Some(BandwidthWeightsConfig::Given(w)) => BandwidthWeights::from_pairs(w.iter().map(|(k, v)| (k.as_str(), *v)), 10_000)
             .map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?,
     };
@@ -251,9 +252,14 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
     for p in &planned {
         relay_nodes.push(tor.add_relay(p.spec.clone()).map_err(err(p.path.clone()))?);
     }
-    if cfg.network.bandwidth_weights == Some(BandwidthWeightsConfig::Computed) {
+    let method = match cfg.network.bandwidth_weights {
+        Some(BandwidthWeightsConfig::Computed) => Some(WeightsMethod::V10),
+        Some(BandwidthWeightsConfig::ComputedV9) => Some(WeightsMethod::V9),
+        _ => None,
+    };
+    if let Some(method) = method {
         // With the client-operated relays, which are in the consensus too.
-        tor.compute_bandwidth_weights().map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?;
+        tor.compute_bandwidth_weights(method).map_err(|e| SimError::Build(format!("network.bandwidth_weights: {e}")))?;
     }
 
     let mut clients = Vec::with_capacity(clients_total);

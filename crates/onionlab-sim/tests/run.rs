@@ -288,6 +288,11 @@ fn computed_bandwidth_weights_are_tors_for_the_configs_relays() {
     let want = BandwidthWeights::computed_v10(BandwidthTotals::of(&info), 10_000).unwrap();
     assert_eq!(built.tor.bandwidth_weights(), &want);
     assert_ne!(want, BandwidthWeights::uniform());
+    // "computed-v9" gives consensus method 9's weights for the same relays.
+    let mut v9 = cfg.clone();
+    v9.network.bandwidth_weights = Some(BandwidthWeightsConfig::ComputedV9);
+    let want9 = BandwidthWeights::computed_v9(BandwidthTotals::of(&info), 10_000).unwrap();
+    assert_eq!(onionlab_sim::build::build(&v9, 1).unwrap().tor.bandwidth_weights(), &want9);
     // And a run with them goes through.
     let out = run(&cfg, 1, None).unwrap();
     assert!(out.downloads.iter().filter(|d| d.error.is_none()).count() > 50);

@@ -35,7 +35,7 @@ pub use flow_control::CongestionControlKind;
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
 pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
-pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo};
+pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo, WeightsMethod};
 pub use scheduler::{CircuitScheduler, RoundRobin, SchedulerKind};
 pub use token_bucket::TokenBucket;
 pub use vegas::VegasParams;

@@ -347,12 +347,17 @@ impl TorNetwork {
     }
 
     /// Sets the bandwidth weights to those tor's directory authorities compute for the
-    /// relays added so far ([`BandwidthWeights::computed_v10`], weight scale 10000), for
-    /// networks whose consensus carries none. Call it after the last relay and before the
-    /// first stream (paths are drawn with the weights in force then).
-    pub fn compute_bandwidth_weights(&mut self) -> Result<&BandwidthWeights, TorError> {
+    /// relays added so far ([`BandwidthWeights::computed_v10`], or
+    /// [`computed_v9`](BandwidthWeights::computed_v9) for `method` 9; weight scale 10000),
+    /// for networks whose consensus carries none. Call it after the last relay and before
+    /// the first stream (paths are drawn with the weights in force then).
+    pub fn compute_bandwidth_weights(&mut self, method: crate::path::WeightsMethod) -> Result<&BandwidthWeights, TorError> {
         let totals = crate::path::BandwidthTotals::of(&self.relay_info);
-        self.weights = BandwidthWeights::computed_v10(totals, crate::path::DEFAULT_WEIGHT_SCALE)?;
+        let scale = crate::path::DEFAULT_WEIGHT_SCALE;
+        self.weights = match method {
+            crate::path::WeightsMethod::V9 => BandwidthWeights::computed_v9(totals, scale)?,
+            crate::path::WeightsMethod::V10 => BandwidthWeights::computed_v10(totals, scale)?,
+        };
         self.selector = None;
         Ok(&self.weights)
     }

@@ -310,37 +310,7 @@ impl BandwidthWeights {
         let (g, m, e, d) = (t.g as i64, t.m as i64, t.e as i64, t.d as i64);
         let tt = g + m + e + d;
         let s = scale;
-        // networkstatus_check_weights with tor's margin 10 and balancing on: NoError, or the
-        // error (only its kind matters: case 2b accepts a middle-balance miss).
-        #[derive(PartialEq)]
-        enum Check {
-            Ok,
-            MidBalance,
-            Other,
-        }
-        let check = |w: [i64; 7]| -> Check {
-            let [wgg, wgd, wmg, wme, wmd, wee, wed] = w;
-            let near = |a: i64, b: i64, margin: i64| (a - b).abs() <= margin;
-            let margin = 10;
-            if !near(wed + wmd + wgd, s, margin) || !near(wmg + wgg, s, margin) || !near(wme + wee, s, margin) {
-                return Check::Other;
-            }
-            if w.iter().any(|&x| !(0..=s).contains(&x)) {
-                return Check::Other;
-            }
-            // 128-bit products: weights times bandwidth totals may pass 2^63 at large scales.
-            let (g, m, e, d, tt) = (g as i128, m as i128, e as i128, d as i128, tt as i128);
-            let [wgg, wgd, wmg, wme, wmd, wee, wed] = w.map(|x| x as i128);
-            let bal = (margin as i128 * tt) / 3;
-            let near128 = |a: i128, b: i128| (a - b).abs() <= bal;
-            if !near128(wgg * g + wgd * d, wee * e + wed * d) {
-                return Check::Other;
-            }
-            if !near128(wgg * g + wgd * d, m * s as i128 + wmd * d + wme * e + wmg * g) {
-                return Check::MidBalance;
-            }
-            Check::Ok
-        };
+        let check = |w: [i64; 7]| check_weights(w, t, s);
         // [Wgg, Wgd, Wmg, Wme, Wmd, Wee, Wed]
         let (_case, w): (&'static str, [i64; 7]) = if 3 * e >= tt && 3 * g >= tt {
             // Case 1: neither guards nor exits are scarce.
@@ -400,8 +370,88 @@ impl BandwidthWeights {
                 (case, w)
             }
         };
+        Ok(Self::from_seven(w, s))
+    }
+
+    /// The weights tor 0.2.2.10-alpha to 0.2.2.16-alpha's directory authorities put on the
+    /// bandwidth-weights line (`networkstatus_compute_bw_weights_v9`, consensus method 9;
+    /// the throttling paper's Shadow network ran 0.2.2.15-alpha), at weight scale `scale`.
+    /// It differs from [`computed_v10`](Self::computed_v10) in case 1 and 3b (other
+    /// formulas), in case 2b (another first try, and its fallback splits D so that guards
+    /// and exits balance), and in that it always publishes: where a check fails it only
+    /// logs, and every weight is clamped to `0..=scale`. `Wgm`, `Wmm`, `Wem`, `Weg` and
+    /// `Wb*` as in v10.
+    ///
+    /// Errors: a class with no bandwidth (tor then publishes no line).
+    pub fn computed_v9(t: BandwidthTotals, scale: i64) -> Result<Self, PathError> {
+        if !(1..=i64::from(i32::MAX)).contains(&scale) {
+            return Err(PathError::BadScale { scale });
+        }
+        let empty = [("Guard-only", t.g), ("unflagged", t.m), ("Exit-only", t.e), ("Guard+Exit", t.d)].into_iter().find(|c| c.1 == 0);
+        if let Some((class, _)) = empty {
+            return Err(PathError::EmptyClass { class, g: t.g, m: t.m, e: t.e, d: t.d });
+        }
+        // Every class is non-empty from here, so no division by zero (tor's `D == 0`
+        // branches cannot be reached either).
+        let (g, m, e, d) = (t.g as i64, t.m as i64, t.e as i64, t.d as i64);
+        let tt = g + m + e + d;
+        let s = scale;
+        // Case 1 and case 3b with exits scarce share their formulas ("Wme*E = Wmd*D").
+        let balanced_middle_exits = || {
+            let wgg = (s * (d + e + g + m)) / (3 * g);
+            let wmd = (s * (2 * d + 2 * e - g - m)) / (6 * d);
+            let wme = (s * (2 * d + 2 * e - g - m)) / (6 * e);
+            let wee = (s * (-2 * d + 4 * e + g + m)) / (6 * e);
+            [wgg, 0, s - wgg, wme, wmd, wee, s - wmd]
+        };
+        // Case 2b's first try and case 3b with guards scarce share theirs.
+        let balanced_guards = || {
+            let wgd = (s * (d + e - 2 * g + m)) / (3 * d);
+            let wmd = (s * (d + e + g - 2 * m)) / (6 * d);
+            let wme = (s * (d + e + g - 2 * m)) / (6 * e);
+            let wee = (s * (-d + 5 * e - g + 2 * m)) / (6 * e);
+            [s, wgd, 0, wme, wmd, wee, s - wgd - wmd]
+        };
+        // [Wgg, Wgd, Wmg, Wme, Wmd, Wee, Wed]
+        let w = if 3 * e >= tt && 3 * g >= tt {
+            balanced_middle_exits()
+        } else if 3 * e < tt && 3 * g < tt {
+            let (r, big) = (e.min(g), e.max(g));
+            if r + d < big {
+                let (wed, wgd) = if e < g { (s, 0) } else { (0, s) };
+                [s, wgd, 0, 0, 0, s, wed]
+            } else {
+                let w = balanced_guards();
+                if check_weights(w, t, s) == Check::Ok {
+                    w
+                } else {
+                    // "Case 2b (E=G)": D split so that the guard and exit positions balance.
+                    let wgd = (s * (d + e - g)) / (2 * d);
+                    [s, wgd, 0, 0, 0, s, s - wgd]
+                }
+            }
+        } else if 3 * (e.min(g) + d) < tt {
+            if g < e {
+                let wme = if e < m { 0 } else { (s * (e - m)) / (2 * e) };
+                [s, s, 0, wme, 0, s - wme, 0]
+            } else {
+                let wmg = if g < m { 0 } else { (s * (g - m)) / (2 * g) };
+                [s - wmg, 0, wmg, 0, 0, s, s]
+            }
+        } else if g < e {
+            balanced_guards()
+        } else {
+            balanced_middle_exits()
+        };
+        Ok(Self::from_seven(w.map(|x| x.clamp(0, s)), s))
+    }
+
+    /// The full set from (Wgg, Wgd, Wmg, Wme, Wmd, Wee, Wed), as tor writes the line:
+    /// `Wgm = Wgg`, `Wmm = scale`, `Wem = Wee`, `Weg = Wed`, `Wb*` = `Wmd`, `Wme`, `Wmg`,
+    /// `scale`.
+    fn from_seven(w: [i64; 7], s: i64) -> Self {
         let [wgg, wgd, wmg, wme, wmd, wee, wed] = w;
-        Ok(BandwidthWeights {
+        BandwidthWeights {
             wgg,
             wgm: wgg,
             wgd,
@@ -418,7 +468,7 @@ impl BandwidthWeights {
             wbe: wme,
             wbd: wmd,
             scale: s,
-        })
+        }
     }
 
     /// Builds the weights from `key=value` pairs as found on a consensus
@@ -576,7 +626,7 @@ pub enum PathError {
     },
     /// Tor's authorities compute no weights when a class of relays has no bandwidth.
     #[error(
-        "bandwidth_weights = \"computed\": {class} relays have no bandwidth (G={g}, M={m}, E={e}, D={d}); \
+        "computed bandwidth_weights: {class} relays have no bandwidth (G={g}, M={m}, E={e}, D={d}); \
          tor's directory authorities compute weights only when Guard-only, unflagged, Exit-only \
          and Guard+Exit relays all have some; give the weights as a table or leave them out (uniform)"
     )]
@@ -589,8 +639,54 @@ pub enum PathError {
         d: u64,
     },
     /// The computed weights fail tor's own balance checks.
-    #[error("bandwidth_weights = \"computed\": tor's authorities find no balanced weights for G={g}, M={m}, E={e}, D={d} ({case})")]
+    #[error("computed bandwidth_weights: tor's authorities find no balanced weights for G={g}, M={m}, E={e}, D={d} ({case})")]
     Unbalanced { case: &'static str, g: u64, m: u64, e: u64, d: u64 },
+}
+
+/// Which directory authorities' formulas compute the bandwidth weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightsMethod {
+    /// Consensus method 9 ([`BandwidthWeights::computed_v9`]): tor 0.2.2.10-alpha to
+    /// 0.2.2.16-alpha.
+    V9,
+    /// Consensus method 10 and later ([`BandwidthWeights::computed_v10`]).
+    V10,
+}
+
+/// What `networkstatus_check_weights` finds of weights (Wgg, Wgd, Wmg, Wme, Wmd, Wee, Wed)
+/// with tor's margin 10 and balancing on: no error, or the error's kind (only a
+/// middle-balance miss is told apart: tor's case 2b accepts it).
+#[derive(PartialEq)]
+enum Check {
+    Ok,
+    MidBalance,
+    Other,
+}
+
+fn check_weights(w: [i64; 7], t: BandwidthTotals, s: i64) -> Check {
+    let (g, m, e, d) = (t.g as i64, t.m as i64, t.e as i64, t.d as i64);
+    let tt = g + m + e + d;
+    let [wgg, wgd, wmg, wme, wmd, wee, wed] = w;
+    let near = |a: i64, b: i64, margin: i64| (a - b).abs() <= margin;
+    let margin = 10;
+    if !near(wed + wmd + wgd, s, margin) || !near(wmg + wgg, s, margin) || !near(wme + wee, s, margin) {
+        return Check::Other;
+    }
+    if w.iter().any(|&x| !(0..=s).contains(&x)) {
+        return Check::Other;
+    }
+    // 128-bit products: weights times bandwidth totals may pass 2^63 at large scales.
+    let (g, m, e, d, tt) = (g as i128, m as i128, e as i128, d as i128, tt as i128);
+    let [wgg, wgd, wmg, wme, wmd, wee, wed] = w.map(|x| x as i128);
+    let bal = (margin as i128 * tt) / 3;
+    let near128 = |a: i128, b: i128| (a - b).abs() <= bal;
+    if !near128(wgg * g + wgd * d, wee * e + wed * d) {
+        return Check::Other;
+    }
+    if !near128(wgg * g + wgd * d, m * s as i128 + wmd * d + wme * e + wmg * g) {
+        return Check::MidBalance;
+    }
+    Check::Ok
 }
 
 /// Total consensus weight per relay class, as tor's directory authorities sum it for the
@@ -860,6 +956,53 @@ mod tests {
         let t = BandwidthTotals { g: 10, m: 65, e: 20, d: 5 };
         let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
         assert_eq!(seven(&w), [10_000, 10_000, 0, 0, 0, 10_000, 0]);
+    }
+
+    #[test]
+    fn v9_weights_for_the_throttling_relays_put_exits_in_the_middle() {
+        // The same totals under consensus method 9 (tor 0.2.2.15-alpha): case 3b, exits
+        // scarce, with v9's "Wme*E = Wmd*D" formulas. By hand:
+        // Wgg = 10000 T / 3G = 364550000 / 48180 = 7566, Wmg = 2434;
+        // Wmd = 10000 (2D + 2E - G - M) / 6D = 110290000 / 78630 = 1402, Wed = 8598;
+        // Wme = 110290000 / 6E = 110290000 / 16338 = 6750;
+        // Wee = 10000 (-2D + 4E + G + M) / 6E = 53090000 / 16338 = 3249; Wgd = 0.
+        let t = BandwidthTotals { g: 16_060, m: 4_567, e: 2_723, d: 13_105 };
+        let w = BandwidthWeights::computed_v9(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [7566, 0, 2434, 6750, 1402, 3249, 8598]);
+        assert_eq!((w.wgm, w.wmm, w.wem, w.weg), (7566, 10_000, 3249, 8598));
+    }
+
+    #[test]
+    fn v9_weights_when_nothing_is_scarce() {
+        // Case 1, G = E = 40, M = D = 10, T = 100: Wgg = 10000 * 100 / 120 = 8333;
+        // Wmd = 10000 * 50 / 60 = 8333; Wme = 500000 / 240 = 2083;
+        // Wee = 10000 * 190 / 240 = 7916; Wgd = 0, Wmg = 1667, Wed = 1667.
+        let t = BandwidthTotals { g: 40, m: 10, e: 40, d: 10 };
+        let w = BandwidthWeights::computed_v9(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [8333, 0, 1667, 2083, 8333, 7916, 1667]);
+    }
+
+    #[test]
+    fn v9_weights_publish_where_v10_finds_none() {
+        // The throttling paper's network as Shadow ran it (the 2010 decile draw, flags voted,
+        // the authority a 102400 KB/s Guard+Exit): G 18349, M 94169, E 507, D 135383, T
+        // 248408. Both scarce, R + D > S: case 2b. The first try has
+        // Wmd = 10000 (D + E + G - 2M) / 6D = -340990000 / 812298 = -419, out of range, so
+        // tor falls back to "Case 2b (E=G)": Wgd = 10000 (D + E - G) / 2D =
+        // 1175410000 / 270766 = 4341, Wed = 5659, Wgg = Wee = 10000, no middle use of guards
+        // or exits. v10's formulas fail its balance check here, and it publishes nothing.
+        let t = BandwidthTotals { g: 18_349, m: 94_169, e: 507, d: 135_383 };
+        let w = BandwidthWeights::computed_v9(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 4341, 0, 0, 0, 10_000, 5659]);
+        let err = BandwidthWeights::computed_v10(t, 10_000).unwrap_err().to_string();
+        assert!(err.contains("no balanced weights") && err.contains("case 2b2"), "{err}");
+    }
+
+    #[test]
+    fn v9_weights_need_every_class_too() {
+        let t = BandwidthTotals { g: 10, m: 0, e: 20, d: 5 };
+        let err = BandwidthWeights::computed_v9(t, 10_000).unwrap_err().to_string();
+        assert!(err.contains("unflagged relays have no bandwidth"), "{err}");
     }
 
     #[test]

@@ -32,7 +32,7 @@ from onionlab.reproduce import run_many, write_config
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
-    relay_sample_text, scale_capacity, seconds, think_median, tor_settings,
+    relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
 from onionlab.reproduce.throttling.metrics import (
@@ -133,9 +133,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="exits stop reading a circuit's streams at HIGH queued cells and resume at LOW (tor 0.2.2: 256,64; default off)",
     )
     p.add_argument(
-        "--weights", choices=("uniform", "computed"), default="uniform",
-        help="path-selection bandwidth weights: uniform (default; the 2010 consensus has no weights line) or what tor's "
-        "directory authorities compute for the 50 relays (dir-spec 3.8.3), as the paper's Shadow network's authorities would have",
+        "--weights", choices=("uniform", "computed", "computed-v9"),
+        help="path-selection bandwidth weights (default: the sample's; uniform but for --sample shadow, as the 2010 consensus "
+        "has no weights line): uniform, what tor's directory authorities compute for the relays (dir-spec 3.8.3), or what "
+        "tor 0.2.2.10-0.2.2.16's computed (consensus method 9; the paper's authority ran 0.2.2.15)",
     )
     p.add_argument(
         "--grid", action="append", metavar="ALG.PARAM=V1,V2,...",
@@ -144,9 +145,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sample", choices=tuple(SAMPLES), default="quantiles",
-        help="the built-in relay sample, both from the 2010-01-12 consensus: quantiles (default; flag classes at bandwidth "
-        "quantiles, 36 MiB/s) or deciles (as Shadow's 2011 generator drew the paper's network: 40 %% exits, one relay per "
-        "bandwidth decile, 143 MiB/s); each has its own calibrated think time",
+        help="the built-in relay sample, all from the 2010-01-12 consensus: quantiles (default; flag classes at bandwidth "
+        "quantiles, 36 MiB/s), deciles (as Shadow's 2011 generator drew the paper's network: 40 %% exits, one relay per "
+        "bandwidth decile, 143 MiB/s) or shadow (that draw as the paper's Shadow network ran it: flags voted by its tor "
+        "0.2.2.15 authority, the authority a 100 MiB/s Guard+Exit relay, method-9 weights, 1024/3584 KiB/s client links); "
+        "each has its own calibrated think time",
     )
     p.add_argument(
         "--relays", metavar="FILE",
@@ -268,6 +271,7 @@ def main(out: Path, args) -> int:
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
         "capacity_scale": args.capacity_scale, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
+        "client_links": list(sample_in_use(args)[1].client_links),
         "sweep": dict(zip(("seeds", "duration", "warmup", "grid", "criterion"), (args.sweep_seeds, *sweep_settings(args), args.grid or [], args.criterion))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
