@@ -29,12 +29,12 @@ with those the paper's simulated network voted itself. Its one directory authori
 0.2.2 (the authors' patches are on 0.2.2.15-alpha) and judged the drawn relays as a new
 network, by dirserv.c's rules (`voted_flags`), on the relays' bandwidths and on the order the
 generator started them (`generator_start_times`). The generator started the exits first and
-the largest relays of each group last, so the six largest non-exits had known the authority
-the shortest time and never got the Guard flag. --authority adds that authority as a relay:
-the generator ran it at 102400 KB/s with tor's default exit policy (its torrc's ExitPolicy line
-is commented out), which accepts the simulated web servers' port, so it was the network's
-largest exit. Both are inferences from the generator and torrc files, not statements of the
-paper.
+each group's first draws (one from each of the top deciles) last, so the six non-exits drawn
+first had known the authority the shortest time and never got the Guard flag. --authority
+adds that authority as a relay: the generator ran it at 102400 KB/s with tor's default exit
+policy (its torrc's ExitPolicy line is commented out), which accepts the simulated web
+servers' port, so it was the network's largest exit. Both are inferences from the generator
+and torrc files, not statements of the paper.
 
 Usage: tools/relays_from_consensus.py CONSENSUS N [--seed S] [--method quantiles|deciles]
        [--flags consensus|voted] [--authority] > relays.toml

@@ -232,7 +232,7 @@ class RelaySample:
 #:   capacity), with the consensus's flags;
 #: - "shadow": the same draw as the paper's Shadow network ran it (`... --flags voted
 #:   --authority`): Guard, Fast and Stable as its tor 0.2.2.15 directory authority voted
-#:   them (the six largest non-exits, started last, are no guards), that authority a
+#:   them (the six non-exits drawn first, started last, are no guards), that authority a
 #:   102400 KB/s Guard+Exit relay (tor's default exit policy), the bandwidth weights its
 #:   consensus method 9 computed, and the generator's client links (1024 KiB/s up, 3584
 #:   KiB/s down); 51 relays, 243 MiB/s.
