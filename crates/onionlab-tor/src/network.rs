@@ -42,7 +42,7 @@ use crate::circuit::{
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
 use crate::node::{EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
-use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo};
+use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo, WeightsMethod};
 use crate::scheduler::{CircuitScheduler, SchedulerKind};
 use crate::token_bucket::{next_refill, TokenBucket};
 
@@ -351,13 +351,9 @@ impl TorNetwork {
     /// [`computed_v9`](BandwidthWeights::computed_v9) for `method` 9; weight scale 10000),
     /// for networks whose consensus carries none. Call it after the last relay and before
     /// the first stream (paths are drawn with the weights in force then).
-    pub fn compute_bandwidth_weights(&mut self, method: crate::path::WeightsMethod) -> Result<&BandwidthWeights, TorError> {
+    pub fn compute_bandwidth_weights(&mut self, method: WeightsMethod) -> Result<&BandwidthWeights, TorError> {
         let totals = crate::path::BandwidthTotals::of(&self.relay_info);
-        let scale = crate::path::DEFAULT_WEIGHT_SCALE;
-        self.weights = match method {
-            crate::path::WeightsMethod::V9 => BandwidthWeights::computed_v9(totals, scale)?,
-            crate::path::WeightsMethod::V10 => BandwidthWeights::computed_v10(totals, scale)?,
-        };
+        self.weights = BandwidthWeights::computed(method, totals, crate::path::DEFAULT_WEIGHT_SCALE)?;
         self.selector = None;
         Ok(&self.weights)
     }

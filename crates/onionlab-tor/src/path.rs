@@ -373,6 +373,15 @@ impl BandwidthWeights {
         Ok(Self::from_seven(w, s))
     }
 
+    /// The weights `method`'s directory authorities compute for relays with these totals:
+    /// [`computed_v9`](Self::computed_v9) or [`computed_v10`](Self::computed_v10).
+    pub fn computed(method: WeightsMethod, t: BandwidthTotals, scale: i64) -> Result<Self, PathError> {
+        match method {
+            WeightsMethod::V9 => Self::computed_v9(t, scale),
+            WeightsMethod::V10 => Self::computed_v10(t, scale),
+        }
+    }
+
     /// The weights tor 0.2.2.10-alpha to 0.2.2.16-alpha's directory authorities put on the
     /// bandwidth-weights line (`networkstatus_compute_bw_weights_v9`, consensus method 9;
     /// the throttling paper's Shadow network ran 0.2.2.15-alpha), at weight scale `scale`.
