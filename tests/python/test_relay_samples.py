@@ -16,12 +16,15 @@ from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, check_relay_sa
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSENSUS = ROOT / "data" / "consensus" / "NetworkConsensus_1-12-10.txt"
+#: The throttling paper's own consensus (its footnote 6: "Retrieved on 2011-04-27 and valid
+#: from 03-06:00:00").
+PAPER_CONSENSUS = ROOT / "data" / "consensus" / "consensus-2011-04-27-03-00-00"
 SAMPLES = ROOT / "examples" / "relay-samples"
 
 
-def derive(*args: str) -> str:
+def derive(*args: str, consensus: Path = CONSENSUS) -> str:
     return subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "relays_from_consensus.py"), str(CONSENSUS), "50", *args],
+        [sys.executable, str(ROOT / "tools" / "relays_from_consensus.py"), str(consensus), "50", *args],
         check=True, capture_output=True, text=True,
     ).stdout
 
@@ -251,3 +254,37 @@ def test_the_shadow_sample_brings_its_weights_links_and_think_time():
     assert default["weights"] == "uniform" and default["client_links"] == ("10 Mbit", "20 Mbit")
     plain = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=LINKING_CLIENTS, **default))
     assert {(c["link_up"], c["link_down"]) for c in plain["clients"]} == {("10 Mbit", "20 Mbit")}
+
+
+def test_the_papers_own_consensus_is_shipped_whole():
+    """data/ holds the consensus the paper names (footnote 6), byte for byte as scallion's
+    generator read it: valid-after 2011-04-27 03:00:00, 2,261 relays, bwauth-measured weights."""
+    import hashlib
+
+    from stem.descriptor import DocumentHandler, parse_file
+
+    blob = PAPER_CONSENSUS.read_bytes()
+    assert hashlib.sha256(blob).hexdigest() == "5f74682d73ad0dfb7f54e397e920b61013ce8cf9ee36e6a5e160ffa90618fa3e"
+    doc = next(parse_file(str(PAPER_CONSENSUS), "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
+    assert str(doc.valid_after) == "2011-04-27 03:00:00" and str(doc.valid_until) == "2011-04-27 06:00:00"
+    assert len(doc.routers) == 2261
+
+
+def test_the_paper_sample_is_the_papers_consensus_drawn_and_voted_as_shadow_did():
+    """`--sample paper` is the tool's seed-1 decile draw of the paper's own consensus, flags
+    voted as its simulated authority did, the authority a relay: 20 exits, 21 guards, the
+    authority the largest relay; it runs with method-9 weights, the generator's client links
+    and its own think time."""
+    from onionlab.reproduce.throttling.configs import SAMPLES, client_settings
+
+    voted = derive("--method", "deciles", "--seed", "1", "--flags", "voted", "--authority", consensus=PAPER_CONSENSUS)
+    assert SAMPLES["paper"].path.read_text() == voted
+    relays = tomllib.loads(voted)["relays"]
+    assert len(relays) == 51 and relays[0]["name"] == "4uthority"
+    assert sum("Exit" in r["flags"] for r in relays) == 21  # 20 drawn, and the authority
+    assert sum("Guard" in r["flags"] for r in relays) == 21
+    args = parsed_args("--sample", "paper")
+    assert len(check_relay_sample(relay_sample_text(args.relays, args.sample), args)) == 51
+    settings = client_settings(args)
+    assert settings["think"] == '{ dist = "lognormal", median = "1 s", sigma = 2.0 }'
+    assert settings["weights"] == "computed-v9" and settings["client_links"] == ("1024 KiB/s", "3584 KiB/s")

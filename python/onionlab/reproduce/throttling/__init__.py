@@ -145,10 +145,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--sample", choices=tuple(SAMPLES), default="quantiles",
-        help="the built-in relay sample, all from the 2010-01-12 consensus: quantiles (default; flag classes at bandwidth "
+        help="the built-in relay sample: from the 2010-01-12 consensus, quantiles (default; flag classes at bandwidth "
         "quantiles, 36 MiB/s), deciles (as Shadow's 2011 generator drew the paper's network: 40 %% exits, one relay per "
         "bandwidth decile, 143 MiB/s) or shadow (that draw as the paper's Shadow network ran it: flags voted by its tor "
         "0.2.2.15 authority, the authority a 100 MiB/s Guard+Exit relay, method-9 weights, 1024/3584 KiB/s client links); "
+        "or paper (the paper's own 2011-04-27 consensus, drawn and run as shadow is, 360 MiB/s); "
         "each has its own calibrated think time",
     )
     p.add_argument(

@@ -222,7 +222,7 @@ class RelaySample:
     client_links: tuple[str, str] = ("10 Mbit", "20 Mbit")
 
 
-#: The built-in samples, all from the 2010-01-12 consensus (`data/`):
+#: The built-in samples, from the consensuses in `data/`:
 #: - "quantiles" (the default): 50 relays stratified by flag class at evenly spaced
 #:   bandwidth quantiles, keeping the consensus's flag proportions (spec 5's reading;
 #:   35.6 MiB/s);
@@ -235,13 +235,18 @@ class RelaySample:
 #:   them (the six non-exits drawn first, started last, are no guards), that authority a
 #:   102400 KB/s Guard+Exit relay (tor's default exit policy), the bandwidth weights its
 #:   consensus method 9 computed, and the generator's client links (1024 KiB/s up, 3584
-#:   KiB/s down); 51 relays, 243 MiB/s.
+#:   KiB/s down); 51 relays, 243 MiB/s;
+#: - "paper": the paper's own consensus (2011-04-27 03:00, its footnote 6) drawn and run
+#:   the same way as "shadow" (`... --method deciles --seed 1 --flags voted --authority` on
+#:   `consensus-2011-04-27-03-00-00`); 51 relays, 360 MiB/s, 21 guards.
 SAMPLES = {
     "quantiles": RelaySample(_DATA / "throttling-relays.toml", {shape: median for shape, (median, _) in THINK_SHAPES.items()}),
     # Vanilla, medium load, seeds 1-2: 22.9 % bulk with a 1 s median, 36.0 % with 2 s.
     "deciles": RelaySample(_DATA / "throttling-relays-deciles.toml", {"heavy": "1.8 s"}),
     # Vanilla, medium load, seeds 1-2: 26.9 % bulk with a 1.4 s median, 42.3 % with 2 s.
     "shadow": RelaySample(_DATA / "throttling-relays-shadow.toml", {"heavy": "1.7 s"}, weights="computed-v9", client_links=("1024 KiB/s", "3584 KiB/s")),
+    # Vanilla, medium load, seeds 1-2: 25.6 % bulk with 0.8 s, 33.8 % with 1 s, 43.3 % with 1.3 s.
+    "paper": RelaySample(_DATA / "throttling-relays-paper.toml", {"heavy": "1 s"}, weights="computed-v9", client_links=("1024 KiB/s", "3584 KiB/s")),
 }
 BUILTIN_RELAYS = SAMPLES["quantiles"].path
 
