@@ -210,7 +210,8 @@ class RelaySample:
     """A built-in relay sample (`--sample`) and the web think-time medians calibrated on it.
 
     A median is calibrated so that vanilla at medium load splits as table 1 does (65.8 % web
-    / 34.2 % bulk); a network of another capacity needs another median for the same split."""
+    / 34.2 % bulk); a network of another capacity needs another median for the same split.
+    `tools/calibrate_think_time.py --sample NAME --medians ...` runs that calibration."""
 
     path: Path
     #: The think time's median per `--think` shape; a shape missing here was not calibrated.

@@ -1,0 +1,77 @@
+"""`tools/calibrate_think_time.py`: how a relay sample's think-time median is calibrated to
+table 1's vanilla split."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from onionlab.config import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "calibrate_think_time.py"
+spec = importlib.util.spec_from_file_location("calibrate_think_time", TOOL)
+tool = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tool)
+
+
+def test_the_crossing_is_interpolated_between_the_bracketing_pair():
+    # The paper sample's calibration: 25.6 % at 0.8 s, 33.8 % at 1 s, 43.3 % at 1.3 s; 34.2 %
+    # lies between 1 s and 1.3 s: 1 + (34.2 - 33.8) * 0.3 / 9.5 = 1.0126 s.
+    assert tool.crossing([(0.8, 25.6), (1.0, 33.8), (1.3, 43.3)]) == pytest.approx(1.0126, abs=1e-4)
+    assert tool.crossing([(1.0, 40.0), (2.0, 30.0)]) == pytest.approx(1.58, abs=1e-9)
+    assert tool.crossing([(1.0, 20.0), (2.0, 30.0)]) is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1 s", "give at least two durations"),
+    ("1 s,,2 s", "give at least two durations"),
+    ("1 s,fast", "'fast' is not a duration"),
+    ("2 s,1 s", "the durations must increase"),
+])
+def test_bad_medians_are_an_error_naming_the_option(text, message):
+    with pytest.raises(ValueError, match="--medians") as e:
+        tool.parse_medians(text)
+    assert message in str(e.value)
+    r = subprocess.run([sys.executable, str(TOOL), "--sample", "paper", "--medians", text, "-o", "x"], capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr
+
+
+def test_each_median_gets_a_vanilla_medium_load_config_with_the_samples_settings(tmp_path):
+    from onionlab import config as config_mod
+
+    made = tool.configs(tmp_path, "paper", ["0.8 s", "1 s"], "1 min", "0 s")
+    assert [name for name, _ in made] == ["vanilla-medium-think-0.8s", "vanilla-medium-think-1s"]
+    for (name, path), median in zip(made, ("0.8 s", "1 s")):
+        config_mod.check(path)
+        cfg = tomllib.loads(path.read_text())
+        assert cfg["mechanisms"]["throttling"] == "none"
+        assert cfg["network"]["bandwidth_weights"] == "computed-v9"
+        assert {(c["name"], c["count"], c["link_down"]) for c in cfg["clients"]} == {("web", 950, "3584 KiB/s"), ("bulk", 50, "3584 KiB/s")}
+        assert cfg["workloads"]["web"]["think"] == {"dist": "lognormal", "median": median, "sigma": 2.0}
+
+
+def test_a_short_calibration_runs_and_prints_each_share(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(TOOL), "--sample", "quantiles", "--medians", "2 s,8 s", "--seeds", "1", "--duration", "5 min", "--warmup", "1 min",
+         "--jobs", "1", "-o", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("quantiles: vanilla, medium load, seeds 1-1; target 34.2 % bulk")
+    assert lines[1].startswith("  median 2 s: ") and lines[2].startswith("  median 8 s: ")
+    shares = [float(l.split(": ")[1].split(" %")[0]) for l in lines[1:3]]
+    assert all(0 < s < 100 for s in shares)
+    assert lines[3].startswith("  crossing: ") or lines[3].startswith("  no two candidates")
+
+
+def test_a_run_too_short_to_measure_is_an_error(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(TOOL), "--sample", "quantiles", "--medians", "2 s,8 s", "--seeds", "1", "--duration", "30 s", "--warmup", "20 s",
+         "--jobs", "1", "-o", str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 1 and "no data delivered after the warm-up; lengthen --duration" in r.stderr

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Calibrate the web think time of a throttling relay sample to table 1's vanilla split.
+
+Development tool, run by hand: how each built-in sample's think-time median
+(`SAMPLES[...].think_medians` in `onionlab.reproduce.throttling.configs`) was chosen. The
+paper's UNC think-time trace may not be redistributed, so the reproduction uses a lognormal
+and sets its median so that vanilla at medium load (950 web, 50 bulk clients) splits the
+data as table 1 does: 34.2 % bulk. For each candidate median it runs that vanilla
+configuration, with the sample's own weights and client links and the `--think` shape's
+sigma, on seeds 1-2 (the runs the samples were calibrated on), prints the bulk share, and
+prints the median at which the share crosses the target, interpolated linearly between the
+two candidates that bracket it.
+
+Usage: tools/calibrate_think_time.py --sample paper --medians "0.8 s,1 s,1.3 s" -o DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+#: Table 1's vanilla bulk share at medium load (%).
+TARGET_BULK_PCT = 34.2
+
+
+def parse_medians(text: str) -> list[str]:
+    """The candidate medians ("0.8 s,1 s"), each a duration the config accepts, in increasing
+    order. Raises ValueError naming --medians for an empty, bad, repeated or unordered list."""
+    from onionlab._core import parse_duration
+
+    items = [m.strip() for m in text.split(",")]
+    if len(items) < 2 or any(not m for m in items):
+        raise ValueError(f"--medians {text!r}: give at least two durations, comma-separated (for example \"1 s,2 s\")")
+    secs = []
+    for m in items:
+        try:
+            secs.append(float(parse_duration(m)))
+        except ValueError as e:
+            raise ValueError(f"--medians: {m!r} is not a duration ({e})") from None
+    if any(b <= a for a, b in zip(secs, secs[1:])):
+        raise ValueError(f"--medians {text!r}: the durations must increase")
+    return items
+
+
+def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT) -> float | None:
+    """The median (s) at which the bulk share reaches `target`, by linear interpolation
+    between the first pair of consecutive (median s, bulk %) points that bracket it; None if
+    no pair does (the candidates need widening)."""
+    for (m0, b0), (m1, b1) in zip(points, points[1:]):
+        if min(b0, b1) <= target <= max(b0, b1):
+            return m0 if b1 == b0 else m0 + (target - b0) * (m1 - m0) / (b1 - b0)
+    return None
+
+
+def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: str) -> list[tuple[str, Path]]:
+    """Writes one vanilla medium-load config per median under `out/configs` (with the
+    sample beside them) and returns (name, path) pairs."""
+    from onionlab.reproduce import write_config
+    from onionlab.reproduce import throttling as T
+    from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, THINK_SHAPES, client_settings, config_text, mechanism_line, relay_sample_text, think_text
+
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    args = p.parse_args(["--sample", sample, "--think-median", medians[0]])
+    (out / "configs").mkdir(parents=True, exist_ok=True)
+    (out / "configs" / RELAYS_FILE).write_text(relay_sample_text(None, sample), encoding="utf-8")
+    sigma = THINK_SHAPES[args.think][1]
+    made = []
+    for m in medians:
+        settings = {**client_settings(args), "think": think_text(m, sigma)}
+        name = "vanilla-medium-think-" + m.replace(" ", "")
+        text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, conn_metrics=True, **settings)
+        made.append((name, write_config(out, name, text)))
+    return made
+
+
+def main(argv: list[str] | None = None) -> int:
+    from onionlab.reproduce.throttling.configs import SAMPLES
+
+    ap = argparse.ArgumentParser(description="Calibrate a throttling relay sample's web think-time median to table 1's vanilla split.")
+    ap.add_argument("--sample", choices=tuple(SAMPLES), required=True, help="the built-in relay sample")
+    ap.add_argument("--medians", required=True, help='candidate think-time medians, increasing, e.g. "0.8 s,1 s,1.3 s"')
+    ap.add_argument("--seeds", type=int, default=2, help="seeds per median (default 2)")
+    ap.add_argument("--duration", default="20 min", help='simulated time per run (default "20 min", as the main runs)')
+    ap.add_argument("--warmup", default="4 min", help='warm-up excluded from the split (default "4 min")')
+    ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+    ap.add_argument("-o", "--out", required=True, help="output directory")
+    a = ap.parse_args(argv)
+    if a.seeds < 1:
+        ap.error(f"--seeds: must be at least 1, got {a.seeds}")
+    try:
+        medians = parse_medians(a.medians)
+    except ValueError as e:
+        ap.error(str(e))
+
+    from onionlab._core import parse_duration
+    from onionlab.reproduce import run_many
+    from onionlab.reproduce.throttling.metrics import data_by_class
+
+    out = Path(a.out)
+    made = configs(out, a.sample, medians, a.duration, a.warmup)
+    results = run_many([(name, path, list(range(1, a.seeds + 1))) for name, path in made], out, a.jobs)
+    warmup_s = float(parse_duration(a.warmup))
+    points = []
+    print(f"{a.sample}: vanilla, medium load, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
+    for m, (name, _) in zip(medians, made):
+        d = data_by_class(results[name], warmup_s)
+        total = sum(d.values())
+        if not total:
+            print(f"error: median {m}: no data delivered after the warm-up; lengthen --duration or shorten --warmup "
+                  "(the per-connection table is sampled every minute)", file=sys.stderr)
+            return 1
+        bulk = 100 * d.get("bulk", 0.0) / total
+        points.append((float(parse_duration(m)), bulk))
+        print(f"  median {m}: {bulk:.1f} % bulk of {total:.2f} GiB")
+    x = crossing(points)
+    print(f"  crossing: {x:.2f} s" if x is not None else "  no two candidates bracket the target: widen --medians")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
