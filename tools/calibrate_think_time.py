@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Calibrate the web think time of a throttling relay sample to table 1's vanilla split.
 
-Development tool, run by hand: how each built-in sample's think-time median
-(`SAMPLES[...].think_medians` in `onionlab.reproduce.throttling.configs`) was chosen. The
+Development tool, run by hand: the procedure each built-in sample's think-time median
+(`SAMPLES[...].think_medians` in `onionlab.reproduce.throttling.configs`) was chosen by
+(`--sample paper`'s with this tool, the earlier ones by hand the same way). The
 paper's UNC think-time trace may not be redistributed, so the reproduction uses a lognormal
 and sets its median so that vanilla at medium load (950 web, 50 bulk clients) splits the
 data as table 1 does: 34.2 % bulk. For each candidate median it runs that vanilla
