@@ -21,13 +21,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from onionlab.reproduce.throttling import PAPER_TABLE1
+
 #: Table 1's vanilla bulk share at medium load (%).
-TARGET_BULK_PCT = 34.2
+TARGET_BULK_PCT = PAPER_TABLE1["medium"]["vanilla"][2]
 
 
-def parse_medians(text: str) -> list[str]:
-    """The candidate medians ("0.8 s,1 s"), each a duration the config accepts, in increasing
-    order. Raises ValueError naming --medians for an empty, bad, repeated or unordered list."""
+def parse_medians(text: str) -> list[tuple[str, float]]:
+    """The candidate medians ("0.8 s,1 s") as (text, seconds), each a duration the config
+    accepts, in increasing order. Raises ValueError naming --medians for an empty, bad,
+    repeated or unordered list."""
     from onionlab._core import parse_duration
 
     items = [m.strip() for m in text.split(",")]
@@ -41,7 +44,7 @@ def parse_medians(text: str) -> list[str]:
             raise ValueError(f"--medians: {m!r} is not a duration ({e})") from None
     if any(b <= a for a, b in zip(secs, secs[1:])):
         raise ValueError(f"--medians {text!r}: the durations must increase")
-    return items
+    return list(zip(items, secs))
 
 
 def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT) -> float | None:
@@ -59,19 +62,19 @@ def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: s
     sample beside them) and returns (name, path) pairs."""
     from onionlab.reproduce import write_config
     from onionlab.reproduce import throttling as T
-    from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, THINK_SHAPES, client_settings, config_text, mechanism_line, relay_sample_text, think_text
+    from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, relay_sample_text
 
+    # The reproduction's own parser, so each run has exactly the settings `--sample SAMPLE
+    # --think-median M` gives the main runs (the sample's weights and links, the shape's sigma).
     p = argparse.ArgumentParser()
     T.add_arguments(p)
-    args = p.parse_args(["--sample", sample, "--think-median", medians[0]])
     (out / "configs").mkdir(parents=True, exist_ok=True)
     (out / "configs" / RELAYS_FILE).write_text(relay_sample_text(None, sample), encoding="utf-8")
-    sigma = THINK_SHAPES[args.think][1]
     made = []
     for m in medians:
-        settings = {**client_settings(args), "think": think_text(m, sigma)}
+        settings = client_settings(p.parse_args(["--sample", sample, "--think-median", m]))
         name = "vanilla-medium-think-" + m.replace(" ", "")
-        text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, conn_metrics=True, **settings)
+        text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, **settings)
         made.append((name, write_config(out, name, text)))
     return made
 
@@ -100,12 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     from onionlab.reproduce.throttling.metrics import data_by_class
 
     out = Path(a.out)
-    made = configs(out, a.sample, medians, a.duration, a.warmup)
+    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup)
     results = run_many([(name, path, list(range(1, a.seeds + 1))) for name, path in made], out, a.jobs)
     warmup_s = float(parse_duration(a.warmup))
     points = []
     print(f"{a.sample}: vanilla, medium load, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
-    for m, (name, _) in zip(medians, made):
+    for (m, secs), (name, _) in zip(medians, made):
         d = data_by_class(results[name], warmup_s)
         total = sum(d.values())
         if not total:
@@ -113,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
                   "(the per-connection table is sampled every minute)", file=sys.stderr)
             return 1
         bulk = 100 * d.get("bulk", 0.0) / total
-        points.append((float(parse_duration(m)), bulk))
+        points.append((secs, bulk))
         print(f"  median {m}: {bulk:.1f} % bulk of {total:.2f} GiB")
     x = crossing(points)
     print(f"  crossing: {x:.2f} s" if x is not None else "  no two candidates bracket the target: widen --medians")
