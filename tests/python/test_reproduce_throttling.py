@@ -2,6 +2,8 @@
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +23,7 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "configs/medium-flag.toml"):
+              "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
     channels = pd.read_csv(quick / "channels.csv")
     assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
@@ -94,10 +96,23 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
     assert {"web_ttlb_mean_of_medians", "web_ttlb_mean_of_means"} <= set(sweep.columns)
 
 
-def test_compare_tool_orders_the_algorithms_per_load(quick):
-    import subprocess
-    import sys
+def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
+    written = pd.read_csv(quick / "findings.csv")
+    assert len(written) == 4 * 3 + 1 + 3 + 2 and set(written["holds"]) <= {True, False}
+    # One seed in the quick run: each seeded verdict is that seed's.
+    seeded = written[written["seeds"].notna()]
+    assert (seeded["seeds"] == 1).all() and (seeded["seeds_holding"] == seeded["holds"].astype(int)).all()
+    s = json.loads((quick / "summary.json").read_text())
+    assert [f["finding"] for f in s["findings"]] == list(written["finding"])
+    tool = Path(__file__).resolve().parents[2] / "tools" / "throttling_findings.py"
+    r = subprocess.run([sys.executable, str(tool), str(quick), "--no-write"], capture_output=True, text=True, check=True)
+    assert "static_gains_least" in r.stdout and "flag_thresh_best_web" in r.stdout
+    from onionlab.reproduce.throttling.findings import findings_of_directory
 
+    assert findings_of_directory(quick).to_csv(index=False) == (quick / "findings.csv").read_text()
+
+
+def test_compare_tool_orders_the_algorithms_per_load(quick):
     tool = Path(__file__).resolve().parents[2] / "tools" / "compare_throttling_runs.py"
     r = subprocess.run([sys.executable, str(tool), str(quick)], capture_output=True, text=True, check=True)
     lines = [l for l in r.stdout.splitlines() if l.startswith(f"| {quick.name} |")]

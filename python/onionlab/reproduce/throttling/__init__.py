@@ -16,7 +16,9 @@ The steps live in their own modules:
 - ``sweep``: the parameter sweep and the choice;
 - ``metrics``: table 1, figure 3's medians, queues and throttle state from a run;
 - ``anonymity``: the probe and attacks 1-3;
-- ``figures``: figures 3 and 4a-c.
+- ``figures``: figures 3 and 4a-c;
+- ``findings``: each of the paper's findings judged on the runs' numbers, pooled and seed
+  by seed (``findings.csv``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from onionlab.reproduce.throttling.configs import (
     relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
+from onionlab.reproduce.throttling.findings import findings, per_seed_numbers, print_findings
 from onionlab.reproduce.throttling.metrics import (
     CHANNEL_STEP_S, THROTTLE_STATE_COLUMNS, busiest_channels, data_by_class, medians, throttle_state,
 )
@@ -268,6 +271,8 @@ def main(out: Path, args) -> int:
     anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
     probe_res = probe(out, args, relays_file)
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
+    verdicts = findings(per_seed_numbers(results, warmup_s), anon, a3)
+    verdicts.to_csv(out / "findings.csv", index=False)
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
@@ -278,12 +283,14 @@ def main(out: Path, args) -> int:
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),
         "throttle_state": state.to_dict(orient="records"),
+        "findings": json.loads(verdicts.to_json(orient="records")),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, channels.csv, throttle_state.csv, summary.json")
+    print_findings(verdicts)
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, channels.csv, throttle_state.csv, findings.csv, summary.json")
     return 0
 
 

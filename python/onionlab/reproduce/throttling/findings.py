@@ -1,0 +1,237 @@
+"""The paper's findings, checked against a reproduction's own numbers (``findings.csv``).
+
+Each row is one claim of the paper (section 4.2 and table 1; section 5's attacks), for one
+load or for the whole run, with whether it holds on the pooled numbers (those of
+``table1.csv`` and ``anonymity_summary.csv``), on how many seeds it holds when each seed is
+judged on its own, and the numbers it was judged on. A finding that holds pooled but on
+few seeds rests on differences the seeds do not agree on.
+
+What each claim means here (the paper states them in words; these are our readings):
+
+* ``lower_bulk_and_data``: every throttling algorithm has a smaller bulk share and less
+  total data than vanilla ("all throttling algorithms reduce the total network load",
+  "Throttling reduces the bulk traffic share").
+* ``flag_thresh_best_web``: flagging and threshold have the two lowest median web
+  download times of the four algorithms ("The flagging and threshold algorithms stand out
+  as the best approaches for both web client responsiveness and throughput").
+* ``flag_thresh_gain_grows``: each one's median web download gain over vanilla rises from
+  light to medium to heavy load (the issue: "more so as load grows").
+* ``flag_thresh_hardest_on_bulk``: flagging and threshold have the two smallest bulk
+  shares ("they are also most aggressive at throttling bulk clients").
+* ``static_gains_least``: static has the highest median web download time of the four
+  ("static throttling results in the least amount of bulk traffic throttling while
+  providing the lowest benefit to web clients").
+* ``attack1_static_nothing`` / ``attack1_vanilla_most``: attack 1 at medium load takes
+  no information under static throttling, and more from vanilla than from any throttling
+  algorithm (mean entropy loss, section 5.2).
+* ``attack2_flag_most``: attack 2 as the paper simulated it (the circuits' own traffic;
+  each algorithm's stronger variant where it has two: flagging's and threshold's timing)
+  takes the most information under flagging, vanilla included.
+* ``attack3_flag_thresh`` / ``attack3_split_nothing``: linking two streams through the
+  burst bucket tells something under flagging and threshold (true positive rate above
+  the false positive rate) and nothing under bit-splitting (the two rates equal). Attack 3
+  is judged pooled only: its runs are few.
+
+**Owns:** those readings and the verdicts. **Must not touch:** running anything or the
+numbers themselves (``metrics``, ``anonymity`` compute them).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, seconds
+from onionlab.reproduce.throttling.metrics import data_by_class, medians
+
+#: The four throttling algorithms (every algorithm but vanilla).
+THROTTLING = [a for a in ALGORITHMS if a != "vanilla"]
+
+FINDINGS_COLUMNS = ["finding", "load", "holds", "seeds_holding", "seeds", "detail"]
+
+
+def per_seed_numbers(results: dict, warmup_s: float) -> pd.DataFrame:
+    """One row per (load, algorithm, seed) and one pooled row (seed 0) per (load,
+    algorithm): median web download time (s), total data (GiB) and bulk share (%)."""
+    rows = []
+    for (load, alg), res in results.items():
+        seeds = sorted(int(s) for s in res.downloads["seed"].unique())
+        for seed in [0, *seeds]:
+            if seed:
+                conns = res.connections[res.connections["seed"] == seed]
+                data = data_by_class(_WithConnections(conns), warmup_s)
+                web_median = medians(res, seed)["web_ttlb_median"]
+            else:
+                data = data_by_class(res, warmup_s)
+                web_median = medians(res)["web_ttlb_median"]
+            web, bulk = data.get("web", 0.0), data.get("bulk", 0.0)
+            total = web + bulk
+            rows.append({
+                "load": load, "algorithm": alg, "seed": seed, "web_ttlb_median": web_median,
+                "data_GiB": total, "bulk_pct": 100.0 * bulk / total if total else math.nan,
+            })
+    return pd.DataFrame(rows)
+
+
+class _WithConnections:
+    """Just enough of a Results for :func:`data_by_class` on one seed's connections."""
+
+    def __init__(self, connections: pd.DataFrame):
+        self.connections = connections
+
+
+def _two_lowest(values: dict[str, float]) -> set[str]:
+    return set(sorted(values, key=lambda a: (values[a], a))[:2])
+
+
+def _fmt(values: dict[str, float], digits: int) -> str:
+    return ", ".join(f"{a} {v:.{digits}f}" for a, v in values.items())
+
+
+def _table_verdicts(n: pd.DataFrame, load: str) -> dict[str, tuple[bool, str]]:
+    """The table-1 and figure-3 findings for one load, on one seed's (or the pooled)
+    numbers ``n`` (rows of :func:`per_seed_numbers` for that load and seed)."""
+    by = n.set_index("algorithm")
+    web = {a: float(by.at[a, "web_ttlb_median"]) for a in THROTTLING}
+    bulk = {a: float(by.at[a, "bulk_pct"]) for a in THROTTLING}
+    data = {a: float(by.at[a, "data_GiB"]) for a in THROTTLING}
+    v_bulk, v_data = float(by.at["vanilla", "bulk_pct"]), float(by.at["vanilla", "data_GiB"])
+    return {
+        "lower_bulk_and_data": (
+            all(bulk[a] < v_bulk and data[a] < v_data for a in THROTTLING),
+            f"bulk % vanilla {v_bulk:.1f}, {_fmt(bulk, 1)}; GiB vanilla {v_data:.1f}, {_fmt(data, 1)}",
+        ),
+        "flag_thresh_best_web": (_two_lowest(web) == {"flag", "thresh"}, f"web median s: {_fmt(web, 3)}"),
+        "flag_thresh_hardest_on_bulk": (_two_lowest(bulk) == {"flag", "thresh"}, f"bulk %: {_fmt(bulk, 1)}"),
+        "static_gains_least": (max(web, key=lambda a: (web[a], a)) == "static", f"web median s: {_fmt(web, 3)}"),
+    }
+
+
+def _gain_verdict(n: pd.DataFrame) -> tuple[bool, str]:
+    """``flag_thresh_gain_grows`` on one seed's (or the pooled) numbers over all loads."""
+    gains = {}
+    for alg in ("flag", "thresh"):
+        g = []
+        for load in LOADS:
+            row = n[n["load"] == load].set_index("algorithm")
+            g.append(100.0 * (1 - float(row.at[alg, "web_ttlb_median"]) / float(row.at["vanilla", "web_ttlb_median"])))
+        gains[alg] = g
+    holds = all(g[0] < g[1] < g[2] for g in gains.values())
+    detail = "; ".join(f"{a} gain % " + " / ".join(f"{x:.0f}" for x in g) for a, g in gains.items())
+    return holds, detail + " (light / medium / heavy)"
+
+
+#: Attack 2 as the paper simulated it (``anonymity.csv``'s attack names): spec 7.4's band
+#: procedure and the timing variant (flagging, threshold); the stronger counts.
+ATTACK2_ROWS = ("attack2-observed", "attack2-observed-timing")
+
+
+def _attack_losses(anon: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Mean entropy loss (bits) per attack (1; 2 as simulated, the stronger variant per
+    algorithm) and algorithm, from per-client rows (``anonymity.csv``, one seed or all)."""
+    mean = anon.groupby(["attack", "algorithm"])["entropy_loss_bits"].mean()
+    a1 = {alg: float(mean.get(("attack1", alg), math.nan)) for alg in ALGORITHMS}
+    a2 = {}
+    for alg in ALGORITHMS:
+        vals = [float(mean[(att, alg)]) for att in ATTACK2_ROWS if (att, alg) in mean.index]
+        a2[alg] = max(vals) if vals else math.nan
+    return {"attack1": a1, "attack2": a2}
+
+
+def _anonymity_verdicts(losses: dict[str, dict[str, float]]) -> dict[str, tuple[bool, str]]:
+    a1, a2 = losses["attack1"], losses["attack2"]
+    others2 = {a: v for a, v in a2.items() if a != "flag"}
+    return {
+        "attack1_static_nothing": (a1["static"] == 0.0, f"static loses {a1['static']:.2f} bits"),
+        "attack1_vanilla_most": (
+            all(a1["vanilla"] > a1[a] for a in THROTTLING), f"mean loss bits: vanilla {a1['vanilla']:.2f}, {_fmt({a: a1[a] for a in THROTTLING}, 2)}",
+        ),
+        "attack2_flag_most": (
+            all(a2["flag"] > v for v in others2.values()), f"mean loss bits (stronger variant): {_fmt(a2, 2)}",
+        ),
+    }
+
+
+def _attack3_verdicts(a3: pd.DataFrame) -> dict[str, tuple[bool, str]]:
+    r = a3.set_index("algorithm")
+
+    def rates(alg: str) -> tuple[float, float]:
+        return float(r.at[alg, "true_positive_rate"]), float(r.at[alg, "false_positive_rate"])
+
+    ft = {a: rates(a) for a in ("flag", "thresh")}
+    sp = rates("split")
+    return {
+        "attack3_flag_thresh": (
+            all(tp > fp for tp, fp in ft.values()), "; ".join(f"{a} TPR {tp:.2f} FPR {fp:.2f}" for a, (tp, fp) in ft.items()),
+        ),
+        "attack3_split_nothing": (sp[0] == sp[1], f"split TPR {sp[0]:.2f} FPR {sp[1]:.2f}"),
+    }
+
+
+def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None) -> pd.DataFrame:
+    """The verdicts (:data:`FINDINGS_COLUMNS`) from :func:`per_seed_numbers`, the per-client
+    anonymity rows (``anonymity.csv``) and attack 3's table (``attack3.csv``; None leaves
+    attack 3 out)."""
+    seeds = sorted(s for s in numbers["seed"].unique() if s)
+    rows = []
+
+    def add(finding: str, load: str, pooled: tuple[bool, str], per_seed: list[bool] | None) -> None:
+        rows.append({
+            "finding": finding, "load": load, "holds": bool(pooled[0]),
+            "seeds_holding": sum(per_seed) if per_seed is not None else None,
+            "seeds": len(per_seed) if per_seed is not None else None, "detail": pooled[1],
+        })
+
+    table_findings = ["lower_bulk_and_data", "flag_thresh_best_web", "flag_thresh_hardest_on_bulk", "static_gains_least"]
+    for finding in table_findings:
+        for load in LOADS:
+            at = numbers[numbers["load"] == load]
+            pooled = _table_verdicts(at[at["seed"] == 0], load)[finding]
+            add(finding, load, pooled, [_table_verdicts(at[at["seed"] == s], load)[finding][0] for s in seeds])
+        if finding == "flag_thresh_best_web":
+            add("flag_thresh_gain_grows", "all", _gain_verdict(numbers[numbers["seed"] == 0]), [_gain_verdict(numbers[numbers["seed"] == s])[0] for s in seeds])
+
+    pooled = _anonymity_verdicts(_attack_losses(anon))
+    by_seed = [_anonymity_verdicts(_attack_losses(anon[anon["seed"] == s])) for s in sorted(anon["seed"].unique())]
+    for finding, verdict in pooled.items():
+        add(finding, "medium", verdict, [v[finding][0] for v in by_seed])
+    if a3 is not None:
+        for finding, verdict in _attack3_verdicts(a3).items():
+            add(finding, "medium", verdict, None)
+    out = pd.DataFrame(rows, columns=FINDINGS_COLUMNS)
+    out["seeds_holding"] = out["seeds_holding"].astype("Int64")
+    out["seeds"] = out["seeds"].astype("Int64")
+    return out
+
+
+def findings_of_directory(out: Path) -> pd.DataFrame:
+    """The verdicts for a finished ``onionlab reproduce throttling`` output directory: its
+    main runs (``runs/LOAD-ALG``), ``anonymity.csv``, ``attack3.csv`` and ``summary.json``
+    (for the warm-up). Raises FileNotFoundError naming what is missing."""
+    from onionlab import results as results_mod
+
+    out = Path(out)
+    for name in ("summary.json", "anonymity.csv"):
+        if not (out / name).is_file():
+            raise FileNotFoundError(f"{out / name}: not found (is {out} the output of `onionlab reproduce throttling`?)")
+    warmup_s = seconds(json.loads((out / "summary.json").read_text())["warmup"])
+    results = {}
+    for load in LOADS:
+        for alg in ALGORITHMS:
+            d = out / "runs" / f"{load}-{alg}"
+            if not d.is_dir():
+                raise FileNotFoundError(f"{d}: not found (the main run of {alg} at {load} load)")
+            results[(load, alg)] = results_mod.load(d)
+    a3 = pd.read_csv(out / "attack3.csv") if (out / "attack3.csv").is_file() else None
+    return findings(per_seed_numbers(results, warmup_s), pd.read_csv(out / "anonymity.csv"), a3)
+
+
+def print_findings(table: pd.DataFrame) -> None:
+    """One line per verdict: the finding, the load, yes/no, the seeds that agree."""
+    print("\nThe paper's findings (findings.csv; seeds: how many seeds, each judged alone, agree):")
+    for r in table.itertuples(index=False):
+        seeds = f"{r.seeds_holding}/{r.seeds} seeds" if not pd.isna(r.seeds) else "pooled only"
+        print(f"  {'yes' if r.holds else 'NO ':3}  {r.finding:28} {r.load:6}  {seeds:12}  {r.detail}")
