@@ -139,6 +139,11 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert "--grid: has no effect with --no-sweep" in capsys.readouterr().err
     assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--criterion", "mean", "-o", str(tmp_path / "u")]) != 0
     assert "--criterion: has no effect with --no-sweep" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--sweep-loads", "medium,extreme", "-o", str(tmp_path / "s")]) != 0
+    assert "--sweep-loads: unknown load 'extreme'" in capsys.readouterr().err
+    assert not (tmp_path / "s" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --sweep-loads fails before any run"
+    assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--sweep-loads", "light,heavy", "-o", str(tmp_path / "r")]) != 0
+    assert "--sweep-loads: has no effect with --no-sweep" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["reproduce", "throttling", "--criterion", "p90", "-o", str(tmp_path / "t")])
     assert "--criterion" in capsys.readouterr().err
@@ -160,7 +165,7 @@ from onionlab.reproduce import throttling as T
 from onionlab.reproduce.throttling.anonymity import _per_minute, _timing_targets, attacks, flag_timing_attack, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
 from onionlab.reproduce.throttling.metrics import busiest_channels, medians, throttle_state, web_time_mean
-from onionlab.reproduce.throttling.sweep import _sweep_grid, choose, edge_choices, grid_overrides, sweep_axes, sweep_settings
+from onionlab.reproduce.throttling.sweep import _sweep_grid, choose, edge_choices, grid_overrides, sweep_axes, sweep_loads, sweep_settings
 
 
 def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
@@ -189,6 +194,45 @@ def test_choose_by_mean_rejects_a_fast_median_that_starves_the_throttled_clients
     assert choose(t, "mean")["flag"] == {"flag_rate": "fair"}
     with pytest.raises(ValueError, match="--criterion: 'p90' is not one of median, mean"):
         choose(t, "p90")
+
+
+def test_choose_over_several_loads_takes_the_best_gain_over_vanilla_averaged_over_the_loads():
+    # Web download medians (s), one seed. "gentle" is the best at light load, "hard" at
+    # heavy load. Relative to vanilla (light 1 s, heavy 10 s), averaged over the loads:
+    # gentle (0.8 + 0.9) / 2 = 0.85, hard (0.9 + 0.7) / 2 = 0.80, mid (0.85 + 0.78) / 2 =
+    # 0.815. One setting serves both loads: hard.
+    rows = [
+        ("light", "vanilla", "{}", 1.0), ("heavy", "vanilla", "{}", 10.0),
+        ("light", "thresh", '{"T": "gentle"}', 0.8), ("heavy", "thresh", '{"T": "gentle"}', 9.0),
+        ("light", "thresh", '{"T": "hard"}', 0.9), ("heavy", "thresh", '{"T": "hard"}', 7.0),
+        ("light", "thresh", '{"T": "mid"}', 0.85), ("heavy", "thresh", '{"T": "mid"}', 7.8),
+    ]
+    t = pd.DataFrame(rows, columns=["load", "algorithm", "params", "web_ttlb_median"])
+    t["seed"], t["web_ttfb_median"] = 1, 0.5
+    assert choose(t)["thresh"] == {"T": "hard"}
+    # Relative, not absolute: a light-load setting 10 % better beats a heavy-load one 5 % better,
+    # though the heavy load's 0.5 s is five times the light load's 0.1 s.
+    rows = [
+        ("light", "vanilla", "{}", 1.0), ("heavy", "vanilla", "{}", 10.0),
+        ("light", "static", '{"rate": "a"}', 0.9), ("heavy", "static", '{"rate": "a"}', 10.0),
+        ("light", "static", '{"rate": "b"}', 1.0), ("heavy", "static", '{"rate": "b"}', 9.5),
+    ]
+    t = pd.DataFrame(rows, columns=["load", "algorithm", "params", "web_ttlb_median"])
+    t["seed"], t["web_ttfb_median"] = 1, 0.5
+    assert choose(t)["static"] == {"rate": "a"}
+    # One load only: plain seconds, as always.
+    assert choose(t[t["load"] == "heavy"])["static"] == {"rate": "b"}
+    with pytest.raises(ValueError, match="vanilla at every load"):
+        choose(t[~((t["algorithm"] == "vanilla") & (t["load"] == "heavy"))])
+
+
+def test_sweep_loads_parses_the_option_in_load_order_and_rejects_bad_input():
+    assert sweep_loads(None) == ["medium"]
+    assert sweep_loads("heavy, light,medium") == ["light", "medium", "heavy"]
+    with pytest.raises(ValueError, match="--sweep-loads: unknown load 'huge'"):
+        sweep_loads("light,huge")
+    with pytest.raises(ValueError, match="--sweep-loads: a load is repeated"):
+        sweep_loads("light,light")
 
 
 def test_medians_reports_the_mean_over_finished_web_downloads_only():
@@ -606,3 +650,27 @@ def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():
     assert math.isnan(zx["kib_per_s_per_active_circuit"]) and zx["circuits"] == 1
     assert len(busiest_channels(SimpleNamespace(channels=ch), warmup_s=10.0, top=1)) == 1
     assert busiest_channels(SimpleNamespace(channels=ch.iloc[:0]), warmup_s=10.0).empty
+
+
+def test_a_sweep_at_two_loads_runs_each_point_at_each_and_chooses_once(tmp_path):
+    import argparse
+
+    from onionlab.reproduce.throttling import add_arguments
+    from onionlab.reproduce.throttling.configs import RELAYS_FILE
+    from onionlab.reproduce.throttling.sweep import sweep
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--quick", "--sweep-loads", "heavy,light", "--jobs", "2", "--grid", "static.rate=10 KiB/s"])
+    args.duration, args.warmup, args.sweep_seeds, args.criterion = "2 min", "1 min", 1, "median"
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / RELAYS_FILE).write_text(relay_sample_text(None))
+    chosen = sweep(tmp_path, args, RELAYS_FILE, grid_overrides(args.grid))
+    assert chosen["static"] == {"rate": "10 KiB/s"} and set(chosen) == {"vanilla", "static", "split", "flag", "thresh"}
+    t = pd.read_csv(tmp_path / "sweep.csv")
+    # vanilla, split, one static, one flag and one thresh point, at each load.
+    assert len(t) == 10 and sorted(t["load"].unique()) == ["heavy", "light"]
+    assert (t.groupby("algorithm")["load"].nunique() == 2).all()
+    for name, bulk in (("sweep-light-vanilla-00", 25), ("sweep-heavy-thresh-00", 100)):
+        text = (tmp_path / "configs" / f"{name}.toml").read_text()
+        assert f'name = "bulk"\nworkload = "bulk"\ncount = {bulk}' in text, name
