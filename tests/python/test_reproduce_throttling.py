@@ -674,3 +674,23 @@ def test_a_sweep_at_two_loads_runs_each_point_at_each_and_chooses_once(tmp_path)
     for name, bulk in (("sweep-light-vanilla-00", 25), ("sweep-heavy-thresh-00", 100)):
         text = (tmp_path / "configs" / f"{name}.toml").read_text()
         assert f'name = "bulk"\nworkload = "bulk"\ncount = {bulk}' in text, name
+
+
+def test_reuse_runs_loads_matching_runs_whatever_their_name_and_reruns_the_rest(quick, tmp_path, capsys):
+    import shutil
+
+    out = tmp_path / "again"
+    shutil.copytree(quick, out)
+    # A run saved under another name is found by its config; a run whose config no longer
+    # matches (its directory now holds another config) is run again.
+    (out / "runs" / "medium-split").rename(out / "runs" / "saved-under-another-name")
+    cfg = out / "runs" / "light-static" / "config.toml"
+    cfg.write_text(cfg.read_text().replace('duration = "3 min"', 'duration = "4 min"'))
+    args = ["reproduce", "throttling", "--quick", "-o", str(out), "--jobs", "2", "--grid", "thresh.fraction=0.1,0.2,0.4", "--reuse-runs"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    # 15 main configurations, one (light-static) run again.
+    assert "reusing 14 of 15 configurations" in err
+    assert (out / "runs" / "medium-split" / "downloads.parquet").is_file()
+    for f in ("table1.csv", "sweep.csv", "findings.csv", "anonymity_summary.csv", "attack3.csv"):
+        assert (out / f).read_text() == (quick / f).read_text(), f

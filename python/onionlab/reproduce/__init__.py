@@ -37,6 +37,7 @@ def module(name: str) -> ModuleType:
 # ---------------------------------------------------------------- shared plumbing
 
 import os
+import re
 import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -53,19 +54,59 @@ def write_config(directory: Path, name: str, text: str) -> Path:
     return p
 
 
-def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None) -> dict:
+_EXPERIMENT_NAME = re.compile(r'^(\[experiment\]\n)name = "[^"\n]*"\n', re.M)
+
+
+def _without_name(resolved_toml: str) -> str:
+    """A resolved config with its experiment name taken out: two runs whose configs agree
+    on this agree on everything the simulation reads (its random streams are keyed by the
+    seed and the hosts' names, never by the experiment's)."""
+    return _EXPERIMENT_NAME.sub(r"\1", resolved_toml, count=1)
+
+
+def _reusable_runs(out: Path) -> dict[str, Path]:
+    """Every results directory under ``out/runs``, by its config without the name."""
+    found = {}
+    for cfg in sorted((out / "runs").glob("*/config.toml")):
+        found.setdefault(_without_name(cfg.read_text(encoding="utf-8")), cfg.parent)
+    return found
+
+
+def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None, reuse: bool = False) -> dict:
     """Runs every (name, config path, seeds) as independent (config, seed) jobs on a pool
     of worker processes, writes each experiment's results directory to ``out/runs/name``
-    and returns ``{name: Results}``. Configs are validated before anything runs."""
+    and returns ``{name: Results}``. Configs are validated before anything runs.
+
+    With ``reuse``, an experiment whose resolved config and seeds equal those of a results
+    directory already under ``out/runs`` (whatever its name) is loaded from there instead
+    of run again, and written under its own name if that differs: runs are deterministic,
+    so this gives exactly what running it would."""
     import multiprocessing
 
     from onionlab import config as config_mod
+    from onionlab import results as results_mod
     from onionlab.results import Results
     from onionlab.runner import _run_seed
 
     experiments = list(experiments)
     resolved = {name: config_mod.check(path) for name, path, _ in experiments}
-    tasks = [(name, str(path), s) for name, path, seeds in experiments for s in seeds]
+    reused: dict[str, Results] = {}
+    if reuse:
+        existing = _reusable_runs(out)
+        for name, _, seeds in experiments:
+            expected = config_mod.with_seeds(resolved[name], seeds)
+            d = existing.get(_without_name(expected if expected.endswith("\n") else expected + "\n"))
+            if d is not None:
+                res = results_mod.load(d)
+                if d.name != name:
+                    res.config = expected
+                    res.write(out / "runs" / name)
+                res.source = str(out / "runs" / name)
+                reused[name] = res
+        if reused:
+            print(f"  reusing {len(reused)} of {len(experiments)} configurations from {out / 'runs'}", file=sys.stderr, flush=True)
+    experiments_to_run = [e for e in experiments if e[0] not in reused]
+    tasks = [(name, str(path), s) for name, path, seeds in experiments_to_run for s in seeds]
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(tasks)))
     runs: dict[str, list] = {name: [] for name, _, _ in experiments}
     t0 = time.perf_counter()
@@ -84,6 +125,9 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
     print(file=sys.stderr)
     results = {}
     for name, _, seeds in experiments:
+        if name in reused:
+            results[name] = reused[name]
+            continue
         res = Results.from_runs(runs[name], config_mod.with_seeds(resolved[name], seeds))
         d = out / "runs" / name
         res.write(d)

@@ -167,6 +167,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "calibrated on the default built-in sample; not with --sample",
     )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+    p.add_argument(
+        "--reuse-runs", action="store_true",
+        help="load any run already under DIR/runs whose resolved config and seeds are the same (whatever its name) instead "
+        "of running it again: runs are deterministic, so the results are those a fresh run gives, provided the runs were "
+        "made by this version of onionlab. For example, a sweep widened with --grid or --sweep-loads reruns only its new points",
+    )
 
 
 def main(out: Path, args) -> int:
@@ -229,7 +235,7 @@ def main(out: Path, args) -> int:
             )
             exps.append((name, write_config(out, name, text), seeds))
     print(f"main runs: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
-    runs = run_many(exps, out, args.jobs)
+    runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs)
     results = {(load, alg): runs[f"{load}-{alg}"] for load in LOADS for alg in ALGORITHMS}
 
     warmup_s = seconds(args.warmup)

@@ -387,7 +387,7 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
         text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=LINKING_CLIENTS, conn_interval="5 s", **client_settings(args))
         exps.append((name, write_config(out, name, text), seeds))
     print(f"attack 3: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
-    runs = run_many(exps, out, args.jobs)
+    runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs)
     rows = []
     for alg in ALGORITHMS:
         res = runs[f"attack3-{alg}"]
@@ -472,7 +472,7 @@ count = 1
 type = "bulk"
 size = "10 MiB"
 """
-    res = run_many([("probe", write_config(out, "probe", text), [1])], out, 1)["probe"]
+    res = run_many([("probe", write_config(out, "probe", text), [1])], out, 1, reuse=args.reuse_runs)["probe"]
     c = res.connections.sort_values("interval_start")
     lam = c["bytes_written"].to_numpy(dtype=float)  # bytes in each 1 s interval
     t = c["interval_start"].to_numpy() + 1.0

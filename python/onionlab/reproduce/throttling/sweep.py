@@ -212,7 +212,7 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
         f"criterion: web download {args.criterion}" + (" relative to vanilla, averaged over the loads" if len(loads) > 1 else ""),
         flush=True,
     )
-    results = run_many(exps, out, args.jobs)
+    results = run_many(exps, out, args.jobs, reuse=args.reuse_runs)
     rows = []
     for name, res in results.items():
         load, alg, params = meta[name]
