@@ -671,6 +671,7 @@ def test_a_sweep_at_two_loads_runs_each_point_at_each_and_chooses_once(tmp_path)
     # vanilla, split, one static, one flag and one thresh point, at each load.
     assert len(t) == 10 and sorted(t["load"].unique()) == ["heavy", "light"]
     assert (t.groupby("algorithm")["load"].nunique() == 2).all()
+    assert (t.loc[t["algorithm"] == "vanilla", "criterion_vs_vanilla"] == 1.0).all()
     for name, bulk in (("sweep-light-vanilla-00", 25), ("sweep-heavy-thresh-00", 100)):
         text = (tmp_path / "configs" / f"{name}.toml").read_text()
         assert f'name = "bulk"\nworkload = "bulk"\ncount = {bulk}' in text, name

@@ -91,7 +91,7 @@ def _fmt(values: dict[str, float], digits: int) -> str:
     return ", ".join(f"{a} {v:.{digits}f}" for a, v in values.items())
 
 
-def _table_verdicts(n: pd.DataFrame, load: str) -> dict[str, tuple[bool, str]]:
+def _table_verdicts(n: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     """The table-1 and figure-3 findings for one load, on one seed's (or the pooled)
     numbers ``n`` (rows of :func:`per_seed_numbers` for that load and seed)."""
     by = n.set_index("algorithm")
@@ -189,8 +189,8 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None)
     for finding in table_findings:
         for load in LOADS:
             at = numbers[numbers["load"] == load]
-            pooled = _table_verdicts(at[at["seed"] == 0], load)[finding]
-            add(finding, load, pooled, [_table_verdicts(at[at["seed"] == s], load)[finding][0] for s in seeds])
+            pooled = _table_verdicts(at[at["seed"] == 0])[finding]
+            add(finding, load, pooled, [_table_verdicts(at[at["seed"] == s])[finding][0] for s in seeds])
         if finding == "flag_thresh_best_web":
             add("flag_thresh_gain_grows", "all", _gain_verdict(numbers[numbers["seed"] == 0]), [_gain_verdict(numbers[numbers["seed"] == s])[0] for s in seeds])
 

@@ -227,6 +227,9 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
     ).reset_index()
     agg["chosen"] = [json.loads(p) == chosen[a] for a, p in zip(agg["algorithm"], agg["params"])]
     sort_by = {"median": "web_ttlb_mean_of_medians", "mean": "web_time_mean_of_means"}[args.criterion]
+    # What a multi-load choice compares, per load: the criterion over vanilla's there.
+    vanilla = agg[agg["algorithm"] == "vanilla"].set_index("load")[sort_by]
+    agg["criterion_vs_vanilla"] = agg[sort_by] / agg["load"].map(vanilla)
     agg.sort_values(["algorithm", "load", sort_by], kind="mergesort").to_csv(out / "sweep.csv", index=False)
     table.to_csv(out / "sweep_per_seed.csv", index=False)
     (out / "chosen.json").write_text(json.dumps(chosen, indent=2, sort_keys=True) + "\n")
