@@ -692,6 +692,7 @@ def test_reuse_runs_loads_matching_runs_whatever_their_name_and_reruns_the_rest(
     err = capsys.readouterr().err
     # 15 main configurations, one (light-static) run again.
     assert "reusing 14 of 15 configurations" in err
-    assert (out / "runs" / "medium-split" / "downloads.parquet").is_file()
+    copied = json.loads((out / "runs" / "medium-split" / "summary.json").read_text())
+    assert copied["experiment"] == "medium-split" and {r["experiment"] for r in copied["runs"]} == {"medium-split"}
     for f in ("table1.csv", "sweep.csv", "findings.csv", "anonymity_summary.csv", "attack3.csv"):
         assert (out / f).read_text() == (quick / f).read_text(), f

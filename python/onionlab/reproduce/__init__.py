@@ -100,6 +100,9 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
                 res = results_mod.load(d)
                 if d.name != name:
                     res.config = expected
+                    for summary in [res.summary, *res.summary.get("runs", [])]:
+                        if "experiment" in summary:
+                            summary["experiment"] = name
                     res.write(out / "runs" / name)
                 res.source = str(out / "runs" / name)
                 reused[name] = res
