@@ -1,6 +1,6 @@
 """The paper's findings, checked against a reproduction's own numbers (``findings.csv``).
 
-Each row is one claim of the paper (section 4.2 and table 1; section 5's attacks), for one
+Each row is one claim of the paper (section 4 and table 1; section 5.2's attacks), for one
 load or for the whole run, with whether it holds on the pooled numbers (those of
 ``table1.csv`` and ``anonymity_summary.csv``), on how many seeds it holds when each seed is
 judged on its own, and the numbers it was judged on. A finding that holds pooled but on
