@@ -60,13 +60,8 @@ def per_seed_numbers(results: dict, warmup_s: float) -> pd.DataFrame:
     for (load, alg), res in results.items():
         seeds = sorted(int(s) for s in res.downloads["seed"].unique())
         for seed in [0, *seeds]:
-            if seed:
-                conns = res.connections[res.connections["seed"] == seed]
-                data = data_by_class(_WithConnections(conns), warmup_s)
-                web_median = medians(res, seed)["web_ttlb_median"]
-            else:
-                data = data_by_class(res, warmup_s)
-                web_median = medians(res)["web_ttlb_median"]
+            data = data_by_class(res, warmup_s, seed or None)
+            web_median = medians(res, seed or None)["web_ttlb_median"]
             web, bulk = data.get("web", 0.0), data.get("bulk", 0.0)
             total = web + bulk
             rows.append({
@@ -74,13 +69,6 @@ def per_seed_numbers(results: dict, warmup_s: float) -> pd.DataFrame:
                 "data_GiB": total, "bulk_pct": 100.0 * bulk / total if total else math.nan,
             })
     return pd.DataFrame(rows)
-
-
-class _WithConnections:
-    """Just enough of a Results for :func:`data_by_class` on one seed's connections."""
-
-    def __init__(self, connections: pd.DataFrame):
-        self.connections = connections
 
 
 def _two_lowest(values: dict[str, float]) -> set[str]:

@@ -33,11 +33,13 @@ def completed_of_class(d: pd.DataFrame, cls: str) -> pd.DataFrame:
     return stats.completed(d[d["class"] == cls])
 
 
-def data_by_class(res, warmup_s: float) -> dict[str, float]:
+def data_by_class(res, warmup_s: float, seed: int | None = None) -> dict[str, float]:
     """Payload GiB delivered by guards to each client class after the warm-up, averaged
-    over seeds (from the per-connection table; partial downloads count, as bytes did in
-    the paper's totals)."""
+    over seeds, or of one ``seed`` (from the per-connection table; partial downloads
+    count, as bytes did in the paper's totals)."""
     c = res.connections
+    if seed is not None:
+        c = c[c["seed"] == seed]
     c = c[c["interval_start"] >= warmup_s]
     seeds = max(1, c["seed"].nunique())
     g = c.groupby("class")["bytes_written"].sum() * PAYLOAD_PER_WIRE_BYTE / 2**30 / seeds

@@ -130,6 +130,15 @@ def edge_choices(axes: dict[str, dict[str, list]], chosen: dict[str, dict]) -> l
 SWEEP_CRITERIA = {"median": "web_ttlb_median", "mean": "web_time_mean"}
 
 
+def over_vanilla(per_load: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` of a table with one row per (load, algorithm, params) divided by
+    vanilla's at the same load. Raises ValueError if a load has no vanilla row."""
+    vanilla = per_load[per_load["algorithm"] == "vanilla"].set_index("load")[column]
+    if set(vanilla.index) != set(per_load["load"]):
+        raise ValueError("the sweep needs vanilla at every load it judges settings at")
+    return per_load[column] / per_load["load"].map(vanilla)
+
+
 def choose(table: pd.DataFrame, criterion: str = "median") -> dict[str, dict]:
     """Each algorithm's parameters with the lowest mean over seeds of the per-seed web
     download time statistic ``criterion`` names (:data:`SWEEP_CRITERIA`; default the
@@ -145,20 +154,15 @@ def choose(table: pd.DataFrame, criterion: str = "median") -> dict[str, dict]:
     if criterion not in SWEEP_CRITERIA:
         raise ValueError(f"--criterion: {criterion!r} is not one of {', '.join(SWEEP_CRITERIA)}")
     column = SWEEP_CRITERIA[criterion]
-    if "load" in table.columns and table["load"].nunique() > 1:
-        per_load = table.groupby(["load", "algorithm", "params"], sort=False).agg(
-            key=(column, "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean")
-        ).reset_index()
-        vanilla = per_load[per_load["algorithm"] == "vanilla"].set_index("load")
-        if set(vanilla.index) != set(per_load["load"]):
-            raise ValueError("the sweep needs vanilla at every load it judges settings at")
+    by_load = ["load"] if "load" in table.columns else []
+    per = table.groupby([*by_load, "algorithm", "params"], sort=False).agg(
+        key=(column, "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean")
+    ).reset_index()
+    if by_load and table["load"].nunique() > 1:
         for col in ("key", "web_ttfb_mean_of_medians"):
-            per_load[col] = per_load[col] / per_load["load"].map(vanilla[col])
-        per = per_load.groupby(["algorithm", "params"], sort=False)[["key", "web_ttfb_mean_of_medians"]].mean().reset_index()
-    else:
-        per = table.groupby(["algorithm", "params"], sort=False).agg(
-            key=(column, "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean")
-        ).reset_index()
+            per[col] = over_vanilla(per, col)
+    # One load: its only row per setting; several: the mean over the loads.
+    per = per.groupby(["algorithm", "params"], sort=False)[["key", "web_ttfb_mean_of_medians"]].mean().reset_index()
     chosen = {"vanilla": {}}
     for alg, grp in per.groupby("algorithm", sort=True):
         best = grp.sort_values(["key", "web_ttfb_mean_of_medians"], kind="mergesort").iloc[0]
@@ -228,8 +232,7 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
     agg["chosen"] = [json.loads(p) == chosen[a] for a, p in zip(agg["algorithm"], agg["params"])]
     sort_by = {"median": "web_ttlb_mean_of_medians", "mean": "web_time_mean_of_means"}[args.criterion]
     # What a multi-load choice compares, per load: the criterion over vanilla's there.
-    vanilla = agg[agg["algorithm"] == "vanilla"].set_index("load")[sort_by]
-    agg["criterion_vs_vanilla"] = agg[sort_by] / agg["load"].map(vanilla)
+    agg["criterion_vs_vanilla"] = over_vanilla(agg, sort_by)
     agg.sort_values(["algorithm", "load", sort_by], kind="mergesort").to_csv(out / "sweep.csv", index=False)
     table.to_csv(out / "sweep_per_seed.csv", index=False)
     (out / "chosen.json").write_text(json.dumps(chosen, indent=2, sort_keys=True) + "\n")
