@@ -236,7 +236,7 @@ def test_the_shadow_sample_brings_its_weights_links_and_think_time():
     """`--sample shadow` runs with consensus method 9's weights, the generator's client links
     (attack 3's linking clients too) and its own think time; `--weights` overrides the
     sample's weights; other samples keep theirs."""
-    from onionlab.reproduce.throttling.configs import LINKING_CLIENTS, LOADS, client_settings, config_text, mechanism_line
+    from onionlab.reproduce.throttling.configs import LOADS, client_settings, config_text, linking_clients, mechanism_line
 
     args = parsed_args("--sample", "shadow")
     relays = check_relay_sample(relay_sample_text(args.relays, args.sample), args)
@@ -244,7 +244,7 @@ def test_the_shadow_sample_brings_its_weights_links_and_think_time():
     settings = client_settings(args)
     assert settings["think"] == '{ dist = "lognormal", median = "1.7 s", sigma = 2.0 }'
     assert settings["weights"] == "computed-v9" and settings["client_links"] == ("1024 KiB/s", "3584 KiB/s")
-    cfg = tomllib.loads(config_text("x", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=LINKING_CLIENTS, **settings))
+    cfg = tomllib.loads(config_text("x", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=linking_clients(), **settings))
     assert cfg["network"]["bandwidth_weights"] == "computed-v9"
     assert {(c["name"], c["link_up"], c["link_down"]) for c in cfg["clients"]} == {
         (n, "1024 KiB/s", "3584 KiB/s") for n in ("web", "bulk", "link-same", "link-diff")
@@ -252,7 +252,7 @@ def test_the_shadow_sample_brings_its_weights_links_and_think_time():
     assert client_settings(parsed_args("--sample", "shadow", "--weights", "uniform"))["weights"] == "uniform"
     default = client_settings(parsed_args())
     assert default["weights"] == "uniform" and default["client_links"] == ("10 Mbit", "20 Mbit")
-    plain = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=LINKING_CLIENTS, **default))
+    plain = tomllib.loads(config_text("x", 50, mechanism_line("vanilla", {}), "1 min", "0 s", "r.toml", extra_clients=linking_clients(), **default))
     assert {(c["link_up"], c["link_down"]) for c in plain["clients"]} == {("10 Mbit", "20 Mbit")}
 
 

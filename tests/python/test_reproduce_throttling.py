@@ -148,7 +148,9 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
         main(["reproduce", "throttling", "--criterion", "p90", "-o", str(tmp_path / "t")])
     assert "--criterion" in capsys.readouterr().err
     for arg, value, message in (("--capacity-scale", "0", "must be a positive number"), ("--capacity-scale", "x", "expected a number"),
-                                ("--think-median", "0 s", "must be positive"), ("--think-median", "soon", "'soon'")):
+                                ("--think-median", "0 s", "must be positive"), ("--think-median", "soon", "'soon'"),
+                                ("--attack3-sizes", "1 MiB,0 B", "each size must be positive"), ("--attack3-sizes", "1 MiB,lots", "'lots'"),
+                                ("--attack3-sizes", "1 MiB,1024 KiB", "'1024 KiB' is repeated")):
         with pytest.raises(SystemExit):
             main(["reproduce", "throttling", arg, value, "-o", str(tmp_path / "v")])
         err = capsys.readouterr().err
@@ -696,3 +698,58 @@ def test_reuse_runs_loads_matching_runs_whatever_their_name_and_reruns_the_rest(
     assert copied["experiment"] == "medium-split" and {r["experiment"] for r in copied["runs"]} == {"medium-split"}
     for f in ("table1.csv", "sweep.csv", "findings.csv", "anonymity_summary.csv", "attack3.csv"):
         assert (out / f).read_text() == (quick / f).read_text(), f
+
+
+def test_linking_rates_hand_worked():
+    """Attack 3 on hand-made tables, 5 s connection samples. Guard g1: a link-same response
+    ends at 12 s and its throttle is set in the next 5 s (true positive); another ends at
+    212 s with no throttle near its end (a miss); a third never finishes, and its throttle
+    was set at 400 s, long after it started (true positive: the attacker watches it being
+    sent). Two link-diff responses from different clients start 10 s apart at g1, both
+    throttled by their end (one false-positive pair); a third starts 100 s later (no pair)."""
+    from onionlab.reproduce.throttling.anonymity import _linking_rates
+
+    downloads = pd.DataFrame({
+        "seed": 1, "client": ["s1", "s1", "s2", "d1", "d2", "d3"], "class": ["link-same"] * 3 + ["link-diff"] * 3,
+        "path": "g1,m,x", "start": [5.0, 200.0, 300.0, 500.0, 510.0, 610.0], "ttlb": [7.0, 12.0, np.nan, 3.0, 4.0, 2.0],
+    })
+    samples = [("s1", 15.0), ("s1", 100.0), ("s2", 400.0), ("d1", 505.0), ("d2", 515.0)]
+    connections = pd.DataFrame({"seed": 1, "relay": "g1", "client": [c for c, _ in samples], "interval_start": [t for _, t in samples], "throttle_rate": 5120.0})
+    rates = _linking_rates(SimpleNamespace(connections=connections, downloads=downloads), run_end=1200.0)
+    assert rates["same_client_responses"] == 3 and rates["unfinished_responses"] == 1
+    assert rates["true_positive_rate"] == pytest.approx(2 / 3)
+    assert rates["different_client_pairs"] == 1 and rates["false_positive_rate"] == 1.0
+    assert rates["single_response_throttled_rate"] == pytest.approx(2 / 3)
+
+
+def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path):
+    """`--attack3-sizes "1 MiB,4 MiB"`: the paper's size keeps its run names, 4 MiB sends
+    8 MiB to the same client and 4 MiB to each of two; bit-splitting and static throttle
+    every response (no information), vanilla none."""
+    import argparse
+    import tomllib
+
+    from onionlab.reproduce.throttling import add_arguments
+    from onionlab.reproduce.throttling.anonymity import attack3
+    from onionlab.reproduce.throttling.configs import RELAYS_FILE
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["--quick", "--jobs", "2", "--attack3-sizes", "1 MiB,4 MiB"])
+    args.duration, args.warmup = "8 min", "1 min"
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / RELAYS_FILE).write_text(relay_sample_text(None))
+    chosen = {"vanilla": {}, "static": {"rate": "50 KiB/s"}, "split": {}, "flag": {"flag_rate": "5 KiB/s", "penalty": 0.25, "halflife": "30 s"},
+              "thresh": {"fraction": 0.1, "refresh": "30 s", "floor": "20 KiB/s"}}
+    t = attack3(tmp_path, args, RELAYS_FILE, chosen, [1])
+    assert list(t["response_size"]) == ["1 MiB"] * 5 + ["4 MiB"] * 5
+    assert (tmp_path / "runs" / "attack3-flag").is_dir() and (tmp_path / "runs" / "attack3-4MiB-flag").is_dir()
+    cfg = tomllib.loads((tmp_path / "configs" / "attack3-4MiB-thresh.toml").read_text())
+    assert (cfg["workloads"]["link-same"]["size"], cfg["workloads"]["link-diff"]["size"]) == ("8 MiB", "4 MiB")
+    assert pd.read_csv(tmp_path / "attack3.csv").equals(t)
+    assert (t.loc[t["response_size"] == "1 MiB", "same_client_responses"] > 0).all()
+    assert (t["different_client_pairs"] > 0).all()
+    rates = ["true_positive_rate", "false_positive_rate", "single_response_throttled_rate"]
+    for alg, expected in (("vanilla", 0.0), ("static", 1.0), ("split", 1.0)):
+        got = t.loc[t["algorithm"] == alg, rates].to_numpy().ravel()
+        assert (got[~np.isnan(got)] == expected).all(), alg

@@ -114,6 +114,35 @@ def test_findings_that_fail_say_no_with_the_numbers_behind_them():
     assert verdict(t, "lower_bulk_and_data", "light")["holds"]
 
 
+def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
+    """At the paper's 1 MiB nothing is throttled (a network with a large fair share); at
+    8 MiB flagging separates, at 4 MiB threshold does: the attacker picks its size per
+    algorithm, so the finding holds. Split must give nothing at every size."""
+    def table(size, flag, thresh, split=(1.0, 1.0)):
+        return pd.DataFrame({
+            "response_size": [size] * 5, "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
+            "true_positive_rate": [0.0, 1.0, split[0], flag[0], thresh[0]], "false_positive_rate": [0.0, 1.0, split[1], flag[1], thresh[1]],
+        })
+
+    a3 = pd.concat([table("1 MiB", (0, 0), (0, 0)), table("4 MiB", (0.2, 0.2), (0.6, 0.1)), table("8 MiB", (0.9, 0.3), (0.5, 0.5))], ignore_index=True)
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3)
+    flag_thresh = verdict(t, "attack3_flag_thresh", "medium")
+    assert flag_thresh["holds"]
+    assert flag_thresh["detail"] == (
+        "TPR/FPR by response size: flag 1 MiB 0.00/0.00, 4 MiB 0.20/0.20, 8 MiB 0.90/0.30; "
+        "thresh 1 MiB 0.00/0.00, 4 MiB 0.60/0.10, 8 MiB 0.50/0.50"
+    )
+    assert verdict(t, "attack3_split_nothing", "medium")["holds"]
+    # Only the paper's size: nothing separates, the finding fails.
+    only_paper = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3[a3["response_size"] == "1 MiB"])
+    assert not verdict(only_paper, "attack3_flag_thresh", "medium")["holds"]
+    # Split separating at one size fails "split nothing", whatever the other sizes do.
+    leaky = pd.concat([table("1 MiB", (0.7, 0.1), (0.8, 0.2)), table("4 MiB", (0.9, 0.3), (0.9, 0.3), split=(1.0, 0.6))], ignore_index=True)
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), leaky)
+    assert verdict(t, "attack3_flag_thresh", "medium")["holds"]
+    assert not verdict(t, "attack3_split_nothing", "medium")["holds"]
+
+
 def test_a_directory_that_is_not_a_reproduction_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="summary.json"):
         findings_of_directory(tmp_path)

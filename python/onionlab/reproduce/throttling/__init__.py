@@ -86,6 +86,25 @@ def _cellq(text: str) -> tuple:
     return (high, low)
 
 
+def _attack3_sizes(text: str) -> list[int]:
+    """``--attack3-sizes``: attack 3's response sizes per malicious server, comma-separated
+    (e.g. "1 MiB,4 MiB"), each positive, none repeated."""
+    from onionlab._core import parse_size
+
+    sizes = []
+    for part in text.split(","):
+        try:
+            n = int(parse_size(part.strip()))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r}: {e}") from None
+        if n <= 0:
+            raise argparse.ArgumentTypeError(f"each size must be positive, got {part.strip()!r}")
+        if n in sizes:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r} is repeated in {text!r}")
+        sizes.append(n)
+    return sizes
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=5, help="seeds per configuration (default 5, as in the paper)")
     p.add_argument("--duration", default="20 min", help='simulated time per main run (default "20 min")')
@@ -165,6 +184,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the relay sample, a [[relays]] TOML file (default: the built-in 50 relays from the 2010-01-12 consensus); "
         "tools/relays_from_consensus.py --seed S draws others with the same flag proportions. The think time stays "
         "calibrated on the default built-in sample; not with --sample",
+    )
+    p.add_argument(
+        "--attack3-sizes", type=_attack3_sizes, metavar="SIZES",
+        help='attack 3\'s response size per malicious server, comma-separated (default "1 MiB", the paper\'s beta/2). '
+        "Under flagging, 2 x the size throttles a connection only where it exceeds about B/N x H / ln 2 (the guard's "
+        'meta-EWMA); on a network with a large fair share add larger sizes, e.g. "1 MiB,4 MiB,8 MiB"',
     )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     p.add_argument(
@@ -296,6 +321,7 @@ def main(out: Path, args) -> int:
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),
+        "attack3_sizes": list(dict.fromkeys(a3["response_size"])),
         "throttle_state": state.to_dict(orient="records"),
         "findings": json.loads(verdicts.to_json(orient="records")),
     }

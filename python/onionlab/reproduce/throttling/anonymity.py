@@ -19,7 +19,9 @@ import numpy as np
 import pandas as pd
 
 from onionlab.reproduce import run_many, write_config
-from onionlab.reproduce.throttling.configs import ALGORITHMS, LINKING_CLIENTS, LOADS, client_settings, config_text, mechanism_line, seconds
+from onionlab.reproduce.throttling.configs import (
+    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, seconds, size_text,
+)
 from onionlab.reproduce.throttling.figures import figure4a
 
 #: Sampling interval (seconds) of the per-connection table of the medium-load flagging
@@ -371,62 +373,90 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     return pd.DataFrame(out)
 
 
+def attack3_name(alg: str, response_bytes: int) -> str:
+    """The runs of attack 3 for `alg` at one response size: ``attack3-ALG`` at the paper's
+    beta/2, ``attack3-SIZE-ALG`` (e.g. ``attack3-4MiB-flag``) at any other."""
+    if response_bytes == ATTACK3_RESPONSE:
+        return f"attack3-{alg}"
+    return f"attack3-{size_text(response_bytes).replace(' ', '')}-{alg}"
+
+
 def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -> pd.DataFrame:
     """Attack 3 (section 5.2), measured: linking two streams of one client through the
     shared burst bucket. The paper gives no simulation; this is ours. Two malicious servers
-    each send beta/2 = 1 MiB; on one client connection that is 2 MiB through one bucket
-    (clients "link-same": one 2 MiB response), on two clients' connections 1 MiB each
-    ("link-diff"). The attacker then sees whether the connection is throttled (here: its
-    throttle is set in the 5 s interval the response ends in or the next; the paper's small
-    test response measures the same). True positive: a link-same response followed by
-    throttling. False positive: two link-diff responses at the same guard starting within
-    30 s of each other, both followed by throttling. Medium load, every algorithm."""
+    each send S bytes, the paper's beta/2 = 1 MiB by default (``--attack3-sizes`` adds
+    others); on one client connection that is 2S through one bucket (clients "link-same":
+    one response of 2S), on two clients' connections S each ("link-diff"). The attacker
+    then sees whether the connection is throttled (here: its throttle is set in the 5 s
+    interval the response ends in or the next; the paper's small test response measures the
+    same; a response still being sent when the run ends is throttled if its throttle was set
+    at any time since it started, since the attacker watches it being sent). True positive:
+    a link-same response followed by throttling. False positive: two link-diff responses at
+    the same guard starting within 30 s of each other, both followed by throttling. Medium
+    load, every algorithm, every size: one row per (size, algorithm).
+
+    Why sizes beyond the paper's: under flagging a connection is throttled once its cell
+    EWMA passes the guard's meta-EWMA M, which is about B/N * H / ln 2 bytes' worth of cells
+    (spec 4.5's steady state), so 2S links only where 2S is above that and S is not; under
+    threshold, where 2S ranks among the loudest fraction T of the guard's connections. On a
+    network whose guards' fair share B/N is far above 2 MiB / (H / ln 2), beta/2 throttles
+    nobody."""
+    sizes = list(getattr(args, "attack3_sizes", None) or [ATTACK3_RESPONSE])
     exps = []
-    for alg in ALGORITHMS:
-        name = f"attack3-{alg}"
-        text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=LINKING_CLIENTS, conn_interval="5 s", **client_settings(args))
-        exps.append((name, write_config(out, name, text), seeds))
+    for size in sizes:
+        for alg in ALGORITHMS:
+            name = attack3_name(alg, size)
+            text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=linking_clients(size), conn_interval="5 s", **client_settings(args))
+            exps.append((name, write_config(out, name, text), seeds))
     print(f"attack 3: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
     runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs)
+    run_end = seconds(args.duration)
     rows = []
-    for alg in ALGORITHMS:
-        res = runs[f"attack3-{alg}"]
-        c = res.connections
-        d = res.downloads
-        d = d[d["class"].isin(["link-same", "link-diff"]) & d["ttlb"].notna()].copy()
-        d["guard"] = d["path"].str.split(",").str[0]
-        d["end"] = d["start"] + d["ttlb"]
-        thr = c[c["throttle_rate"].notna()].groupby(["seed", "relay", "client"])["interval_start"].apply(lambda x: set((x // 5).astype(int)))
-
-        def throttled(r) -> bool:
-            slots = thr.get((r.seed, r.guard, r.client), set())
-            k = int(r.end // 5)
-            return k in slots or (k + 1) in slots
-
-        d["throttled"] = [throttled(r) for r in d.itertuples()]
-        same = d[d["class"] == "link-same"]
-        diff = d[d["class"] == "link-diff"].sort_values(["seed", "guard", "start"])
-        pairs = both = 0
-        for _, g in diff.groupby(["seed", "guard"]):
-            st, th, cl = g["start"].to_numpy(), g["throttled"].to_numpy(), g["client"].to_numpy()
-            for i in range(len(g)):
-                for j in range(i + 1, len(g)):
-                    if st[j] - st[i] > 30:
-                        break
-                    if cl[i] != cl[j]:
-                        pairs += 1
-                        both += bool(th[i] and th[j])
-        rows.append({
-            "algorithm": alg,
-            "same_client_responses": len(same),
-            "true_positive_rate": float(same["throttled"].mean()) if len(same) else math.nan,
-            "different_client_pairs": pairs,
-            "false_positive_rate": both / pairs if pairs else math.nan,
-            "single_1MiB_throttled_rate": float(diff["throttled"].mean()) if len(diff) else math.nan,
-        })
+    for size in sizes:
+        for alg in ALGORITHMS:
+            rows.append({"response_size": size_text(size), "algorithm": alg, **_linking_rates(runs[attack3_name(alg, size)], run_end)})
     t = pd.DataFrame(rows)
     t.to_csv(out / "attack3.csv", index=False)
     return t
+
+
+def _linking_rates(res, run_end: float) -> dict:
+    """Attack 3's true and false positive rates on one run (see :func:`attack3`)."""
+    c = res.connections
+    d = res.downloads
+    d = d[d["class"].isin(["link-same", "link-diff"])].copy()
+    d["guard"] = d["path"].str.split(",").str[0]
+    d["end"] = d["start"] + d["ttlb"]
+    thr = c[c["throttle_rate"].notna()].groupby(["seed", "relay", "client"])["interval_start"].apply(lambda x: set((x // 5).astype(int)))
+
+    def throttled(r) -> bool:
+        slots = thr.get((r.seed, r.guard, r.client), set())
+        if pd.isna(r.end):  # still being sent at the run's end
+            return any(int(r.start // 5) <= k <= int(run_end // 5) for k in slots)
+        k = int(r.end // 5)
+        return k in slots or (k + 1) in slots
+
+    d["throttled"] = [throttled(r) for r in d.itertuples()]
+    same = d[d["class"] == "link-same"]
+    diff = d[d["class"] == "link-diff"].sort_values(["seed", "guard", "start"])
+    pairs = both = 0
+    for _, g in diff.groupby(["seed", "guard"]):
+        st, th, cl = g["start"].to_numpy(), g["throttled"].to_numpy(), g["client"].to_numpy()
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                if st[j] - st[i] > 30:
+                    break
+                if cl[i] != cl[j]:
+                    pairs += 1
+                    both += bool(th[i] and th[j])
+    return {
+        "same_client_responses": len(same),
+        "unfinished_responses": int(d["ttlb"].isna().sum()),
+        "true_positive_rate": float(same["throttled"].mean()) if len(same) else math.nan,
+        "different_client_pairs": pairs,
+        "false_positive_rate": both / pairs if pairs else math.nan,
+        "single_response_throttled_rate": float(diff["throttled"].mean()) if len(diff) else math.nan,
+    }
 
 
 def probe(out: Path, args, relays_file: str) -> dict:

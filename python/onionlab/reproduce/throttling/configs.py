@@ -79,7 +79,10 @@ def mechanism_line(alg: str, params: dict) -> str:
     return "throttling = { " + ", ".join(fields) + " }"
 
 
-LINKING_CLIENTS = """
+#: Attack 3's response size per malicious server: beta/2 of the constant 2 MiB burst, the paper's.
+ATTACK3_RESPONSE = 1 << 20
+
+_LINKING_CLIENTS = """
 [[clients]]
 name = "link-same"
 workload = "link-same"
@@ -98,14 +101,29 @@ placement = "round_robin"
 
 [workloads.link-same]
 type = "web"
-size = "2 MiB"
+size = "$SAME_SIZE"
 think = { dist = "fixed", value = "120 s" }
 
 [workloads.link-diff]
 type = "web"
-size = "1 MiB"
+size = "$DIFF_SIZE"
 think = { dist = "fixed", value = "120 s" }
 """
+
+
+def size_text(n: int) -> str:
+    """A byte count as a config size: whole MiB or KiB where it is one, else bytes."""
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n % k == 0:
+            return f"{n // k} {unit}"
+    return f"{n} B"
+
+
+def linking_clients(response_bytes: int = ATTACK3_RESPONSE) -> str:
+    """Attack 3's clients: two malicious servers each send `response_bytes`. On one client's
+    connection both responses pass one burst bucket ("link-same": one response of twice the
+    size); on two clients' connections each passes its own ("link-diff")."""
+    return _LINKING_CLIENTS.replace("$SAME_SIZE", size_text(2 * response_bytes)).replace("$DIFF_SIZE", size_text(response_bytes))
 
 
 def config_text(
