@@ -80,7 +80,8 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
     With ``reuse``, an experiment whose resolved config and seeds equal those of a results
     directory already under ``out/runs`` (whatever its name) is loaded from there instead
     of run again, and written under its own name if that differs: runs are deterministic,
-    so this gives exactly what running it would."""
+    so this gives exactly what running it would. Each experiment is written as soon as its
+    last seed finishes, so a command stopped part-way keeps what it finished for reuse."""
     import multiprocessing
 
     from onionlab import config as config_mod
@@ -109,9 +110,11 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
         if reused:
             print(f"  reusing {len(reused)} of {len(experiments)} configurations from {out / 'runs'}", file=sys.stderr, flush=True)
     experiments_to_run = [e for e in experiments if e[0] not in reused]
+    seeds_of = {name: seeds for name, _, seeds in experiments_to_run}
     tasks = [(name, str(path), s) for name, path, seeds in experiments_to_run for s in seeds]
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(tasks)))
     runs: dict[str, list] = {name: [] for name, _, _ in experiments}
+    results = dict(reused)
     t0 = time.perf_counter()
     done_n = 0
     ctx = multiprocessing.get_context("spawn")
@@ -125,15 +128,19 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
                 done_n += 1
                 el = time.perf_counter() - t0
                 print(f"\r  {done_n}/{len(tasks)} runs, {el:.0f} s", end="", file=sys.stderr, flush=True)
+                if len(runs[name]) == len(seeds_of[name]):
+                    # Written as soon as its last seed is done, so a command that is
+                    # stopped keeps every finished experiment for --reuse-runs.
+                    res = Results.from_runs(runs[name], config_mod.with_seeds(resolved[name], seeds_of[name]))
+                    d = out / "runs" / name
+                    res.write(d)
+                    res.source = str(d)
+                    results[name] = res
     print(file=sys.stderr)
-    results = {}
-    for name, _, seeds in experiments:
-        if name in reused:
-            results[name] = reused[name]
-            continue
-        res = Results.from_runs(runs[name], config_mod.with_seeds(resolved[name], seeds))
-        d = out / "runs" / name
-        res.write(d)
-        res.source = str(d)
-        results[name] = res
-    return results
+    for name, _, seeds in experiments_to_run:
+        if name not in results:  # no seeds: an empty experiment, as before
+            res = Results.from_runs([], config_mod.with_seeds(resolved[name], seeds))
+            res.write(out / "runs" / name)
+            res.source = str(out / "runs" / name)
+            results[name] = res
+    return {name: results[name] for name, _, _ in experiments}
