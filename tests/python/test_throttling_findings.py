@@ -133,6 +133,11 @@ def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
         "thresh 1 MiB 0.00/0.00, 4 MiB 0.60/0.10, 8 MiB 0.50/0.50"
     )
     assert verdict(t, "attack3_split_nothing", "medium")["holds"]
+    # A size without a same-client response (NaN) says nothing either way.
+    unmeasured = pd.concat([a3, table("16 MiB", (float("nan"), 0.5), (0.0, 0.0), split=(float("nan"), 1.0))], ignore_index=True)
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), unmeasured)
+    assert verdict(t, "attack3_flag_thresh", "medium")["holds"] and verdict(t, "attack3_split_nothing", "medium")["holds"]
+    assert "16 MiB nan/1.00" in verdict(t, "attack3_split_nothing", "medium")["detail"]
     # Only the paper's size: nothing separates, the finding fails.
     only_paper = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3[a3["response_size"] == "1 MiB"])
     assert not verdict(only_paper, "attack3_flag_thresh", "medium")["holds"]

@@ -158,15 +158,18 @@ def _attack3_verdicts(a3: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     def fmt(alg: str) -> str:
         return ", ".join(f"{size} {tp:.2f}/{fp:.2f}" for size in sizes for tp, fp in [rates(size, alg)])
 
+    def measured(alg: str) -> list[tuple[float, float]]:
+        # A size with no same-client response or no different-client pair (NaN) says nothing.
+        return [(tp, fp) for tp, fp in (rates(size, alg) for size in sizes) if not (math.isnan(tp) or math.isnan(fp))]
+
     # The attacker knows the system-wide policy, so it may pick its response size per
     # algorithm: the finding holds for an algorithm if some size separates.
-    works = {a: any(tp > fp for tp, fp in (rates(size, a) for size in sizes)) for a in ("flag", "thresh")}
+    works = {a: any(tp > fp for tp, fp in measured(a)) for a in ("flag", "thresh")}
+    split = measured("split")
     prefix = "TPR/FPR by response size: " if len(sizes) > 1 else ""
     return {
         "attack3_flag_thresh": (all(works.values()), prefix + "; ".join(f"{a} {fmt(a)}" for a in works)),
-        "attack3_split_nothing": (
-            all(tp == fp for tp, fp in (rates(size, "split") for size in sizes)), f"{prefix}split {fmt('split')}",
-        ),
+        "attack3_split_nothing": (bool(split) and all(tp == fp for tp, fp in split), f"{prefix}split {fmt('split')}"),
     }
 
 
