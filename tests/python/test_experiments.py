@@ -257,3 +257,23 @@ def test_plot_compare_report_real(tiny_dir, tmp_path):
     assert (tmp_path / "cmp" / "ttlb.png").read_bytes()[:8] == PNG
     page = report([tiny_dir, tmp_path / "seed5"], tmp_path / "report.html").read_text()
     assert '<img alt=\'ttlb CDF\' src="data:image/png;base64,' in page and "guard1" in page
+
+
+def test_run_many_writes_each_experiment_when_its_last_seed_finishes(tmp_path, monkeypatch):
+    """A reproduction stopped part-way keeps what it finished: with one worker, the first
+    experiment's results are on disk before the second experiment's run comes back."""
+    import onionlab.reproduce as reproduce
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.read_text().replace('duration = "2 min"', 'duration = "20 s"'))
+    seen = []
+    real_wait = reproduce.wait
+
+    def wait(*args, **kwargs):
+        seen.append({name for name in ("first", "second") if (tmp_path / "runs" / name / "summary.json").is_file()})
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(reproduce, "wait", wait)
+    got = reproduce.run_many([("first", cfg, [1]), ("second", cfg, [2])], tmp_path, jobs=1)
+    assert seen == [set(), {"first"}]
+    assert set(got) == {"first", "second"} and (tmp_path / "runs" / "second" / "summary.json").is_file()
