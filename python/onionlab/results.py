@@ -258,6 +258,10 @@ class Results:
         """Writes the results directory (see the module docstring); returns its path."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
+        # config.toml goes first and comes back last: a write cut short leaves no config,
+        # so `--reuse-runs` (which finds runs by their config) never pairs an old config
+        # with new tables.
+        (d / "config.toml").unlink(missing_ok=True)
         for name, df, schema in (
             ("downloads.parquet", self.downloads, DOWNLOADS_SCHEMA),
             ("relays.parquet", self.relays, RELAYS_SCHEMA),
@@ -268,9 +272,9 @@ class Results:
             if len(df):
                 pq.write_table(_conform(df, schema), d / f"{name}.parquet", compression="zstd")
         (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
+        (d / "timing.json").write_text(_json(_json_safe({"wall_seconds": self.timing})), encoding="utf-8")
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"
         (d / "config.toml").write_text(cfg, encoding="utf-8")
-        (d / "timing.json").write_text(_json(_json_safe({"wall_seconds": self.timing})), encoding="utf-8")
         return d
 
 

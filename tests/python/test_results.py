@@ -106,6 +106,31 @@ def test_write_load_round_trip_and_bytes_identical(fake_results, tmp_path):
     assert len(r.relays) == len(fake_results.relays)
 
 
+def test_a_write_cut_short_leaves_no_config_behind(fake_results, tmp_path, monkeypatch):
+    """Overwriting a results directory and failing part-way must not leave the old
+    config.toml beside new tables: --reuse-runs finds runs by their config."""
+    import onionlab.results as results_mod
+
+    d = fake_results.write(tmp_path / "run")
+    assert (d / "config.toml").is_file()
+    calls = []
+
+    def failing_write_table(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(*args, **kwargs)
+
+    real = results_mod.pq.write_table
+    monkeypatch.setattr(results_mod.pq, "write_table", failing_write_table)
+    with pytest.raises(OSError, match="disk full"):
+        fake_results.write(d)
+    assert not (d / "config.toml").exists()
+    monkeypatch.setattr(results_mod.pq, "write_table", real)
+    fake_results.write(d)
+    assert load(d).config == fake_results.config
+
+
 def test_runs_typed_in_a_worker_give_the_same_results_as_raw_runs(fake_results, tmp_path):
     from onionlab.results import typed_run
 
