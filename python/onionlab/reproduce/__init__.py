@@ -115,6 +115,14 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
     jobs = max(1, min(jobs or (os.cpu_count() or 1), len(tasks)))
     runs: dict[str, list] = {name: [] for name, _, _ in experiments}
     results = dict(reused)
+
+    def finish(name: str) -> None:
+        res = Results.from_runs(runs[name], config_mod.with_seeds(resolved[name], seeds_of[name]))
+        d = out / "runs" / name
+        res.write(d)
+        res.source = str(d)
+        results[name] = res
+
     t0 = time.perf_counter()
     done_n = 0
     ctx = multiprocessing.get_context("spawn")
@@ -131,16 +139,9 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
                 if len(runs[name]) == len(seeds_of[name]):
                     # Written as soon as its last seed is done, so a command that is
                     # stopped keeps every finished experiment for --reuse-runs.
-                    res = Results.from_runs(runs[name], config_mod.with_seeds(resolved[name], seeds_of[name]))
-                    d = out / "runs" / name
-                    res.write(d)
-                    res.source = str(d)
-                    results[name] = res
+                    finish(name)
     print(file=sys.stderr)
-    for name, _, seeds in experiments_to_run:
+    for name in seeds_of:
         if name not in results:  # no seeds: an empty experiment, as before
-            res = Results.from_runs([], config_mod.with_seeds(resolved[name], seeds))
-            res.write(out / "runs" / name)
-            res.source = str(out / "runs" / name)
-            results[name] = res
+            finish(name)
     return {name: results[name] for name, _, _ in experiments}

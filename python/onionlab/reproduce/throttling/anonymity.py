@@ -401,7 +401,7 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
     threshold, where 2S ranks among the loudest fraction T of the guard's connections. On a
     network whose guards' fair share B/N is far above 2 MiB / (H / ln 2), beta/2 throttles
     nobody."""
-    sizes = list(getattr(args, "attack3_sizes", None) or [ATTACK3_RESPONSE])
+    sizes = args.attack3_sizes or [ATTACK3_RESPONSE]
     exps = []
     for size in sizes:
         for alg in ALGORITHMS:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, seconds
+from onionlab.reproduce.throttling.configs import ATTACK3_RESPONSE, ALGORITHMS, LOADS, seconds, size_text
 from onionlab.reproduce.throttling.metrics import data_by_class, medians
 
 #: The four throttling algorithms (every algorithm but vanilla).
@@ -148,7 +148,7 @@ def _anonymity_verdicts(losses: dict[str, dict[str, float]]) -> dict[str, tuple[
 
 def _attack3_verdicts(a3: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     # Tables from before --attack3-sizes have one size, the paper's beta/2.
-    a3 = a3 if "response_size" in a3 else a3.assign(response_size="1 MiB")
+    a3 = a3 if "response_size" in a3 else a3.assign(response_size=size_text(ATTACK3_RESPONSE))
     sizes = list(dict.fromkeys(a3["response_size"]))
     by = a3.set_index(["response_size", "algorithm"])
 
