@@ -271,6 +271,8 @@ class Results:
             df = getattr(self, name)
             if len(df):
                 pq.write_table(_conform(df, schema), d / f"{name}.parquet", compression="zstd")
+            else:  # an earlier write's table must not be read back as this one's
+                (d / f"{name}.parquet").unlink(missing_ok=True)
         (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
         (d / "timing.json").write_text(_json(_json_safe({"wall_seconds": self.timing})), encoding="utf-8")
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"

@@ -131,6 +131,17 @@ def test_a_write_cut_short_leaves_no_config_behind(fake_results, tmp_path, monke
     assert load(d).config == fake_results.config
 
 
+def test_an_overwrite_without_an_optional_table_drops_the_old_one(fake_results, tmp_path):
+    """A run without connection metrics written over one with them must not read back the
+    old run's connections."""
+    d = fake_results.write(tmp_path / "run")
+    (d / "connections.parquet").write_bytes((d / "relays.parquet").read_bytes())  # a stale table
+    assert len(fake_results.connections) == 0
+    fake_results.write(d)
+    assert not (d / "connections.parquet").exists()
+    assert len(load(d).connections) == 0
+
+
 def test_runs_typed_in_a_worker_give_the_same_results_as_raw_runs(fake_results, tmp_path):
     from onionlab.results import typed_run
 
