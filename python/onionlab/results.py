@@ -255,7 +255,12 @@ class Results:
         return str(self.summary.get("experiment") or (Path(self.source).name if self.source else "experiment"))
 
     def write(self, directory: str | os.PathLike) -> Path:
-        """Writes the results directory (see the module docstring); returns its path."""
+        """Writes the results directory (see the module docstring); returns its path.
+
+        Each file is written beside its final name and then renamed over it, so a file
+        is never half-written under its name, and a file shared with another directory
+        by a hard link (``cp -al`` of an earlier output, to reuse its runs) is replaced
+        rather than overwritten: the other directory keeps its own results."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         # config.toml goes first and comes back last: a write cut short leaves no config,
@@ -266,18 +271,32 @@ class Results:
             ("downloads.parquet", self.downloads, DOWNLOADS_SCHEMA),
             ("relays.parquet", self.relays, RELAYS_SCHEMA),
         ):
-            pq.write_table(_conform(df, schema), d / name, compression="zstd")
+            _replace(d / name, lambda tmp, df=df, schema=schema: pq.write_table(_conform(df, schema), tmp, compression="zstd"))
         for name, schema in OPTIONAL_TABLES.items():
             df = getattr(self, name)
             if len(df):
-                pq.write_table(_conform(df, schema), d / f"{name}.parquet", compression="zstd")
+                _replace(d / f"{name}.parquet", lambda tmp, df=df, schema=schema: pq.write_table(_conform(df, schema), tmp, compression="zstd"))
             else:  # an earlier write's table must not be read back as this one's
                 (d / f"{name}.parquet").unlink(missing_ok=True)
-        (d / "summary.json").write_text(_json(_json_safe(self.summary)), encoding="utf-8")
-        (d / "timing.json").write_text(_json(_json_safe({"wall_seconds": self.timing})), encoding="utf-8")
+        summary, timing = _json(_json_safe(self.summary)), _json(_json_safe({"wall_seconds": self.timing}))
+        _replace(d / "summary.json", lambda tmp: tmp.write_text(summary, encoding="utf-8"))
+        _replace(d / "timing.json", lambda tmp: tmp.write_text(timing, encoding="utf-8"))
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"
-        (d / "config.toml").write_text(cfg, encoding="utf-8")
+        _replace(d / "config.toml", lambda tmp: tmp.write_text(cfg, encoding="utf-8"))
         return d
+
+
+def _replace(path: Path, write) -> None:
+    """Calls ``write(tmp)`` for a temporary path beside ``path``, then renames it over
+    ``path`` (a new inode: a hard link to the old file keeps the old contents). The
+    temporary file is removed if ``write`` fails."""
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load(directory: str | os.PathLike) -> Results:

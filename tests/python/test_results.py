@@ -131,6 +131,26 @@ def test_a_write_cut_short_leaves_no_config_behind(fake_results, tmp_path, monke
     assert load(d).config == fake_results.config
 
 
+def test_a_write_into_a_hard_linked_copy_leaves_the_original_alone(fake_results, tmp_path):
+    """`cp -al` of an output directory shares its files by hard links; rerunning a run
+    into the copy must replace the copy's files, not write through the links into the
+    original (which then held one config and another run's tables)."""
+    import os
+
+    orig = fake_results.write(tmp_path / "orig" / "run")
+    before = {f.name: f.read_bytes() for f in orig.iterdir()}
+    copy = tmp_path / "copy" / "run"
+    copy.mkdir(parents=True)
+    for f in orig.iterdir():
+        os.link(f, copy / f.name)
+    other = Results.from_runs([fake_run(3)], fake_results.config + "# another run\n")
+    other.write(copy)
+    assert {f.name: f.read_bytes() for f in orig.iterdir()} == before
+    assert load(copy).config == other.config and load(orig).config == fake_results.config
+    assert (copy / "downloads.parquet").read_bytes() != before["downloads.parquet"]
+    assert not list(copy.glob(".*partial")), "no temporary file left behind"
+
+
 def test_an_overwrite_without_an_optional_table_drops_the_old_one(fake_results, tmp_path):
     """A run without connection metrics written over one with them must not read back the
     old run's connections."""
