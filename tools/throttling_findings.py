@@ -5,7 +5,13 @@ directory, without rerunning anything: reads its main runs, ``anonymity.csv``,
 ``DIR/findings.csv`` (what the reproduction itself writes since findings were added;
 :mod:`onionlab.reproduce.throttling.findings` says what each finding means).
 
+Given several directories, it judges each (writing each one's ``findings.csv``) and then
+prints the verdicts side by side as a markdown table, one column per directory: which of
+the paper's findings hold under which setup. ``NAME=DIR`` names a column; a bare ``DIR``
+is named by its last path component. ``--csv FILE`` also writes that table.
+
     python tools/throttling_findings.py results/repro-throttling
+    python tools/throttling_findings.py built-in=results/repro-throttling paper=results/paper --csv matrix.csv
 """
 
 from __future__ import annotations
@@ -15,22 +21,58 @@ import sys
 from pathlib import Path
 
 
+def named(arg: str) -> tuple[str, Path]:
+    """``NAME=DIR`` or ``DIR`` (named by its last component) as (name, directory)."""
+    name, sep, path = arg.partition("=")
+    if sep and name and path:
+        return name, Path(path)
+    return Path(arg).name or arg, Path(arg)
+
+
+def markdown(matrix) -> str:
+    """The matrix of :func:`findings_matrix` as a markdown table."""
+    cols = list(matrix.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in matrix.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("directory", type=Path, help="an `onionlab reproduce throttling` output directory")
+    p.add_argument("directories", nargs="+", metavar="[NAME=]DIR", help="`onionlab reproduce throttling` output directories")
     p.add_argument("--no-write", action="store_true", help="print only; do not write DIR/findings.csv")
+    p.add_argument("--csv", type=Path, metavar="FILE", help="with several directories, also write the side-by-side table to FILE")
     args = p.parse_args(argv)
-    from onionlab.reproduce.throttling.findings import findings_of_directory, print_findings
+    from onionlab.reproduce.throttling.findings import findings_matrix, findings_of_directory, print_findings
 
-    try:
-        table = findings_of_directory(args.directory)
-    except (FileNotFoundError, KeyError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    dirs = [named(a) for a in args.directories]
+    names = [n for n, _ in dirs]
+    if len(set(names)) != len(names):
+        print(f"error: two directories share a name ({', '.join(names)}); name them with NAME=DIR", file=sys.stderr)
         return 2
-    print_findings(table)
-    if not args.no_write:
-        table.to_csv(args.directory / "findings.csv", index=False)
-        print(f"wrote {args.directory / 'findings.csv'}")
+    if args.csv and len(dirs) < 2:
+        print("error: --csv: needs two or more directories to set side by side", file=sys.stderr)
+        return 2
+    tables = {}
+    for name, d in dirs:
+        try:
+            table = findings_of_directory(d)
+        except (FileNotFoundError, KeyError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if len(dirs) == 1:
+            print_findings(table)
+        if not args.no_write:
+            table.to_csv(d / "findings.csv", index=False)
+            print(f"wrote {d / 'findings.csv'}")
+        tables[name] = table
+    if len(dirs) > 1:
+        matrix = findings_matrix(tables)
+        print("\nThe paper's findings side by side (yes/no pooled; then how many seeds, each judged alone, agree):\n")
+        print(markdown(matrix))
+        if args.csv:
+            matrix.to_csv(args.csv, index=False)
+            print(f"\nwrote {args.csv}")
     return 0
 
 

@@ -110,6 +110,13 @@ def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     from onionlab.reproduce.throttling.findings import findings_of_directory
 
     assert findings_of_directory(quick).to_csv(index=False) == (quick / "findings.csv").read_text()
+    # Two directories side by side (here the same one twice, named apart).
+    matrix_csv = quick.parent / "matrix.csv"
+    r = subprocess.run([sys.executable, str(tool), f"a={quick}", f"b={quick}", "--no-write", "--csv", str(matrix_csv)], capture_output=True, text=True, check=True)
+    m = pd.read_csv(matrix_csv, keep_default_na=False)
+    assert list(m.columns) == ["finding", "load", "a", "b"] and (m["a"] == m["b"]).all()
+    assert list(m["finding"]) == list(written["finding"])
+    assert "| finding | load | a | b |" in r.stdout
 
 
 def test_compare_tool_orders_the_algorithms_per_load(quick):

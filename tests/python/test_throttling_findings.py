@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from onionlab.reproduce.throttling.findings import FINDINGS_COLUMNS, findings, findings_of_directory
+from onionlab.reproduce.throttling.findings import FINDINGS_COLUMNS, findings, findings_matrix, findings_of_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -152,4 +152,38 @@ def test_a_directory_that_is_not_a_reproduction_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="summary.json"):
         findings_of_directory(tmp_path)
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "throttling_findings.py"), str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "summary.json: not found" in r.stderr
+
+
+def test_matrix_sets_two_reproductions_side_by_side():
+    """Two setups: one in the paper's order, one where threshold is slower than split at
+    heavy load on both seeds and there is no attack 3 table."""
+    paper = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER, 2: PAPER_ORDER}), anonymity({1: PAPER_ANON, 2: PAPER_ANON}), A3)
+    slow = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    slow["heavy"] = {**PAPER_ORDER["heavy"], "thresh": (3.5, 85, 29)}
+    other = findings(numbers({0: slow, 1: slow, 2: PAPER_ORDER}), anonymity({1: PAPER_ANON}), None)
+    m = findings_matrix({"paper": paper, "other": other})
+    assert list(m.columns) == ["finding", "load", "paper", "other"]
+    assert list(zip(m["finding"], m["load"])) == list(zip(paper["finding"], paper["load"]))
+    row = m[(m["finding"] == "flag_thresh_best_web") & (m["load"] == "heavy")].iloc[0]
+    assert (row["paper"], row["other"]) == ("yes 2/2", "no 1/2")
+    a1 = m[m["finding"] == "attack1_vanilla_most"].iloc[0]
+    assert (a1["paper"], a1["other"]) == ("yes 2/2", "yes 1/1")
+    a3 = m[m["finding"] == "attack3_split_nothing"].iloc[0]
+    assert (a3["paper"], a3["other"]) == ("yes", "")  # pooled only; absent without attack3.csv
+    with pytest.raises(ValueError, match="no findings tables"):
+        findings_matrix({})
+    with pytest.raises(ValueError, match="broken: not a findings table .*holds"):
+        findings_matrix({"broken": paper.drop(columns=["holds"])})
+
+
+def test_the_tool_rejects_clashing_names_and_a_lone_csv(tmp_path):
+    tool = [sys.executable, str(ROOT / "tools" / "throttling_findings.py")]
+    (tmp_path / "a" / "x").mkdir(parents=True)
+    (tmp_path / "b" / "x").mkdir(parents=True)
+    r = subprocess.run([*tool, str(tmp_path / "a" / "x"), str(tmp_path / "b" / "x")], capture_output=True, text=True)
+    assert r.returncode == 2 and "share a name" in r.stderr
+    r = subprocess.run([*tool, str(tmp_path / "a" / "x"), "--csv", str(tmp_path / "m.csv")], capture_output=True, text=True)
+    assert r.returncode == 2 and "--csv" in r.stderr
+    r = subprocess.run([*tool, f"one={tmp_path / 'a' / 'x'}", f"two={tmp_path / 'b' / 'x'}"], capture_output=True, text=True)
     assert r.returncode == 2 and "summary.json: not found" in r.stderr

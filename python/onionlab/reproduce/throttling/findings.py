@@ -231,6 +231,32 @@ def findings_of_directory(out: Path) -> pd.DataFrame:
     return findings(per_seed_numbers(results, warmup_s), pd.read_csv(out / "anonymity.csv"), a3)
 
 
+def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Verdicts of several reproductions side by side: one row per (finding, load) in the
+    order of the first table, one column per named table (``findings.csv`` of each), each
+    cell "yes" or "no" with the seeds that agree ("yes 5/5"), or "yes" alone for a verdict
+    judged pooled only (attack 3); "" where a table lacks the finding (attack 3 without
+    ``attack3.csv``). Raises ValueError for no tables or a table without the columns of
+    :data:`FINDINGS_COLUMNS`."""
+    if not tables:
+        raise ValueError("findings_matrix: no findings tables given")
+    for name, t in tables.items():
+        missing = [c for c in FINDINGS_COLUMNS if c not in t.columns]
+        if missing:
+            raise ValueError(f"{name}: not a findings table (no column {', '.join(missing)})")
+    keys: list[tuple[str, str]] = []
+    for t in tables.values():
+        keys += [k for k in zip(t["finding"], t["load"]) if k not in keys]
+    out = pd.DataFrame(keys, columns=["finding", "load"])
+    for name, t in tables.items():
+        cells = {}
+        for r in t.itertuples(index=False):
+            word = "yes" if r.holds else "no"
+            cells[(r.finding, r.load)] = word if pd.isna(r.seeds) else f"{word} {int(r.seeds_holding)}/{int(r.seeds)}"
+        out[name] = [cells.get(k, "") for k in keys]
+    return out
+
+
 def print_findings(table: pd.DataFrame) -> None:
     """One line per verdict: the finding, the load, yes/no, the seeds that agree."""
     print("\nThe paper's findings (findings.csv; seeds: how many seeds, each judged alone, agree):")
