@@ -393,7 +393,9 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
     at any time since it started, since the attacker watches it being sent). True positive:
     a link-same response followed by throttling. False positive: two link-diff responses at
     the same guard starting within 30 s of each other, both followed by throttling. Medium
-    load, every algorithm, every size: one row per (size, algorithm).
+    load, every algorithm, every size: one row per (size, algorithm). Its
+    ``unfinished_responses`` counts the responses of both kinds, link-same and link-diff,
+    still being sent when the run ended.
 
     Why sizes beyond the paper's: under flagging a connection is throttled once its cell
     EWMA passes the guard's meta-EWMA M, which is about B/N * H / ln 2 bytes' worth of cells
