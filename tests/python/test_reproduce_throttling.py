@@ -23,7 +23,7 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
+              "anonymity_by_class.csv", "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
     channels = pd.read_csv(quick / "channels.csv")
     assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
@@ -67,6 +67,11 @@ def test_probe_recovers_the_static_rate_and_static_leaks_nothing(quick):
     static = a[a.algorithm == "static"]
     assert (static.mean_loss_bits == 0).all(), "every guard has the same static rate: nothing to learn"
     assert a.mean_loss_bits.max() <= math.log2(50) + 1e-9
+    assert (a.mean_correct_loss_bits <= a.mean_loss_bits + 1e-12).all()
+    by_class = pd.read_csv(quick / "anonymity_by_class.csv")
+    assert set(by_class["class"]) == {"web", "bulk"}
+    clients = by_class.groupby(["attack", "algorithm"])["clients"].sum()
+    assert clients.to_dict() == a.set_index(["attack", "algorithm"])["clients"].to_dict()
 
 
 def test_the_sweep_runs_like_the_main_runs(quick):
@@ -760,3 +765,21 @@ def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path
     for alg, expected in (("vanilla", 0.0), ("static", 1.0), ("split", 1.0)):
         got = t.loc[t["algorithm"] == alg, rates].to_numpy().ravel()
         assert (got[~np.isnan(got)] == expected).all(), alg
+
+
+def test_anonymity_summary_counts_a_misled_attacker_as_learning_nothing():
+    """Three web targets: 4 bits with the true guard kept, 2 bits with it excluded, and an
+    empty set (0 bits); one bulk target, 5 bits, kept. Correct loss counts the excluded
+    set as 0."""
+    from onionlab.reproduce.throttling.anonymity import summarise
+
+    anon = pd.DataFrame({
+        "attack": ["attack1"] * 4, "algorithm": ["flag"] * 4, "client": ["w1", "w2", "w3", "b1"],
+        "class": ["web", "web", "web", "bulk"], "entropy_loss_bits": [4.0, 2.0, 0.0, 5.0],
+        "true_guard_excluded": [False, True, False, False],
+    })
+    t = summarise(anon, ["attack", "algorithm"]).iloc[0]
+    assert (t.clients, t.mean_loss_bits, t.false_exclusion_rate, t.mean_correct_loss_bits) == (4, 11 / 4, 0.25, 9 / 4)
+    by = summarise(anon, ["attack", "algorithm", "class"]).set_index("class")
+    assert by.at["web", "mean_loss_bits"] == 2.0 and by.at["web", "mean_correct_loss_bits"] == pytest.approx(4 / 3)
+    assert by.at["bulk", "mean_correct_loss_bits"] == 5.0 and by.at["bulk", "clients"] == 1

@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from onionlab.reproduce import run_many, write_config
-from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, thresh_timing_attack
+from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, summarise, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
     relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
@@ -302,12 +302,9 @@ def main(out: Path, args) -> int:
     figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
     figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
     figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed")
-    anon_summary = (
-        anon.groupby(["attack", "algorithm"])
-        .agg(clients=("client", "size"), mean_loss_bits=("entropy_loss_bits", "mean"), median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("true_guard_excluded", "mean"))
-        .reset_index()
-    )
+    anon_summary = summarise(anon, ["attack", "algorithm"])
     anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
+    summarise(anon, ["attack", "algorithm", "class"]).to_csv(out / "anonymity_by_class.csv", index=False)
     probe_res = probe(out, args, relays_file)
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
     verdicts = findings(per_seed_numbers(results, warmup_s), anon, a3)

@@ -141,6 +141,22 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
     return pd.DataFrame(rows)
 
 
+def summarise(anon: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per-client attack rows (:func:`attacks` and the timing attacks) summed up per ``by``
+    (e.g. attack and algorithm, or those and the client class): clients, mean and median
+    entropy loss (bits), the false exclusion rate (the true guard outside the set), and
+    ``mean_correct_loss_bits``, the mean loss counting a client whose set excludes its true
+    guard as 0: what the attacker learns that is true, where the paper's entropy (which it
+    reported alone) also counts sets that would mislead it."""
+    a = anon.assign(correct=anon["entropy_loss_bits"].where(~anon["true_guard_excluded"].astype(bool), 0.0))
+    return (
+        a.groupby(by)
+        .agg(clients=("client", "size"), mean_loss_bits=("entropy_loss_bits", "mean"), median_loss_bits=("entropy_loss_bits", "median"),
+             false_exclusion_rate=("true_guard_excluded", "mean"), mean_correct_loss_bits=("correct", "mean"))
+        .reset_index()
+    )
+
+
 def _main_guards(c: pd.DataFrame) -> pd.DataFrame:
     """Each (seed, client)'s main guard: the relay it received the most bytes from in
     ``c`` (ties: the first relay by name), with those bytes. Columns seed, client, relay,
