@@ -156,6 +156,9 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert not (tmp_path / "s" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --sweep-loads fails before any run"
     assert main(["reproduce", "throttling", "--no-sweep", "--params", "x.json", "--sweep-loads", "light,heavy", "-o", str(tmp_path / "r")]) != 0
     assert "--sweep-loads: has no effect with --no-sweep" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--reuse-runs-from", str(tmp_path / "nowhere"), "-o", str(tmp_path / "q")]) != 0
+    assert f"--reuse-runs-from: {tmp_path / 'nowhere'} has no runs/ directory" in capsys.readouterr().err
+    assert not (tmp_path / "q" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --reuse-runs-from fails before any run"
     with pytest.raises(SystemExit):
         main(["reproduce", "throttling", "--criterion", "p90", "-o", str(tmp_path / "t")])
     assert "--criterion" in capsys.readouterr().err
@@ -710,6 +713,22 @@ def test_reuse_runs_loads_matching_runs_whatever_their_name_and_reruns_the_rest(
     assert copied["experiment"] == "medium-split" and {r["experiment"] for r in copied["runs"]} == {"medium-split"}
     for f in ("table1.csv", "sweep.csv", "findings.csv", "anonymity_summary.csv", "attack3.csv"):
         assert (out / f).read_text() == (quick / f).read_text(), f
+
+
+def test_reuse_runs_from_another_output_reads_it_and_copies_its_runs(quick, tmp_path, capsys):
+    """A new output directory built from an earlier one's runs: nothing runs again, the
+    outputs are the earlier ones, and the earlier directory is not written to."""
+    before = {f: f.stat().st_mtime_ns for f in (quick / "runs").rglob("*") if f.is_file()}
+    out = tmp_path / "from-quick"
+    args = ["reproduce", "throttling", "--quick", "-o", str(out), "--jobs", "2", "--grid", "thresh.fraction=0.1,0.2,0.4", "--reuse-runs-from", str(quick)]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "reusing 15 of 15 configurations" in err and f"{quick / 'runs'}" in err
+    assert " runs, " not in err, "nothing was run"
+    for f in ("table1.csv", "sweep.csv", "findings.csv", "anonymity_summary.csv", "attack3.csv"):
+        assert (out / f).read_text() == (quick / f).read_text(), f
+    assert (out / "runs" / "medium-flag" / "downloads.parquet").is_file()
+    assert {f: f.stat().st_mtime_ns for f in (quick / "runs").rglob("*") if f.is_file()} == before
 
 
 def test_linking_rates_hand_worked():

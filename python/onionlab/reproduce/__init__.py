@@ -42,7 +42,7 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 
 def write_config(directory: Path, name: str, text: str) -> Path:
@@ -64,15 +64,32 @@ def _without_name(resolved_toml: str) -> str:
     return _EXPERIMENT_NAME.sub(r"\1", resolved_toml, count=1)
 
 
-def _reusable_runs(out: Path) -> dict[str, Path]:
-    """Every results directory under ``out/runs``, by its config without the name."""
+def _reusable_runs(outs: Sequence[Path]) -> dict[str, Path]:
+    """Every results directory under ``OUT/runs`` for each of ``outs``, by its config
+    without the name; where two hold the same config, the first of ``outs`` wins."""
     found = {}
-    for cfg in sorted((out / "runs").glob("*/config.toml")):
-        found.setdefault(_without_name(cfg.read_text(encoding="utf-8")), cfg.parent)
+    for out in outs:
+        for cfg in sorted((out / "runs").glob("*/config.toml")):
+            found.setdefault(_without_name(cfg.read_text(encoding="utf-8")), cfg.parent)
     return found
 
 
-def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None, reuse: bool = False) -> dict:
+def reuse_sources(dirs: Optional[Sequence[str | Path]], option: str = "--reuse-runs-from") -> list[Path]:
+    """The output directories ``option`` names, checked: each must hold a ``runs``
+    directory. Raises ValueError naming the option and the directory otherwise."""
+    found = []
+    for d in dirs or []:
+        d = Path(d)
+        if not (d / "runs").is_dir():
+            raise ValueError(f"{option}: {d} has no runs/ directory (is it the output directory of a reproduction?)")
+        found.append(d)
+    return found
+
+
+def run_many(
+    experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None, reuse: bool = False,
+    reuse_from: Sequence[Path] = (),
+) -> dict:
     """Runs every (name, config path, seeds) as independent (config, seed) jobs on a pool
     of worker processes, writes each experiment's results directory to ``out/runs/name``
     and returns ``{name: Results}``. Configs are validated before anything runs.
@@ -80,8 +97,11 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
     With ``reuse``, an experiment whose resolved config and seeds equal those of a results
     directory already under ``out/runs`` (whatever its name) is loaded from there instead
     of run again, and written under its own name if that differs: runs are deterministic,
-    so this gives exactly what running it would. Each experiment is written as soon as its
-    last seed finishes, so a command stopped part-way keeps what it finished for reuse."""
+    so this gives exactly what running it would. ``reuse_from`` names other output
+    directories to search the same way after ``out`` (their runs are copied into
+    ``out/runs``; the directories themselves are only read), and implies ``reuse``. Each
+    experiment is written as soon as its last seed finishes, so a command stopped part-way
+    keeps what it finished for reuse."""
     import multiprocessing
 
     from onionlab import config as config_mod
@@ -92,23 +112,27 @@ def run_many(experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs
     experiments = list(experiments)
     resolved = {name: config_mod.check(path) for name, path, _ in experiments}
     reused: dict[str, Results] = {}
-    if reuse:
-        existing = _reusable_runs(out)
+    if reuse or reuse_from:
+        sources = [out, *reuse_from]
+        existing = _reusable_runs(sources)
+        here = (out / "runs").resolve()
         for name, _, seeds in experiments:
             expected = config_mod.with_seeds(resolved[name], seeds)
             d = existing.get(_without_name(expected if expected.endswith("\n") else expected + "\n"))
             if d is not None:
                 res = results_mod.load(d)
-                if d.name != name:
-                    res.config = expected
-                    for summary in [res.summary, *res.summary.get("runs", [])]:
-                        if "experiment" in summary:
-                            summary["experiment"] = name
+                if d.name != name or d.resolve().parent != here:
+                    if d.name != name:
+                        res.config = expected
+                        for summary in [res.summary, *res.summary.get("runs", [])]:
+                            if "experiment" in summary:
+                                summary["experiment"] = name
                     res.write(out / "runs" / name)
                 res.source = str(out / "runs" / name)
                 reused[name] = res
         if reused:
-            print(f"  reusing {len(reused)} of {len(experiments)} configurations from {out / 'runs'}", file=sys.stderr, flush=True)
+            where = " and ".join(str(d / "runs") for d in sources)
+            print(f"  reusing {len(reused)} of {len(experiments)} configurations from {where}", file=sys.stderr, flush=True)
     experiments_to_run = [e for e in experiments if e[0] not in reused]
     seeds_of = {name: seeds for name, _, seeds in experiments_to_run}
     tasks = [(name, str(path), s) for name, path, seeds in experiments_to_run for s in seeds]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from onionlab.reproduce import run_many, write_config
+from onionlab.reproduce import reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, summarise, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
@@ -198,6 +198,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "of running it again: runs are deterministic, so the results are those a fresh run gives, provided the runs were "
         "made by this version of onionlab. For example, a sweep widened with --grid or --sweep-loads reruns only its new points",
     )
+    p.add_argument(
+        "--reuse-runs-from", action="append", metavar="DIR2",
+        help="with or without --reuse-runs, also load matching runs from DIR2/runs, another output directory of this command "
+        "(repeatable; DIR's own runs come first). They are copied into DIR/runs; DIR2 is only read. For example, rerun "
+        "an earlier output with --criterion mean without sweeping again",
+    )
 
 
 def main(out: Path, args) -> int:
@@ -212,6 +218,7 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
     if args.relays and args.sample != "quantiles":
         raise ValueError("--sample: has no effect with --relays (the relays come from the file)")
+    reuse_sources(args.reuse_runs_from)  # a bad --reuse-runs-from fails before any run
     relays_text = relay_sample_text(args.relays, args.sample)
     client_settings(args)  # a --think shape not calibrated on the sample fails before any run
     if args.guards == "all":
@@ -260,7 +267,7 @@ def main(out: Path, args) -> int:
             )
             exps.append((name, write_config(out, name, text), seeds))
     print(f"main runs: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
-    runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs)
+    runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs, reuse_from=reuse_sources(args.reuse_runs_from))
     results = {(load, alg): runs[f"{load}-{alg}"] for load in LOADS for alg in ALGORITHMS}
 
     warmup_s = seconds(args.warmup)
