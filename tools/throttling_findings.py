@@ -29,20 +29,13 @@ def named(arg: str) -> tuple[str, Path]:
     return Path(arg).name or arg, Path(arg)
 
 
-def markdown(matrix) -> str:
-    """The matrix of :func:`findings_matrix` as a markdown table."""
-    cols = list(matrix.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in matrix.itertuples(index=False)]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("directories", nargs="+", metavar="[NAME=]DIR", help="`onionlab reproduce throttling` output directories")
     p.add_argument("--no-write", action="store_true", help="print only; do not write DIR/findings.csv")
     p.add_argument("--csv", type=Path, metavar="FILE", help="with several directories, also write the side-by-side table to FILE")
     args = p.parse_args(argv)
+    from onionlab.reproduce import markdown_table
     from onionlab.reproduce.throttling.findings import findings_matrix, findings_of_directory, print_findings
 
     dirs = [named(a) for a in args.directories]
@@ -69,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(dirs) > 1:
         matrix = findings_matrix(tables)
         print("\nThe paper's findings side by side (yes/no pooled; then how many seeds, each judged alone, agree):\n")
-        print(markdown(matrix))
+        print(markdown_table(matrix))
         if args.csv:
             matrix.to_csv(args.csv, index=False)
             print(f"\nwrote {args.csv}")

@@ -45,6 +45,24 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 
+def markdown_table(df) -> str:
+    """A DataFrame as a markdown pipe table (without the optional ``tabulate``
+    dependency): floats to three decimals (NaN as "nan"), anything else as ``str()``."""
+    import math
+
+    import numpy as np
+
+    def cell(v) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "nan" if math.isnan(v) else f"{v:.3f}"
+        return str(v)
+
+    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    sep = "|" + "|".join("---" for _ in df.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([head, sep, *body])
+
+
 def write_config(directory: Path, name: str, text: str) -> Path:
     """Writes a generated experiment config as ``directory/configs/name.toml``."""
     d = directory / "configs"

@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onionlab.reproduce import markdown_table
+
 DESCRIPTION = "Tang & Goldberg CCS 2010: circuit EWMA vs round robin (web/bulk CDFs, K-S test, half-life sweep, KIST)"
 
 #: The paper's live-network result (its section on the live Tor test).
@@ -337,20 +339,6 @@ def main(out: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-def _md(df: pd.DataFrame) -> str:
-    """A pipe table (without the optional `tabulate` dependency)."""
-
-    def cell(v: Any) -> str:
-        if isinstance(v, (float, np.floating)):
-            return "nan" if math.isnan(v) else f"{v:.3f}"
-        return str(v)
-
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
-    sep = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join([head, sep, *body])
-
-
 def _write_markdown(out: Path, s: dict, main_table: pd.DataFrame, sweep_table: pd.DataFrame) -> None:
     ln = s["line"]
     ks = ln["bulk_ks"]
@@ -362,7 +350,7 @@ def _write_markdown(out: Path, s: dict, main_table: pd.DataFrame, sweep_table: p
         "",
         "## Web and bulk downloads through a congested middle relay",
         "",
-        _md(main_table),
+        markdown_table(main_table),
         "",
         f"Median web download: round robin {ln['web_median_s']['round-robin']:.3f} s, EWMA {ln['web_median_s']['ewma']:.3f} s: "
         f"{100 * ln['web_relative_gain']:.1f} % faster (paper: 11.49 s -> 9.04 s, {100 * ln['paper_web_relative_gain']:.1f} % faster).",
@@ -372,10 +360,10 @@ def _write_markdown(out: Path, s: dict, main_table: pd.DataFrame, sweep_table: p
         "",
         "## Half-life sweep (median web download time)",
         "",
-        _md(sweep_table),
+        markdown_table(sweep_table),
         "",
     ]
     if "full_network" in s:
-        lines += ["## Full network (examples/throttling-medium.toml)", "", _md(pd.DataFrame(s["full_network"])), ""]
+        lines += ["## Full network (examples/throttling-medium.toml)", "", markdown_table(pd.DataFrame(s["full_network"])), ""]
     lines += [f"Wall time: {s['wall_s']} s.", ""]
     (out / "summary.md").write_text("\n".join(lines))
