@@ -104,6 +104,12 @@ def reuse_sources(dirs: Optional[Sequence[str | Path]], option: str = "--reuse-r
     return found
 
 
+def reuse_options(args) -> dict:
+    """:func:`run_many`'s ``reuse`` and ``reuse_from`` from a reproduction's
+    ``--reuse-runs`` and ``--reuse-runs-from`` (checked by :func:`reuse_sources`)."""
+    return {"reuse": args.reuse_runs, "reuse_from": reuse_sources(args.reuse_runs_from)}
+
+
 def run_many(
     experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None, reuse: bool = False,
     reuse_from: Sequence[Path] = (),
@@ -139,12 +145,13 @@ def run_many(
             d = existing.get(_without_name(expected if expected.endswith("\n") else expected + "\n"))
             if d is not None:
                 res = results_mod.load(d)
-                if d.name != name or d.resolve().parent != here:
-                    if d.name != name:
-                        res.config = expected
-                        for summary in [res.summary, *res.summary.get("runs", [])]:
-                            if "experiment" in summary:
-                                summary["experiment"] = name
+                renamed = d.name != name
+                if renamed:
+                    res.config = expected
+                    for summary in [res.summary, *res.summary.get("runs", [])]:
+                        if "experiment" in summary:
+                            summary["experiment"] = name
+                if renamed or d.resolve().parent != here:  # under another name or from another output
                     res.write(out / "runs" / name)
                 res.source = str(out / "runs" / name)
                 reused[name] = res

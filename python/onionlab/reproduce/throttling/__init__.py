@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from onionlab.reproduce import reuse_sources, run_many, write_config
+from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, summarise, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
@@ -267,7 +267,7 @@ def main(out: Path, args) -> int:
             )
             exps.append((name, write_config(out, name, text), seeds))
     print(f"main runs: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
-    runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs, reuse_from=reuse_sources(args.reuse_runs_from))
+    runs = run_many(exps, out, args.jobs, **reuse_options(args))
     results = {(load, alg): runs[f"{load}-{alg}"] for load in LOADS for alg in ALGORITHMS}
 
     warmup_s = seconds(args.warmup)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from onionlab.reproduce import reuse_sources, run_many, write_config
+from onionlab.reproduce import reuse_options, run_many, write_config
 from onionlab.reproduce.throttling.configs import (
     ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, seconds, size_text,
 )
@@ -427,7 +427,7 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
             text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=linking_clients(size), conn_interval="5 s", **client_settings(args))
             exps.append((name, write_config(out, name, text), seeds))
     print(f"attack 3: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
-    runs = run_many(exps, out, args.jobs, reuse=args.reuse_runs, reuse_from=reuse_sources(args.reuse_runs_from))
+    runs = run_many(exps, out, args.jobs, **reuse_options(args))
     run_end = seconds(args.duration)
     rows = []
     for size in sizes:
@@ -520,7 +520,7 @@ count = 1
 type = "bulk"
 size = "10 MiB"
 """
-    res = run_many([("probe", write_config(out, "probe", text), [1])], out, 1, reuse=args.reuse_runs, reuse_from=reuse_sources(args.reuse_runs_from))["probe"]
+    res = run_many([("probe", write_config(out, "probe", text), [1])], out, 1, **reuse_options(args))["probe"]
     c = res.connections.sort_values("interval_start")
     lam = c["bytes_written"].to_numpy(dtype=float)  # bytes in each 1 s interval
     t = c["interval_start"].to_numpy() + 1.0

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from onionlab.reproduce import reuse_sources, run_many, write_config
+from onionlab.reproduce import reuse_options, run_many, write_config
 from onionlab.reproduce.throttling.configs import ALGORITHMS, AXIS_KINDS, LOADS, axis_value_key, client_settings, config_text, mechanism_line, seconds
 from onionlab.reproduce.throttling.metrics import medians
 
@@ -216,7 +216,7 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
         f"criterion: web download {args.criterion}" + (" relative to vanilla, averaged over the loads" if len(loads) > 1 else ""),
         flush=True,
     )
-    results = run_many(exps, out, args.jobs, reuse=args.reuse_runs, reuse_from=reuse_sources(args.reuse_runs_from))
+    results = run_many(exps, out, args.jobs, **reuse_options(args))
     rows = []
     for name, res in results.items():
         load, alg, params = meta[name]
