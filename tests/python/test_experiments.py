@@ -108,6 +108,22 @@ def test_channel_table_is_written_and_read_back(tmp_path):
 
 
 @needs_core
+def test_braids_example_runs_and_reports_its_ledger_and_class_delays(tmp_path):
+    """examples/braids.toml through the API: the ticket ledger balances, HPD's mean delays
+    fall in the class order, and paying web clients finish sooner than legacy ones."""
+    res = onionlab.run(TINY.parent / "braids.toml", out=tmp_path / "braids", jobs=1)
+    k = res.summary["runs"][0]["counters"]
+    held = k["braids_tickets_held_by_clients"] + k["braids_tickets_held_by_relays"]
+    assert k["braids_tickets_issued_free"] == held + k["braids_tickets_taxed"] + k["braids_tickets_earned_unused"]
+    assert k["braids_tickets_spent"] > 0 and k["braids_tickets_earned_by_operators"] > 0
+    delay = {c: k[f"hpd_delay_us_{c}"] / k[f"hpd_cells_{c}"] for c in ("low_latency", "high_throughput", "normal")}
+    assert delay["low_latency"] < delay["high_throughput"] < delay["normal"], delay
+    med = res.downloads.dropna(subset=["ttlb"]).groupby("class")["ttlb"].median()
+    assert med["web"] < med["legacy"] and med["web-relay"] < med["legacy"], med
+    assert 'service = "low-latency"' in res.config and "[mechanisms.braids]" in res.config
+
+
+@needs_core
 def test_progress_line_and_seeds_override(tmp_path, capsys):
     res = onionlab.run(TINY, seeds=[3], progress=True)
     err = capsys.readouterr().err
@@ -139,6 +155,12 @@ BAD = {
     "undefined workload": (BASE.replace('workload = "bulk"', 'workload = "bulkk"'), "clients[1].workload", "bulkk"),
     "float seed": (BASE.replace("seeds = [1]", "seeds = [1.5]"), "experiment.seeds[0]", "integer"),
     "negative count": (BASE.replace("count = 20", "count = -3"), "clients[0].count", "negative"),
+    "service without braids": (BASE.replace("count = 20", 'count = 20\nservice = "low-latency"'), "clients[0].service", "mechanisms.braids"),
+    "hpd f out of range": (
+        BASE.replace('scheduler = "round-robin"', 'scheduler = { kind = "hpd", f = 1.5 }'),
+        "mechanisms.scheduler.f",
+        "between 0 and 1",
+    ),
 }
 
 

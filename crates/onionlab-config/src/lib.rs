@@ -291,6 +291,13 @@ struct DocClient<'a> {
     placement: DocPlacement,
     #[serde(skip_serializing_if = "Option::is_none")]
     relay_operators: Option<&'a RelayOperators>,
+    /// BRAIDS's class; omitted when "normal" (the default, and no BRAIDS needed).
+    #[serde(skip_serializing_if = "is_normal_service")]
+    service: &'static str,
+}
+
+fn is_normal_service(s: &&'static str) -> bool {
+    *s == "normal"
 }
 
 #[derive(Serialize)]
@@ -461,6 +468,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     link_down: format_bits(g.link_down),
                     placement: doc_placement(&g.placement),
                     relay_operators: g.relay_operators.as_ref(),
+                    service: g.service,
                 })
                 .collect(),
             servers: DocServers {

@@ -299,6 +299,9 @@ pub struct ClientGroup {
     pub placement: Placement,
     /// Clients of the group that also run a relay.
     pub relay_operators: Option<RelayOperators>,
+    /// The BRAIDS service class the group's clients pay for: "low-latency",
+    /// "high-throughput" or "normal" (pays nothing; the default).
+    pub service: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -402,6 +405,33 @@ pub struct Mechanisms {
     /// Tortoise's universal ingress rate limit on every relay that does not name its own
     /// (`None`: off).
     pub tortoise: Option<TortoiseConfig>,
+    /// BRAIDS's tickets (`None`: off).
+    pub braids: Option<BraidsConfig>,
+}
+
+/// BRAIDS's ticket economy (`onionlab_mech::braids`, where each parameter's source is
+/// given). Relays serve the classes with `scheduler = "hpd"`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct BraidsConfig {
+    /// Cells one ticket pays for at one relay (default 256: 128 KiB).
+    pub ticket_cells: u32,
+    /// Free tickets per handout (default 3) ...
+    pub free_tickets: u32,
+    /// ... every `free_period` (default 10 min).
+    #[serde(serialize_with = "ser_duration")]
+    pub free_period: SimDuration,
+    /// Default 24 h.
+    #[serde(serialize_with = "ser_duration")]
+    pub spending_interval: SimDuration,
+    /// Fraction of exchanged tickets destroyed (default 0).
+    pub tax: f64,
+    /// Low-latency cells per circuit per relay per window (default: a spending interval's
+    /// free tickets in cells).
+    pub low_latency_limit: u64,
+    /// Default: the spending interval.
+    #[serde(serialize_with = "ser_duration")]
+    pub low_latency_window: SimDuration,
+    pub free_tickets_need_exchange: bool,
 }
 
 /// Tortoise (universal rate limit for peers that are not Stable+Fast relays).
@@ -523,6 +553,9 @@ pub enum SchedulerConfig {
         #[serde(serialize_with = "ser_duration")]
         tick: SimDuration,
     },
+    /// BRAIDS's hybrid proportional delay scheduler over service classes: delay parameters
+    /// `c_LL : c_HT : c_N` (default 1 : 2 : 3) and the PAD weight `f` (default 0.5).
+    Hpd { delay: [f64; 3], f: f64 },
 }
 
 fn ser_opt_duration<S: serde::Serializer>(d: &Option<SimDuration>, s: S) -> Result<S::Ok, S::Error> {

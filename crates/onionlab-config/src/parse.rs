@@ -100,7 +100,9 @@ impl std::error::Error for ConfigErrors {}
 /// Consensus flags a relay may carry.
 pub const KNOWN_FLAGS: &[&str] = &["Authority", "BadExit", "Exit", "Fast", "Guard", "HSDir", "Running", "Stable", "V2Dir", "Valid"];
 /// Circuit schedulers the simulator implements.
-pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact", "kist", "kist-lite"];
+pub const SCHEDULERS: &[&str] = &["round-robin", "ewma", "ewma-exact", "kist", "kist-lite", "hpd"];
+/// BRAIDS's service classes, as client groups name them.
+pub const SERVICE_CLASSES: &[&str] = &["low-latency", "high-throughput", "normal"];
 /// Tor's CircuitPriorityHalflife default (circuitmux_ewma.c), and its decay tick.
 const EWMA_HALFLIFE: SimDuration = SimDuration::from_secs(30);
 const EWMA_TICK: SimDuration = SimDuration::from_secs(10);
@@ -175,7 +177,7 @@ const RELAY_KEYS: &[&str] = &[
     "mtbf",
     "address",
 ];
-const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators"];
+const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators", "service"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
 const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];
@@ -689,6 +691,23 @@ impl Ctx<'_> {
                 "mechanisms",
                 "client-operated relays would run both guard throttling and Tortoise",
                 "choose one of mechanisms.throttling and mechanisms.tortoise",
+            );
+        }
+        if mechanisms.braids.is_none() {
+            for (i, g) in clients.iter().enumerate().filter(|(_, g)| g.service != "normal") {
+                self.err_hint(
+                    format!("clients[{i}].service"),
+                    format!("{:?} needs BRAIDS's tickets, and mechanisms.braids is off", g.service),
+                    "add [mechanisms.braids] (its parameters default to the paper's), or drop service",
+                );
+            }
+        } else if !relays.iter().any(|r| matches!(r.scheduler, SchedulerConfig::Hpd { .. }))
+            && !matches!(mechanisms.scheduler, SchedulerConfig::Hpd { .. })
+        {
+            self.err_hint(
+                "mechanisms.braids",
+                "no relay runs the HPD scheduler, so the tickets would buy nothing",
+                "set mechanisms.scheduler = \"hpd\" (or scheduler = \"hpd\" on the relays that serve BRAIDS's classes)",
             );
         }
         if network.compute_flags {
@@ -1336,6 +1355,8 @@ impl Ctx<'_> {
             let (link_up, link_down) = self.links(t, &cp, DEFAULT_CLIENT_UP, DEFAULT_CLIENT_DOWN);
             let placement = self.placement_field(t, &cp, Placement::At(0), locations);
             let relay_operators = t.get("relay_operators").and_then(|v| self.relay_operators(v, &join(&cp, "relay_operators"), count));
+            let service =
+                t.get("service").map_or(Some("normal"), |v| self.choice(v, &join(&cp, "service"), SERVICE_CLASSES)).unwrap_or("normal");
             out.push(ClientGroup {
                 name: name.to_string(),
                 workload: workload.to_string(),
@@ -1344,6 +1365,7 @@ impl Ctx<'_> {
                 link_down,
                 placement,
                 relay_operators,
+                service,
             });
         }
         out
@@ -1627,11 +1649,82 @@ impl Ctx<'_> {
 
     fn mechanisms(&mut self, t: &Table) -> Mechanisms {
         let p = "mechanisms";
-        self.keys(t, p, &["scheduler", "throttling", "tortoise"]);
+        self.keys(t, p, &["scheduler", "throttling", "tortoise", "braids"]);
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(SchedulerConfig::RoundRobin);
         let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(ThrottlingConfig::None);
         let tortoise = t.get("tortoise").and_then(|v| self.tortoise(v, "mechanisms.tortoise")).flatten();
-        Mechanisms { scheduler, throttling, tortoise }
+        let braids = t.get("braids").and_then(|v| self.braids(v, "mechanisms.braids")).flatten();
+        Mechanisms { scheduler, throttling, tortoise, braids }
+    }
+
+    /// BRAIDS: `"off"`, or a table of the ticket economy's parameters, each defaulting to
+    /// the paper's value (`onionlab_mech::braids`). `Some(None)` is a valid "off".
+    fn braids(&mut self, v: &Value, p: &str) -> Option<Option<BraidsConfig>> {
+        let example = "braids = { spending_interval = \"10 min\", free_tickets = 3, free_period = \"10 min\" }, or \"off\"";
+        let t = match v {
+            Value::String(s) if s == "off" => return Some(None),
+            Value::Table(t) => t,
+            other => {
+                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
+                return None;
+            }
+        };
+        self.keys(
+            t,
+            p,
+            &[
+                "ticket_cells",
+                "free_tickets",
+                "free_period",
+                "spending_interval",
+                "tax",
+                "low_latency_limit",
+                "low_latency_window",
+                "free_tickets_need_exchange",
+            ],
+        );
+        let ticket_cells = self.opt(t, p, "ticket_cells", Ctx::u32).and_then(|n| {
+            if n == 0 {
+                self.err_hint(join(p, "ticket_cells"), "must be at least 1", "the paper's ticket is worth 128 KiB: 256 cells");
+            }
+            (n > 0).then_some(n)
+        });
+        let free_tickets = self.opt(t, p, "free_tickets", Ctx::u32);
+        let free_period = self.opt(t, p, "free_period", Ctx::pos_duration);
+        let spending_interval = self.opt(t, p, "spending_interval", Ctx::pos_duration);
+        let tax = self.opt(t, p, "tax", |c, v, path| c.float_in(v, path, 0.0, 1.0));
+        let limit = self.opt(t, p, "low_latency_limit", Ctx::u64);
+        let window = self.opt(t, p, "low_latency_window", Ctx::pos_duration);
+        let need = self.opt(t, p, "free_tickets_need_exchange", Ctx::boolean);
+        // A key that is present and did not parse has been reported.
+        let parsed = [
+            ("ticket_cells", ticket_cells.is_some()),
+            ("free_tickets", free_tickets.is_some()),
+            ("free_period", free_period.is_some()),
+            ("spending_interval", spending_interval.is_some()),
+            ("tax", tax.is_some()),
+            ("low_latency_limit", limit.is_some()),
+            ("low_latency_window", window.is_some()),
+            ("free_tickets_need_exchange", need.is_some()),
+        ];
+        if parsed.iter().any(|&(k, ok)| t.contains_key(k) && !ok) {
+            return None;
+        }
+        let (ticket_cells, free_tickets) = (ticket_cells.unwrap_or(256), free_tickets.unwrap_or(3));
+        let free_period = free_period.unwrap_or(SimDuration::from_secs(600));
+        let spending_interval = spending_interval.unwrap_or(SimDuration::from_secs(86_400));
+        // The paper's low-latency threshold: a spending interval's free tickets, in cells.
+        let handouts = spending_interval.as_nanos().div_ceil(free_period.as_nanos());
+        Some(Some(BraidsConfig {
+            ticket_cells,
+            free_tickets,
+            free_period,
+            spending_interval,
+            tax: tax.unwrap_or(0.0),
+            low_latency_limit: limit.unwrap_or(handouts * free_tickets as u64 * ticket_cells as u64),
+            low_latency_window: window.unwrap_or(spending_interval),
+            free_tickets_need_exchange: need.unwrap_or(false),
+        }))
     }
 
     /// Tortoise: `"off"`, or `{ rate, burst, directions, check_interval }`. `Some(None)` is
@@ -2083,6 +2176,41 @@ impl Ctx<'_> {
                         SchedulerConfig::Kist { run_interval, sock_buf_size_factor: factor.unwrap_or(1.0), halflife, tick }
                     }
                 })
+            }
+            "hpd" => {
+                self.keys(t, p, &["kind", "delay", "f"]);
+                let hint = "delay = [1, 2, 3]: c_LL : c_HT : c_N, positive and not decreasing (BRAIDS section 3.3)";
+                let delay = match t.get("delay") {
+                    None => Some([1.0, 2.0, 3.0]),
+                    Some(Value::Array(a)) if a.len() == 3 => {
+                        let dp = join(p, "delay");
+                        let xs: Vec<Option<f64>> = a.iter().enumerate().map(|(i, v)| self.float(v, &format!("{dp}[{i}]"))).collect();
+                        match xs.as_slice() {
+                            [Some(a), Some(b), Some(c)] if *a > 0.0 && a <= b && b <= c => Some([*a, *b, *c]),
+                            [Some(_), Some(_), Some(_)] => {
+                                self.err_hint(
+                                    dp,
+                                    format!(
+                                        "must be positive and not decreasing, found {a:?}",
+                                        a = a.iter().map(|v| v.to_string()).collect::<Vec<_>>()
+                                    ),
+                                    hint,
+                                );
+                                None
+                            }
+                            _ => None,
+                        }
+                    }
+                    Some(other) => {
+                        self.err_hint(join(p, "delay"), format!("expected an array of three numbers, found {}", describe(other)), hint);
+                        None
+                    }
+                };
+                let f = match t.get("f") {
+                    None => Some(0.5),
+                    Some(v) => self.float_in(v, &join(p, "f"), 0.0, 1.0),
+                };
+                Some(SchedulerConfig::Hpd { delay: delay?, f: f? })
             }
             other => {
                 self.err_hint(kp, format!("unknown scheduler {other:?}"), suggest(other, SCHEDULERS, "Available schedulers"));

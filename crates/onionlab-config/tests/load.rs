@@ -1062,3 +1062,44 @@ fn relay_names_must_not_be_client_or_server_host_names() {
     assert!(load(&edit("name = \"exit\"", "name = \"web007\"")).is_ok());
     assert!(load(&edit("name = \"exit\"", "name = \"server10\"")).is_ok());
 }
+
+#[test]
+fn braids_tickets_hpd_and_client_service_classes() {
+    let with = |m: &str| format!("{}\n[mechanisms]\n{m}\n", MINIMAL.replacen("count = 20\n", "count = 20\nservice = \"low-latency\"\n", 1));
+    let c = load(&with("scheduler = \"hpd\"\nbraids = { spending_interval = \"2 min\", free_period = \"20 s\" }")).unwrap();
+    assert_eq!(c.clients[0].service, "low-latency");
+    assert_eq!(c.mechanisms.scheduler, SchedulerConfig::Hpd { delay: [1.0, 2.0, 3.0], f: 0.5 }, "the spec's defaults");
+    let b = c.mechanisms.braids.unwrap();
+    assert_eq!((b.ticket_cells, b.free_tickets, b.tax, b.free_tickets_need_exchange), (256, 3, 0.0, false));
+    assert_eq!(b.spending_interval, SimDuration::from_secs(120));
+    assert_eq!(b.low_latency_window, b.spending_interval, "the window defaults to the spending interval");
+    // The paper's low-latency threshold: a spending interval's free tickets (6 handouts x 3), in cells.
+    assert_eq!(b.low_latency_limit, 6 * 3 * 256);
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "survives the round trip");
+    // The paper's 24-hour interval by default: 432 tickets a day.
+    let c = load(&with("scheduler = \"hpd\"\n[mechanisms.braids]")).unwrap();
+    assert_eq!(c.mechanisms.braids.unwrap().low_latency_limit, 432 * 256);
+    let c = load(&with("scheduler = { kind = \"hpd\", delay = [1, 4, 8], f = 0 }\nbraids = { tax = 0.25, low_latency_limit = 1000, free_tickets_need_exchange = true }")).unwrap();
+    assert_eq!(c.mechanisms.scheduler, SchedulerConfig::Hpd { delay: [1.0, 4.0, 8.0], f: 0.0 });
+    let b = c.mechanisms.braids.unwrap();
+    assert_eq!((b.tax, b.low_latency_limit, b.free_tickets_need_exchange), (0.25, 1000, true));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+
+    // Bad input: each error names its field.
+    err_at(
+        &with("scheduler = { kind = \"hpd\", delay = [3, 2, 1] }\n[mechanisms.braids]"),
+        "mechanisms.scheduler.delay",
+        &["not decreasing"],
+    );
+    err_at(&with("scheduler = { kind = \"hpd\", delay = [1, 2] }\n[mechanisms.braids]"), "mechanisms.scheduler.delay", &["three numbers"]);
+    err_at(&with("scheduler = { kind = \"hpd\", f = 2 }\n[mechanisms.braids]"), "mechanisms.scheduler.f", &["between 0 and 1"]);
+    err_at(&with("scheduler = { kind = \"hpd\", c = 2 }\n[mechanisms.braids]"), "mechanisms.scheduler.c", &["unknown key"]);
+    err_at(&with("scheduler = \"hpd\"\nbraids = { tax = 1.5 }"), "mechanisms.braids.tax", &["between 0 and 1"]);
+    err_at(&with("scheduler = \"hpd\"\nbraids = { ticket_cells = 0 }"), "mechanisms.braids.ticket_cells", &[]);
+    err_at(&with("scheduler = \"hpd\"\nbraids = { spending_interval = \"0 s\" }"), "mechanisms.braids.spending_interval", &[]);
+    err_at(&with("scheduler = \"hpd\"\nbraids = { tickets = 3 }"), "mechanisms.braids.tickets", &["unknown key"]);
+    err_at(&with("scheduler = \"hpd\"\nbraids = \"on\""), "mechanisms.braids", &["expected \"off\""]);
+    err_at(&with("scheduler = \"ewma\"\n[mechanisms.braids]"), "mechanisms.braids", &["HPD"]);
+    err_at(&with("scheduler = \"hpd\""), "clients[0].service", &["mechanisms.braids is off"]);
+    err_at(&edit("count = 20\n", "count = 20\nservice = \"gold\"\n"), "clients[0].service", &["unknown value"]);
+}

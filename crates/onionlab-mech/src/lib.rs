@@ -2,15 +2,19 @@
 //!
 //! **Owns:** the mechanisms proposed by the papers this project reproduces, one file each,
 //! with their parameters, defaults and sources: [`throttling`] (adaptive guard throttling,
-//! Jansen, Syverson and Hopper, "Throttling Tor Bandwidth Parasites", 2012) and
-//! [`tortoise`] (universal ingress rate limiting, Moore, Wacek and Sherr, 2011).
+//! Jansen, Syverson and Hopper, "Throttling Tor Bandwidth Parasites", 2012),
+//! [`tortoise`] (universal ingress rate limiting, Moore, Wacek and Sherr, 2011) and
+//! [`braids`] (tickets for priority service, Jansen, Hopper and Kim, 2010; its relay
+//! scheduler, HPD, is a circuit scheduler in `onionlab_tor::hpd`).
 //! **Must not touch:** relay internals. A mechanism sees and changes a relay only through
 //! `onionlab_tor::RelayControl` (and the other hooks of `onionlab_tor`); Tor's own
 //! deployed mechanisms (round robin, EWMA, token buckets, SENDMEs) live in `onionlab-tor`.
 
+pub mod braids;
 pub mod throttling;
 pub mod tortoise;
 
+pub use braids::{Braids, BraidsError, BraidsParams, TicketCounters};
 pub use throttling::{
     BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, Threshold, ThresholdParams, ThresholdSemantics,
     ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, DEFAULT_BURST, DEFAULT_HALFLIFE,

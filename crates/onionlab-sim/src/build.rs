@@ -14,14 +14,15 @@ use onionlab_config::model::{
 use onionlab_core::SimDuration;
 use onionlab_mech::throttling::*;
 use onionlab_mech::tortoise::{Directions, Tortoise};
+use onionlab_mech::{Braids, BraidsParams};
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
 use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::kist::KistParams;
 use onionlab_tor::RelayHook;
 use onionlab_tor::{
-    BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork,
-    VegasParams, WeightsMethod,
+    BandwidthWeights, CongestionControlKind, EndpointSpec, NodeId, RelayFlags, RelaySpec, SchedulerKind, ServiceClass, TorConfig,
+    TorNetwork, VegasParams, WeightsMethod,
 };
 
 use crate::run::SimError;
@@ -70,6 +71,7 @@ fn scheduler(s: &SchedulerConfig) -> SchedulerKind {
         SchedulerConfig::KistLite { run_interval, halflife, tick } => {
             SchedulerKind::Kist { params: KistParams { run_interval, sock_buf_size_factor: 1.0, lite: true }, halflife, tick }
         }
+        SchedulerConfig::Hpd { delay, f } => SchedulerKind::Hpd(onionlab_tor::HpdParams { delay, f }),
     }
 }
 
@@ -324,6 +326,28 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             (Some(h), None) | (None, Some(h)) => hooks.push((node, h)),
             (None, None) => {}
         }
+    }
+    if let Some(b) = cfg.mechanisms.braids {
+        let params = BraidsParams {
+            ticket_cells: b.ticket_cells,
+            free_tickets: b.free_tickets,
+            free_period: b.free_period,
+            spending_interval: b.spending_interval,
+            tax: b.tax,
+            low_latency_limit: b.low_latency_limit,
+            low_latency_window: b.low_latency_window,
+            free_tickets_need_exchange: b.free_tickets_need_exchange,
+        };
+        let paying: Vec<(NodeId, ServiceClass)> = clients
+            .iter()
+            .filter_map(|&(id, gi)| {
+                ServiceClass::from_name(cfg.clients[gi].service).filter(|c| *c != ServiceClass::Normal).map(|c| (id, c))
+            })
+            .collect();
+        let operators: Vec<(NodeId, NodeId)> =
+            planned.iter().zip(&relay_nodes).filter_map(|(p, &relay)| p.operator.map(|k| (operator_node[&k], relay))).collect();
+        let scheme = Braids::new(params, &paying, &operators).map_err(|e| SimError::Build(format!("mechanisms.braids.{e}")))?;
+        tor.set_incentive_scheme(Box::new(scheme));
     }
     let mut servers = Vec::new();
     let s = &cfg.servers;

@@ -269,6 +269,8 @@ pub fn run_inspected(
         }
     }
 
+    let end = sim.q.now();
+    let incentive = sim.tor.incentive_counters(end);
     let k = &sim.tor.counters;
     let mut counters: BTreeMap<String, u64> = [
         ("cells_emitted", k.cells_emitted),
@@ -291,6 +293,15 @@ pub fn run_inspected(
     .collect();
     for (n, v) in sim.tor.net.counters().snapshot() {
         counters.insert(n.to_string(), v);
+    }
+    counters.extend(incentive);
+    // HPD's cells and summed queueing delays per service class, over every relay.
+    if let Some(d) = sim.tor.class_delays_total() {
+        for c in onionlab_tor::ServiceClass::ALL {
+            let name = c.name().replace('-', "_");
+            counters.insert(format!("hpd_cells_{name}"), d.cells[c.index()]);
+            counters.insert(format!("hpd_delay_us_{name}"), (d.delay_ns[c.index()] / 1000) as u64);
+        }
     }
     Ok(RunOutput {
         downloads,

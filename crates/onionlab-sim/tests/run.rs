@@ -297,3 +297,61 @@ fn computed_bandwidth_weights_are_tors_for_the_configs_relays() {
     let out = run(&cfg, 1, None).unwrap();
     assert!(out.downloads.iter().filter(|d| d.error.is_none()).count() > 50);
 }
+
+/// Mean queueing delay (s) HPD gave a class over the run, from the summary's counters.
+fn class_delay(o: &onionlab_sim::RunOutput, class: &str) -> f64 {
+    let k = &o.summary.counters;
+    k[&format!("hpd_delay_us_{class}")] as f64 / 1e6 / k[&format!("hpd_cells_{class}")] as f64
+}
+
+#[test]
+fn braids_serves_classes_in_order_and_keeps_its_ticket_ledger() {
+    let cfg = example("braids.toml");
+    let a = run(&cfg, 1, None).unwrap();
+    let b = run(&cfg, 1, None).unwrap();
+    assert_eq!(a.downloads, b.downloads, "one seed, one result");
+    assert_eq!(a.summary.counters, b.summary.counters);
+    let k = &a.summary.counters;
+    // Every class was served, and HPD delays them in the paper's order, LL < HT < N.
+    for c in ["low_latency", "high_throughput", "normal"] {
+        assert!(k[&format!("hpd_cells_{c}")] > 10_000, "{c}: {k:?}");
+    }
+    let (ll, ht, n) = (class_delay(&a, "low_latency"), class_delay(&a, "high_throughput"), class_delay(&a, "normal"));
+    assert!(ll < ht && ht < n, "mean delays LL {ll:.3} s, HT {ht:.3} s, N {n:.3} s");
+    // HPD sends no more cells of a class than BRAIDS labelled; the rest are still queued
+    // at the end of the run (or were dropped with a closed circuit, and none was here).
+    let normal = k["braids_cells_unpaid"] + k["braids_cells_demoted"] + k["braids_cells_not_paying"];
+    for (sent, labelled) in [
+        (k["hpd_cells_low_latency"], k["braids_cells_low_latency"]),
+        (k["hpd_cells_high_throughput"], k["braids_cells_high_throughput"]),
+        (k["hpd_cells_normal"], normal),
+    ] {
+        assert!(sent <= labelled && labelled - sent < labelled / 50, "sent {sent}, labelled {labelled}");
+    }
+    // The ledger: every free ticket is held, taxed or earned by a relay nobody operates.
+    assert_eq!(
+        k["braids_tickets_issued_free"],
+        k["braids_tickets_held_by_clients"]
+            + k["braids_tickets_held_by_relays"]
+            + k["braids_tickets_taxed"]
+            + k["braids_tickets_earned_unused"]
+    );
+    assert!(k["braids_tickets_earned_by_operators"] > 0, "operators earn at their relays");
+    assert_eq!(k["cells_dropped"], 0);
+    // Paying web clients finish sooner than legacy ones on the same network.
+    let ttlb = |class: &str| median(a.downloads.iter().filter(|d| &*d.class == class).filter_map(|d| d.ttlb).collect());
+    assert!(ttlb("web") < ttlb("legacy"), "web {} s, legacy {} s", ttlb("web"), ttlb("legacy"));
+}
+
+#[test]
+fn hpd_without_tickets_serves_everyone_as_normal() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let text = std::fs::read_to_string(&p).unwrap().replace("scheduler = \"round-robin\"", "scheduler = \"hpd\"");
+    let cfg = onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let o = run(&cfg, 1, None).unwrap();
+    let k = &o.summary.counters;
+    assert_eq!((k["hpd_cells_low_latency"], k["hpd_cells_high_throughput"]), (0, 0));
+    assert!(k["hpd_cells_normal"] > 0);
+    assert!(!k.contains_key("braids_tickets_spent"));
+    assert!(o.downloads.iter().filter(|d| d.ttlb.is_some()).count() > 100);
+}

@@ -4,7 +4,8 @@
 //!
 //! **Owns:** cells and their run-length queues ([`cell`]), token buckets
 //! ([`token_bucket`]), channels ([`channel`]), circuits and streams ([`circuit`]), relays,
-//! clients and servers ([`node`]), circuit schedulers ([`scheduler`]), end-to-end flow
+//! clients and servers ([`node`]), circuit schedulers ([`scheduler`], BRAIDS's [`hpd`]), service classes and the
+//! incentive-scheme hook ([`incentive`]), end-to-end flow
 //! control ([`flow_control`]), path selection ([`path`]), relay hooks ([`hooks`]) and the
 //! network that runs them ([`network`]).
 //!
@@ -21,6 +22,8 @@ pub mod directory;
 pub mod ewma;
 pub mod flow_control;
 pub mod hooks;
+pub mod hpd;
+pub mod incentive;
 pub mod kist;
 pub mod network;
 pub mod node;
@@ -33,10 +36,12 @@ pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord, UNFINISHED};
 pub use flow_control::CongestionControlKind;
 pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
+pub use hpd::{HpdParams, HpdScheduler};
+pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
 pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo, WeightsMethod};
-pub use scheduler::{CircuitScheduler, RoundRobin, SchedulerKind};
+pub use scheduler::{CircuitScheduler, ClassDelays, RoundRobin, SchedulerKind};
 pub use token_bucket::TokenBucket;
 pub use vegas::VegasParams;
 

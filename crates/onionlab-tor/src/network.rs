@@ -194,6 +194,11 @@ pub struct TorNetwork {
     free_streams: Vec<u32>,
     records: Vec<StreamRecord>,
     hooks: Vec<Option<Box<dyn RelayHook>>>,
+    /// The incentive scheme that labels relayed cells with service classes (BRAIDS), if
+    /// any; consulted only for channel ends whose scheduler reads classes.
+    incentive: Option<Box<dyn crate::incentive::IncentiveScheme>>,
+    /// Per-class delays (HPD) of channel ends closed so far, by their node.
+    closed_class_delays: BTreeMap<NodeId, crate::scheduler::ClassDelays>,
     /// Circuits with a packaging rate limit (refilled with their exit's buckets).
     rate_limited: Vec<u32>,
     rng_streams: RngStreams,
@@ -261,6 +266,8 @@ impl TorNetwork {
             free_circuits: Vec::new(),
             records: Vec::new(),
             hooks: Vec::new(),
+            incentive: None,
+            closed_class_delays: BTreeMap::new(),
             rate_limited: Vec::new(),
             idle_rng: rng_streams.stream("tor-channel-idle", ""),
             rng_streams,
@@ -506,6 +513,42 @@ impl TorNetwork {
     }
 
     /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
+    /// Installs the incentive scheme that labels cells queued at relays with service
+    /// classes (replacing any earlier one). Only relays whose scheduler reads classes
+    /// (HPD) consult it.
+    pub fn set_incentive_scheme(&mut self, scheme: Box<dyn crate::incentive::IncentiveScheme>) {
+        self.incentive = Some(scheme);
+    }
+
+    /// The incentive scheme's counters at `now` (empty without a scheme).
+    pub fn incentive_counters(&mut self, now: SimTime) -> Vec<(String, u64)> {
+        self.incentive.as_mut().map(|s| s.counters(now)).unwrap_or_default()
+    }
+
+    /// Cells sent per service class and their summed queueing delays, over the channel
+    /// ends of `node` whose scheduler keeps them (HPD), open and closed; `None` if none does.
+    pub fn class_delays(&self, node: NodeId) -> Option<crate::scheduler::ClassDelays> {
+        let mut total: Option<crate::scheduler::ClassDelays> = self.closed_class_delays.get(&node).copied();
+        for &(chan, side) in &self.nodes[node as usize].chans {
+            if let Some(d) = self.chans[chan as usize].ends[side_index(side)].sched.class_delays() {
+                total.get_or_insert_with(Default::default).add(&d);
+            }
+        }
+        total
+    }
+
+    /// [`class_delays`](Self::class_delays) summed over every node; `None` if no channel
+    /// end keeps them.
+    pub fn class_delays_total(&self) -> Option<crate::scheduler::ClassDelays> {
+        let mut total: Option<crate::scheduler::ClassDelays> = None;
+        for n in 0..self.nodes.len() {
+            if let Some(d) = self.class_delays(n as NodeId) {
+                total.get_or_insert_with(Default::default).add(&d);
+            }
+        }
+        total
+    }
+
     pub fn hook_throttle_threshold(&self, node: NodeId) -> Option<u64> {
         self.hooks.get(node as usize).and_then(|h| h.as_ref()).and_then(|h| h.throttle_threshold())
     }
@@ -609,6 +652,18 @@ impl TorNetwork {
         let end = &mut self.chans[chan as usize].ends[side_index(side)];
         if was_empty {
             end.sched.activate(circ, now, &mut c.policy[qi]);
+        }
+        if end.sched.wants_classes() {
+            use crate::incentive::ServiceClass;
+            let split = match self.incentive.as_mut() {
+                Some(s) if pos != 0 => s.classify(now, circ, pos, run.count),
+                _ => [(ServiceClass::Normal, run.count), (ServiceClass::Normal, 0)],
+            };
+            for (class, k) in split {
+                if k > 0 {
+                    end.sched.on_cells_queued(circ, k, class, now);
+                }
+            }
         }
         let n = &mut self.nodes[node as usize];
         if n.kist.is_some() {
@@ -1028,6 +1083,12 @@ impl TorNetwork {
             return;
         }
         let ch = &mut self.chans[chan as usize];
+        // Per-class delays of the closing ends stay counted at their relays.
+        for e in &ch.ends {
+            if let Some(d) = e.sched.class_delays() {
+                self.closed_class_delays.entry(e.node).or_default().add(&d);
+            }
+        }
         ch.close();
         let nodes = ch.nodes;
         // The TCP connection closes with the channel; the transport reuses its slot.

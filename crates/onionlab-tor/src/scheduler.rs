@@ -86,12 +86,45 @@ pub trait CircuitScheduler {
     fn head_priority(&mut self, _now: SimTime) -> Option<f64> {
         None
     }
+    /// `n` cells of `circ` of service class `class` joined its queue for this channel at
+    /// `now` (every queued run, not only the first). Policies that order by class or by
+    /// arrival time ([`crate::hpd::HpdScheduler`]) keep them; the others ignore it.
+    fn on_cells_queued(&mut self, _circ: u32, _n: u32, _class: crate::incentive::ServiceClass, _now: SimTime) {}
+    /// Whether this policy reads [`on_cells_queued`](Self::on_cells_queued): the relay
+    /// skips the call (and any classification) for policies that do not.
+    fn wants_classes(&self) -> bool {
+        false
+    }
+    /// Cells sent per service class and their summed queueing delay, for policies that
+    /// keep them (HPD).
+    fn class_delays(&self) -> Option<ClassDelays> {
+        None
+    }
     /// Moves up to `room` cells to the channel in this policy's order (tor's outbuf refill,
     /// `channel_flush_from_first_active_circuit` called until the room is used); returns
     /// how many moved. Circuits left without cells are deactivated. The default asks
     /// [`pick`](Self::pick) turn by turn; a policy may compute the same allocation faster.
     fn fill(&mut self, room: u64, now: SimTime, src: &mut dyn CellSource) -> u64 {
         fill_by_picks(self, room, now, src)
+    }
+}
+
+/// Per service class ([`crate::incentive::ServiceClass`] order): cells a scheduler sent
+/// and the sum of their queueing delays (time from joining the circuit queue to leaving
+/// it for the channel's outbuf) in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassDelays {
+    pub cells: [u64; crate::incentive::CLASSES],
+    pub delay_ns: [u128; crate::incentive::CLASSES],
+}
+
+impl ClassDelays {
+    /// Adds `other` to these totals.
+    pub fn add(&mut self, other: &ClassDelays) {
+        for i in 0..crate::incentive::CLASSES {
+            self.cells[i] += other.cells[i];
+            self.delay_ns[i] += other.delay_ns[i];
+        }
     }
 }
 
@@ -109,6 +142,8 @@ pub enum SchedulerKind {
     /// per socket by the kernel's state; each channel's circuitmux is tor's EWMA with the
     /// given half-life and tick.
     Kist { params: crate::kist::KistParams, halflife: onionlab_core::SimDuration, tick: onionlab_core::SimDuration },
+    /// BRAIDS's hybrid proportional delay over service classes ([`crate::hpd`]).
+    Hpd(crate::hpd::HpdParams),
 }
 
 impl SchedulerKind {
@@ -119,6 +154,7 @@ impl SchedulerKind {
             SchedulerKind::Ewma { halflife, tick } => CircuitMux::Ewma(crate::ewma::EwmaScheduler::new(halflife, tick)),
             SchedulerKind::EwmaExact { halflife } => CircuitMux::EwmaExact(crate::ewma::ExactEwmaScheduler::new(halflife)),
             SchedulerKind::Kist { halflife, tick, .. } => CircuitMux::Ewma(crate::ewma::EwmaScheduler::new(halflife, tick)),
+            SchedulerKind::Hpd(params) => CircuitMux::Custom(Box::new(crate::hpd::HpdScheduler::new(params))),
         }
     }
 
@@ -192,6 +228,22 @@ impl CircuitScheduler for CircuitMux {
     #[inline]
     fn fill(&mut self, room: u64, now: SimTime, src: &mut dyn CellSource) -> u64 {
         with_policy!(self, s => s.fill(room, now, src))
+    }
+    #[inline]
+    fn on_cells_queued(&mut self, circ: u32, n: u32, class: crate::incentive::ServiceClass, now: SimTime) {
+        if let CircuitMux::Custom(s) = self {
+            s.on_cells_queued(circ, n, class, now)
+        }
+    }
+    #[inline]
+    fn wants_classes(&self) -> bool {
+        match self {
+            CircuitMux::Custom(s) => s.wants_classes(),
+            _ => false,
+        }
+    }
+    fn class_delays(&self) -> Option<ClassDelays> {
+        with_policy!(self, s => s.class_delays())
     }
 }
 

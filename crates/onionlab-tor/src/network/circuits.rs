@@ -283,6 +283,9 @@ impl TorNetwork {
             }
         };
         self.nodes[client as usize].circs.push(id);
+        if let Some(s) = self.incentive.as_mut() {
+            s.on_circuit_created(q.now(), id, client, &nodes[1..]);
+        }
         self.nodes[client as usize].predict.last_launch = q.now();
         if self.cfg.predicted_circuits {
             q.schedule_in(self.cfg.circuit_idle_timeout, TOR_EVENT_CLASS, TorEvent::CircuitIdle { circ: id });

@@ -1,0 +1,345 @@
+//! BRAIDS's relay scheduler: hybrid proportional delay (HPD) over service classes.
+//!
+//! BRAIDS (Jansen, Hopper and Kim, CCS 2010), section 3.3; spec `ewma-braids.md` B.6.2.
+//! The paper takes HPD from Dovrolis et al.'s proportional differentiation model: the
+//! queueing delay of class i should be proportional to its parameter `c_i`
+//! (`q_i / q_j = c_i / c_j`). Each cell is time-stamped on arrival and joins the FIFO of
+//! its class; at each decision, for every class with cells waiting,
+//!
+//! ```text
+//! w_i  = now - arrival time of the class's head cell          (waiting time)
+//! a_i  = mean queueing delay of the class's cells sent so far (0 before the first)
+//! p_i  = ((1 - f) * w_i + f * a_i) / c_i                      (WTP and PAD mixed by f)
+//! ```
+//!
+//! and the head cell of the class with the largest `p_i` goes next; ties go to the class
+//! with the smaller index (the higher priority; a design choice, spec B.6.2).
+//!
+//! **Parameters** ([`HpdParams`]): `delay` = `c_LL : c_HT : c_N`, default `1 : 2 : 3`, and
+//! `f` in [0, 1], default 0.5. The paper gives neither; the defaults are the spec's
+//! (B.10, design choice).
+//!
+//! **Owns:** the class FIFOs of one channel end (cell counts with their arrival times, not
+//! cells) and each class's delay statistics. **Must not touch:** the circuit queues. The
+//! cells themselves stay in their circuits' queues in order, so when a class's head run
+//! belongs to circuit c the scheduler takes c's oldest cells: within one circuit cells
+//! never overtake each other (Tor's cells must arrive in order), and a circuit whose paid
+//! credit runs out mid-queue has its later cells counted in the lower class.
+//! Which class a cell is in is decided by the relay's [`crate::incentive::IncentiveScheme`]
+//! when the cell is queued ([`CircuitScheduler::on_cells_queued`]); without a scheme
+//! every cell is [`ServiceClass::Normal`] and HPD is first come, first served.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use onionlab_core::SimTime;
+
+use crate::incentive::{ServiceClass, CLASSES};
+use crate::scheduler::{CircPolicyData, CircuitScheduler, ClassDelays};
+
+/// HPD's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HpdParams {
+    /// Delay differentiation parameters `c_i` by class (low-latency, high-throughput,
+    /// normal): positive and increasing. Default 1 : 2 : 3.
+    pub delay: [f64; CLASSES],
+    /// Weight of PAD (the classes' average delay) against WTP (the head cell's waiting
+    /// time), in [0, 1]. Default 0.5.
+    pub f: f64,
+}
+
+impl Default for HpdParams {
+    fn default() -> Self {
+        HpdParams { delay: [1.0, 2.0, 3.0], f: 0.5 }
+    }
+}
+
+impl HpdParams {
+    /// Checks the parameters; the error names the one that is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.delay.iter().any(|c| !c.is_finite() || *c <= 0.0) {
+            return Err(format!("delay: every class's parameter must be positive, got {:?}", self.delay));
+        }
+        if !(self.delay[0] <= self.delay[1] && self.delay[1] <= self.delay[2]) {
+            return Err(format!("delay: must not decrease from low-latency to normal (c_LL <= c_HT <= c_N), got {:?}", self.delay));
+        }
+        if !(0.0..=1.0).contains(&self.f) {
+            return Err(format!("f: must lie in [0, 1], got {}", self.f));
+        }
+        Ok(())
+    }
+}
+
+/// Cells of one circuit that joined a class's FIFO at one time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ClassRun {
+    circ: u32,
+    count: u32,
+    at: SimTime,
+}
+
+/// HPD over the three BRAIDS classes on one channel end.
+#[derive(Debug, Clone)]
+pub struct HpdScheduler {
+    params: HpdParams,
+    fifo: [VecDeque<ClassRun>; CLASSES],
+    /// Cells sent per class and the sum of their queueing delays (ns).
+    sent: ClassDelays,
+    /// Cells each active circuit has in the FIFOs.
+    circuits: BTreeMap<u32, u64>,
+    /// The class of the last pick, which `on_cells_sent` charges.
+    last: Option<usize>,
+}
+
+impl HpdScheduler {
+    pub fn new(params: HpdParams) -> Self {
+        HpdScheduler { params, fifo: Default::default(), sent: ClassDelays::default(), circuits: BTreeMap::new(), last: None }
+    }
+
+    /// Mean queueing delay (s) of class `i`'s cells sent so far; 0 before the first.
+    fn average_delay(&self, i: usize) -> f64 {
+        let n = self.sent.cells[i];
+        if n == 0 {
+            0.0
+        } else {
+            self.sent.delay_ns[i] as f64 / 1e9 / n as f64
+        }
+    }
+
+    /// HPD priority of class `i` whose head cell waited `w` seconds, after `extra` more of
+    /// its cells with that wait have been sent.
+    fn priority(&self, i: usize, w: f64, extra: u64) -> f64 {
+        let f = self.params.f;
+        let n = self.sent.cells[i] + extra;
+        let a = if n == 0 { 0.0 } else { (self.sent.delay_ns[i] as f64 / 1e9 + extra as f64 * w) / n as f64 };
+        ((1.0 - f) * w + f * a) / self.params.delay[i]
+    }
+
+    /// The class HPD serves next at `now` and its priority.
+    fn best(&self, now: SimTime) -> Option<(usize, f64)> {
+        let mut best: Option<(usize, f64)> = None;
+        for i in 0..CLASSES {
+            if let Some(h) = self.fifo[i].front() {
+                let p = self.priority(i, now.saturating_since(h.at).as_secs_f64(), 0);
+                // Strictly greater: a tie keeps the earlier (higher-priority) class.
+                if best.is_none_or(|(_, bp)| p > bp) {
+                    best = Some((i, p));
+                }
+            }
+        }
+        best
+    }
+
+    /// Mean queueing delay (s) of each class's cells sent so far.
+    pub fn average_delays(&self) -> [f64; CLASSES] {
+        std::array::from_fn(|i| self.average_delay(i))
+    }
+}
+
+impl CircuitScheduler for HpdScheduler {
+    fn activate(&mut self, _circ: u32, _now: SimTime, _data: &mut CircPolicyData) {}
+
+    fn deactivate(&mut self, circ: u32, _data: &mut CircPolicyData) {
+        // Emptied (nothing of it left in the FIFOs) or closed with cells queued: those are
+        // dropped, and leave without counting as sent.
+        if self.circuits.remove(&circ).is_some_and(|n| n > 0) {
+            for q in &mut self.fifo {
+                q.retain(|r| r.circ != circ);
+            }
+        }
+    }
+
+    fn on_cells_queued(&mut self, circ: u32, n: u32, class: ServiceClass, now: SimTime) {
+        if n == 0 {
+            return;
+        }
+        *self.circuits.entry(circ).or_insert(0) += n as u64;
+        let q = &mut self.fifo[class.index()];
+        match q.back_mut() {
+            Some(r) if r.circ == circ && r.at == now => r.count += n,
+            _ => q.push_back(ClassRun { circ, count: n, at: now }),
+        }
+    }
+
+    fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
+        let (i, _) = self.best(now)?;
+        self.last = Some(i);
+        let head = *self.fifo[i].front().expect("best class has a head");
+        // How many of the head run's cells go before HPD would choose again: sending a
+        // cell leaves every other class's priority as it is (same `now`, same heads) and
+        // moves only this class's average delay towards the head's wait.
+        let w = now.saturating_since(head.at).as_secs_f64();
+        let mut rivals = (f64::NEG_INFINITY, f64::NEG_INFINITY); // best of the classes before i, after i
+        for j in (0..CLASSES).filter(|&j| j != i) {
+            if let Some(h) = self.fifo[j].front() {
+                let p = self.priority(j, now.saturating_since(h.at).as_secs_f64(), 0);
+                if j < i {
+                    rivals.0 = rivals.0.max(p)
+                } else {
+                    rivals.1 = rivals.1.max(p)
+                }
+            }
+        }
+        let mut k = 1u32;
+        while k < head.count {
+            let p = self.priority(i, w, k as u64);
+            if !(p > rivals.0 && p >= rivals.1) {
+                break;
+            }
+            k += 1;
+        }
+        Some((head.circ, k))
+    }
+
+    fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
+        let Some(i) = self.last else { return };
+        let mut left = n;
+        while left > 0 {
+            let Some(head) = self.fifo[i].front_mut() else { break };
+            debug_assert_eq!(head.circ, circ, "HPD sends the head run's circuit");
+            let k = left.min(head.count);
+            self.sent.cells[i] += k as u64;
+            self.sent.delay_ns[i] += k as u128 * now.saturating_since(head.at).as_nanos() as u128;
+            head.count -= k;
+            left -= k;
+            if head.count == 0 {
+                self.fifo[i].pop_front();
+            }
+            if let Some(c) = self.circuits.get_mut(&circ) {
+                *c = c.saturating_sub(k as u64);
+            }
+        }
+    }
+
+    fn active(&self) -> usize {
+        self.circuits.len()
+    }
+
+    fn name(&self) -> &'static str {
+        "hpd"
+    }
+
+    fn wants_classes(&self) -> bool {
+        true
+    }
+
+    fn class_delays(&self) -> Option<ClassDelays> {
+        Some(self.sent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onionlab_core::SimDuration;
+
+    fn t(ms: u64) -> SimTime {
+        SimTime::ZERO + SimDuration::from_millis(ms)
+    }
+
+    fn sched(f: f64) -> HpdScheduler {
+        HpdScheduler::new(HpdParams { delay: [1.0, 2.0, 3.0], f })
+    }
+
+    /// Sends what `pick` offers, all of it, and returns (circuit, cells).
+    fn step(s: &mut HpdScheduler, now: SimTime) -> Option<(u32, u32)> {
+        let (c, n) = s.pick(now)?;
+        s.on_cells_sent(c, n, now);
+        Some((c, n))
+    }
+
+    #[test]
+    fn wtp_serves_the_largest_normalised_wait() {
+        // Pure WTP (f = 0). At t = 1 s: a normal cell waiting 1 s has priority 1/3, a
+        // high-throughput cell waiting 0.5 s 0.5/2 = 0.25, a low-latency cell waiting
+        // 0.2 s 0.2/1 = 0.2. Normal goes first, then HT (0.25 > 0.2), then LL.
+        let mut s = sched(0.0);
+        s.on_cells_queued(7, 1, ServiceClass::Normal, t(0));
+        s.on_cells_queued(8, 1, ServiceClass::HighThroughput, t(500));
+        s.on_cells_queued(9, 1, ServiceClass::LowLatency, t(800));
+        assert_eq!(step(&mut s, t(1000)), Some((7, 1)));
+        assert_eq!(step(&mut s, t(1000)), Some((8, 1)));
+        assert_eq!(step(&mut s, t(1000)), Some((9, 1)));
+        assert_eq!(s.pick(t(1000)), None);
+        // Delays: 1 s, 0.5 s, 0.2 s.
+        assert_eq!(s.average_delays(), [0.2, 0.5, 1.0]);
+    }
+
+    #[test]
+    fn equal_waits_go_to_the_higher_class_and_a_tie_to_the_lower_index() {
+        let mut s = sched(0.0);
+        s.on_cells_queued(1, 2, ServiceClass::Normal, t(0));
+        s.on_cells_queued(2, 2, ServiceClass::LowLatency, t(0));
+        // Waits 0.3 s each: LL 0.3, N 0.1.
+        assert_eq!(step(&mut s, t(300)), Some((2, 2)));
+        assert_eq!(step(&mut s, t(300)), Some((1, 2)));
+        // A tie: LL waiting 0.25 s (0.25) against HT waiting 0.5 s (0.5/2 = 0.25): LL.
+        let mut s = sched(0.0);
+        s.on_cells_queued(1, 1, ServiceClass::HighThroughput, t(0));
+        s.on_cells_queued(2, 1, ServiceClass::LowLatency, t(250));
+        assert_eq!(s.pick(t(500)).map(|p| p.0), Some(2));
+    }
+
+    #[test]
+    fn pad_counts_the_delay_a_class_already_suffered() {
+        // f = 1 (pure PAD). HT has sent one cell with 1 s delay (a = 1, p = 0.5); LL none
+        // (a = 0, p = 0). With both waiting, HT goes first, whatever the heads' waits.
+        let mut s = sched(1.0);
+        s.on_cells_queued(5, 1, ServiceClass::HighThroughput, t(0));
+        assert_eq!(step(&mut s, t(1000)), Some((5, 1)));
+        s.on_cells_queued(6, 1, ServiceClass::LowLatency, t(1000));
+        s.on_cells_queued(5, 1, ServiceClass::HighThroughput, t(1900));
+        assert_eq!(step(&mut s, t(2000)).map(|p| p.0), Some(5));
+        // HT's average is now (1 + 0.1) / 2 = 0.55 s, p = 0.275; LL still 0: LL is alone.
+        assert_eq!(step(&mut s, t(2000)), Some((6, 1)));
+    }
+
+    #[test]
+    fn hpd_mixes_the_two_and_a_run_goes_until_its_class_stops_winning() {
+        // f = 0.5. LL has sent 1 cell with 0 delay (a = 0). Now at t = 1 s: LL head (4
+        // cells) waited 0.4 s: p = (0.5*0.4 + 0.5*0)/1 = 0.2. N head waited 1.0 s with
+        // a = 0: p = 0.5/3 = 0.1667. LL goes; after k of its cells its average is
+        // 0.4k/(1+k): p(k) = 0.2 + 0.2k/(1+k) rises, so the whole run goes.
+        let mut s = sched(0.5);
+        s.on_cells_queued(3, 1, ServiceClass::LowLatency, t(0));
+        assert_eq!(step(&mut s, t(0)), Some((3, 1)));
+        s.on_cells_queued(4, 1, ServiceClass::Normal, t(0));
+        s.on_cells_queued(3, 4, ServiceClass::LowLatency, t(600));
+        assert_eq!(step(&mut s, t(1000)), Some((3, 4)));
+        assert_eq!(step(&mut s, t(1000)), Some((4, 1)));
+
+        // The other way: LL has an average of 2 s over 1 cell, its head (5 cells) waited
+        // 0.1 s: p(0) = (0.05 + 1.0)/1 = 1.05; N head waited 2.4 s, a = 0: p = 1.2/3 = 0.4.
+        // After k cells LL's average is (2 + 0.1k)/(1+k): p(k) = 0.05 + 0.5(2+0.1k)/(1+k);
+        // p(1) = 0.575, p(2) = 0.4167, p(3) = 0.3375 < 0.4: three cells, then N.
+        let mut s = sched(0.5);
+        s.on_cells_queued(3, 1, ServiceClass::LowLatency, t(0));
+        assert_eq!(step(&mut s, t(2000)), Some((3, 1)));
+        s.on_cells_queued(4, 1, ServiceClass::Normal, t(0));
+        s.on_cells_queued(3, 5, ServiceClass::LowLatency, t(2300));
+        assert_eq!(step(&mut s, t(2400)), Some((3, 3)));
+        assert_eq!(step(&mut s, t(2400)), Some((4, 1)));
+        assert_eq!(step(&mut s, t(2400)), Some((3, 2)));
+    }
+
+    #[test]
+    fn closing_a_circuit_drops_its_cells_without_counting_them() {
+        let mut s = sched(0.5);
+        s.on_cells_queued(1, 3, ServiceClass::Normal, t(0));
+        s.on_cells_queued(2, 2, ServiceClass::Normal, t(10));
+        s.on_cells_queued(1, 1, ServiceClass::LowLatency, t(20));
+        assert_eq!(s.active(), 2);
+        s.deactivate(1, &mut CircPolicyData::default());
+        assert_eq!(s.active(), 1);
+        assert_eq!(step(&mut s, t(100)), Some((2, 2)));
+        assert_eq!(s.pick(t(100)), None);
+        assert_eq!(s.class_delays().unwrap().cells, [0, 0, 2]);
+    }
+
+    #[test]
+    fn bad_parameters_name_the_field() {
+        assert!(HpdParams::default().validate().is_ok());
+        assert!(HpdParams { delay: [1.0, 0.0, 3.0], f: 0.5 }.validate().unwrap_err().starts_with("delay"));
+        assert!(HpdParams { delay: [3.0, 2.0, 1.0], f: 0.5 }.validate().unwrap_err().starts_with("delay"));
+        assert!(HpdParams { delay: [1.0, 2.0, 3.0], f: 1.5 }.validate().unwrap_err().starts_with("f:"));
+    }
+}
