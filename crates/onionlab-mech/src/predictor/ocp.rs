@@ -1,0 +1,431 @@
+//! PredicTor's local optimal control problem: what one relay solves every time step (the
+//! paper's problem (25), section 3.3; spec `predictor.md` section 4).
+//!
+//! **Owns:** assembling problem (25) for the circuits of one relay from its measured queues
+//! and its neighbours' predicted trajectories, solving it (a convex quadratic program,
+//! with Clarabel), and returning each circuit's planned trajectories.
+//! **Must not touch:** the network. Exchanging trajectories between relays, shaping a
+//! relay's output to the plan and the edge defaults belong to the controller that calls
+//! this.
+//!
+//! # The problem, per circuit `i` at the relay and stage `k = 0..=horizon`
+//! ```text
+//! minimise  sum_k d^k ( dr_in^2 + dr_out^2 + dr_extra^2 + r_minus^2 )  [+ slack penalty]
+//! with      r_in = r_max - dr_in,  r_out = r_max - dr_out,                            (22), (23)
+//!           r^_out = r_out + (r_max - dr_extra) - r_minus                                (24)
+//!           s^(k+1)   = s^k  + dt (r_in - r_out)                queue             (25a)
+//!           ds^(k+1)  = ds^k + dt (r_in - r_out_pred)           predecessor error (25b)
+//!           s^^(k+1)  = s^^k + dt (r_in - r^_out)               virtual queue     (25c)
+//!           0 <= s <= s_max,  0 <= s^ <= s_max                                      (25d), (25f)
+//!           s_pred - ds >= 0                       data must exist upstream          (15)
+//!           sum_{l<=k} r_in <= sum_{l<=k} r^_out_pred   cumulative pull limit        (25i)
+//!           0 <= r_out <= r_in_succ (the successor's plan of the previous step)     (25j)
+//!           sum over circuits: r_in <= C_in, r_out <= C_out, r^_out <= C_out         (25h), (25k), (25l)
+//!           r_in >= 0, r^_out >= 0,  0 <= dr <= r_max,  r_minus >= 0
+//! ```
+//! with `s^0 = s^^0 = s_init` and `ds^0 = 0` (25n). The paper's typos are read as the spec
+//! says: (23) is `r_out = r_max - dr_out`, (25e) is (15), (25f) bounds the virtual queue.
+//!
+//! # Parameters ([`OcpParams`]) and where they come from
+//! - `horizon` N = 10 and discount `d` = 1/3: the paper. Stages run `k = 0..=N` as (25)
+//!   sums them (11 input stages; the authors' code used N).
+//! - `dt` = 40 ms, `s_max` = 100 cells, `r_max` = the larger of the two capacities: not in
+//!   the paper, from its authors' code (spec 4.7).
+//! - `capacity_in`, `capacity_out`: cells/s (the code: 0.85 of the relay's rate; the caller
+//!   decides).
+//! - `slack_penalty` = 1e5: the queue limits are soft, as in the authors' code, so that a
+//!   measured queue above `s_max` (measurement noise) leaves the problem feasible; each
+//!   cell-step over the limit costs this much (in the scaled units below).
+//!
+//! Rates are solved in units of `r_max` and queues in units of `r_max * dt`, so every
+//! variable is of order one (the authors' code divided by 50 for the same reason).
+
+use clarabel::algebra::CscMatrix;
+use clarabel::solver::{DefaultSettingsBuilder, DefaultSolver, IPSolver, NonnegativeConeT, SolverStatus};
+use thiserror::Error;
+
+use super::maxmin::csc_from_rows;
+
+/// Why a problem could not be set up or solved; each names what is wrong.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum OcpError {
+    #[error("{0}: must be positive and finite, got {1}")]
+    Positive(&'static str, f64),
+    #[error("discount: must lie in (0, 1], got {0}")]
+    Discount(f64),
+    #[error("circuits[{0}].{1}: must not be empty")]
+    EmptyTrajectory(usize, &'static str),
+    #[error("circuits[{0}].{1}: every value must be finite and at least 0")]
+    BadValue(usize, &'static str),
+    #[error("the solver stopped without a solution: {0}")]
+    Solver(String),
+}
+
+/// The controller's parameters; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OcpParams {
+    /// N: the problem has N + 1 input stages.
+    pub horizon: usize,
+    /// Seconds per stage.
+    pub dt: f64,
+    /// d: stage k weighs d^k (floored at 1e-6, as the authors' code).
+    pub discount: f64,
+    /// Cells.
+    pub s_max: f64,
+    /// Cells/s.
+    pub capacity_in: f64,
+    pub capacity_out: f64,
+    pub slack_penalty: f64,
+}
+
+impl OcpParams {
+    /// The paper's N and d, the authors' code's dt and s_max, and the given capacities.
+    pub fn new(capacity_in: f64, capacity_out: f64) -> Self {
+        OcpParams { horizon: 10, dt: 0.04, discount: 1.0 / 3.0, s_max: 100.0, capacity_in, capacity_out, slack_penalty: 1e5 }
+    }
+
+    fn validate(&self) -> Result<(), OcpError> {
+        for (name, v) in [("dt", self.dt), ("s_max", self.s_max), ("capacity_in", self.capacity_in), ("capacity_out", self.capacity_out)] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(OcpError::Positive(name, v));
+            }
+        }
+        if !(self.discount > 0.0 && self.discount <= 1.0) {
+            return Err(OcpError::Discount(self.discount));
+        }
+        if !(self.slack_penalty.is_finite() && self.slack_penalty > 0.0) {
+            return Err(OcpError::Positive("slack_penalty", self.slack_penalty));
+        }
+        Ok(())
+    }
+
+    /// Input stages: N + 1.
+    pub fn stages(&self) -> usize {
+        self.horizon + 1
+    }
+}
+
+/// What the relay knows about one circuit when it solves: its queue, and its neighbours'
+/// latest trajectories, aligned to this step (element k is stage k). A trajectory shorter
+/// than the horizon is padded with its last element (the authors' code does the same).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CircuitInput {
+    /// Cells queued for the circuit here now.
+    pub s_init: f64,
+    /// The predecessor's planned outgoing rate (cells/s).
+    pub pred_r_out: Vec<f64>,
+    /// The predecessor's predicted queue (cells), stage 0 = now.
+    pub pred_s: Vec<f64>,
+    /// The predecessor's virtual outgoing rate (cells/s).
+    pub pred_rhat_out: Vec<f64>,
+    /// The successor's planned incoming rate from its previous step (cells/s): this
+    /// relay's limit on its outgoing rate (13). `None`: no successor limits it (the last
+    /// hop, or no feedback yet: "go full blast").
+    pub succ_r_in: Option<Vec<f64>>,
+}
+
+/// One circuit's plan: rates per stage (cells/s) and queues per state (cells, state 0 =
+/// now).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CircuitPlan {
+    pub r_in: Vec<f64>,
+    pub r_out: Vec<f64>,
+    pub rhat_out: Vec<f64>,
+    pub s: Vec<f64>,
+    pub shat: Vec<f64>,
+    /// The relay's estimate of the predecessor's queue, `s_pred - ds` (15).
+    pub pred_s_estimate: Vec<f64>,
+}
+
+/// Variables per circuit and stage: r_in, r_out, the extra virtual rate, r_minus, and the
+/// slacks of the queue and virtual-queue limits after the stage.
+const VARS: usize = 6;
+
+fn padded(v: &[f64], k: usize) -> f64 {
+    v[k.min(v.len() - 1)]
+}
+
+/// Solves problem (25) for the circuits of one relay.
+pub fn solve(params: &OcpParams, circuits: &[CircuitInput]) -> Result<Vec<CircuitPlan>, OcpError> {
+    params.validate()?;
+    for (i, c) in circuits.iter().enumerate() {
+        let mut trajectories = vec![("pred_r_out", &c.pred_r_out), ("pred_s", &c.pred_s), ("pred_rhat_out", &c.pred_rhat_out)];
+        if let Some(s) = &c.succ_r_in {
+            trajectories.push(("succ_r_in", s));
+        }
+        for (name, v) in trajectories {
+            if v.is_empty() {
+                return Err(OcpError::EmptyTrajectory(i, name));
+            }
+            if v.iter().any(|x| !x.is_finite() || *x < 0.0) {
+                return Err(OcpError::BadValue(i, name));
+            }
+        }
+        if !c.s_init.is_finite() || c.s_init < 0.0 {
+            return Err(OcpError::BadValue(i, "s_init"));
+        }
+    }
+    let h = params.stages();
+    let p = circuits.len();
+    if p == 0 {
+        return Ok(Vec::new());
+    }
+    let r = params.capacity_in.max(params.capacity_out);
+    let q_unit = r * params.dt;
+    let var = |i: usize, k: usize, j: usize| (i * h + k) * VARS + j;
+    let n = p * h * VARS;
+    let weight = |k: usize| params.discount.powi(k as i32).max(1e-6);
+
+    // Objective: per stage d^k ((1 - r_in)^2 + (1 - r_out)^2 + (1 - x)^2 + m^2) in scaled
+    // units (dr = 1 - r), plus the slacks' penalty.
+    let mut diag = vec![0.0; n];
+    let mut q = vec![0.0; n];
+    for i in 0..p {
+        for k in 0..h {
+            let w = weight(k);
+            for j in 0..4 {
+                diag[var(i, k, j)] = 2.0 * w;
+            }
+            for j in 0..3 {
+                q[var(i, k, j)] = -2.0 * w;
+            }
+            q[var(i, k, 4)] = params.slack_penalty;
+            q[var(i, k, 5)] = params.slack_penalty;
+        }
+    }
+    let nz: Vec<usize> = (0..n).filter(|&v| diag[v] != 0.0).collect();
+    let mut colptr = vec![0usize; n + 1];
+    for v in 0..n {
+        colptr[v + 1] = colptr[v] + usize::from(diag[v] != 0.0);
+    }
+    let pm = CscMatrix::new(n, n, colptr, nz.clone(), nz.iter().map(|&v| diag[v]).collect());
+
+    // Constraints, every one as a row `a x <= b`.
+    let mut rows: Vec<Vec<(usize, f64)>> = Vec::new();
+    let mut b: Vec<f64> = Vec::new();
+    let mut le = |row: Vec<(usize, f64)>, bound: f64| {
+        rows.push(row);
+        b.push(bound);
+    };
+    for (i, c) in circuits.iter().enumerate() {
+        let s0 = c.s_init / q_unit;
+        let smax = params.s_max / q_unit;
+        let mut pred_out_sum = 0.0;
+        let mut pred_hat_sum = 0.0;
+        for k in 0..h {
+            let (rin, rout, x, m, eps, epsh) = (var(i, k, 0), var(i, k, 1), var(i, k, 2), var(i, k, 3), var(i, k, 4), var(i, k, 5));
+            let out_max = c.succ_r_in.as_ref().map_or(1.0, |s| (padded(s, k) / r).min(1.0));
+            for (v, lo, hi) in [
+                (rin, true, Some(1.0)),
+                (rout, true, Some(out_max)),
+                (x, true, Some(1.0)),
+                (m, true, None),
+                (eps, true, None),
+                (epsh, true, None),
+            ] {
+                if lo {
+                    le(vec![(v, -1.0)], 0.0);
+                }
+                if let Some(hi) = hi {
+                    le(vec![(v, 1.0)], hi);
+                }
+            }
+            le(vec![(rout, -1.0), (x, -1.0), (m, 1.0)], 0.0); // (25m) r^_out >= 0
+                                                              // States after stage k: sums over stages 0..=k.
+            let cum = |js: &[(usize, f64)]| -> Vec<(usize, f64)> {
+                (0..=k).flat_map(|l| js.iter().map(move |&(j, a)| (var(i, l, j), a))).collect()
+            };
+            let s_terms = cum(&[(0, 1.0), (1, -1.0)]);
+            le(s_terms.iter().map(|&(v, a)| (v, -a)).collect(), s0); // s >= 0
+            let mut up = s_terms.clone();
+            up.push((eps, -1.0));
+            le(up, smax - s0); // s <= s_max (soft)
+            let sh_terms = cum(&[(0, 1.0), (1, -1.0), (2, -1.0), (3, 1.0)]);
+            le(sh_terms.iter().map(|&(v, a)| (v, -a)).collect(), s0); // s^ >= 0
+            let mut up = sh_terms;
+            up.push((epsh, -1.0));
+            le(up, smax - s0); // s^ <= s_max (soft)
+            pred_out_sum += padded(&c.pred_r_out, k) / r;
+            pred_hat_sum += padded(&c.pred_rhat_out, k) / r;
+            let pulled = cum(&[(0, 1.0)]);
+            le(pulled.clone(), padded(&c.pred_s, k + 1) / q_unit + pred_out_sum); // (15)
+            le(pulled, pred_hat_sum); // (25i)
+        }
+    }
+    for k in 0..h {
+        le((0..p).map(|i| (var(i, k, 0), 1.0)).collect(), params.capacity_in / r); // (25h)
+        le((0..p).map(|i| (var(i, k, 1), 1.0)).collect(), params.capacity_out / r); // (25k)
+        le((0..p).flat_map(|i| [(var(i, k, 1), 1.0), (var(i, k, 2), 1.0), (var(i, k, 3), -1.0)]).collect(), params.capacity_out / r);
+        // (25l)
+    }
+    let a = csc_from_rows(&rows, n);
+    let cones = [NonnegativeConeT(b.len())];
+    let settings = DefaultSettingsBuilder::default().verbose(false).max_iter(200).build().expect("valid settings");
+    let mut solver = DefaultSolver::new(&pm, &q, &a, &b, &cones, settings).map_err(|e| OcpError::Solver(format!("{e:?}")))?;
+    solver.solve();
+    let x = match solver.solution.status {
+        SolverStatus::Solved | SolverStatus::AlmostSolved => &solver.solution.x,
+        s => return Err(OcpError::Solver(format!("{s:?}"))),
+    };
+    // Back to cells/s and cells; tiny negative values of the interior-point solution are 0.
+    let val = |v: usize| x[v].max(0.0);
+    Ok(circuits
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let r_in: Vec<f64> = (0..h).map(|k| val(var(i, k, 0)) * r).collect();
+            let r_out: Vec<f64> = (0..h).map(|k| val(var(i, k, 1)) * r).collect();
+            let rhat_out: Vec<f64> = (0..h).map(|k| (val(var(i, k, 1)) + val(var(i, k, 2)) - val(var(i, k, 3))).max(0.0) * r).collect();
+            let mut s = vec![c.s_init];
+            let mut shat = vec![c.s_init];
+            let mut pred = vec![padded(&c.pred_s, 0)];
+            let mut ds = 0.0;
+            for k in 0..h {
+                s.push(s[k] + params.dt * (r_in[k] - r_out[k]));
+                shat.push(shat[k] + params.dt * (r_in[k] - rhat_out[k]));
+                ds += params.dt * (r_in[k] - padded(&c.pred_r_out, k));
+                pred.push(padded(&c.pred_s, k + 1) - ds);
+            }
+            CircuitPlan { r_in, r_out, rhat_out, s, shat, pred_s_estimate: pred }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const C: f64 = 1000.0; // cells/s
+
+    /// A circuit with `queued` cells here and a predecessor that has plenty and would send
+    /// at full rate; no successor limit.
+    fn plentiful(queued: f64) -> CircuitInput {
+        CircuitInput { s_init: queued, pred_r_out: vec![C], pred_s: vec![1e6], pred_rhat_out: vec![C], succ_r_in: None }
+    }
+
+    /// Every constraint of (25) holds in a plan, to a small tolerance (cells or cells/s).
+    fn check(params: &OcpParams, inputs: &[CircuitInput], plans: &[CircuitPlan]) {
+        let tol = 1e-3 * C;
+        let h = params.stages();
+        for (c, p) in inputs.iter().zip(plans) {
+            let mut pulled = 0.0;
+            let mut limit = 0.0;
+            for k in 0..h {
+                assert!(p.r_in[k] >= 0.0 && p.r_out[k] >= 0.0 && p.rhat_out[k] >= 0.0);
+                if let Some(s) = &c.succ_r_in {
+                    assert!(p.r_out[k] <= padded(s, k) + tol, "(25j) at {k}: {} > {}", p.r_out[k], padded(s, k));
+                }
+                pulled += p.r_in[k];
+                limit += padded(&c.pred_rhat_out, k);
+                assert!(pulled <= limit + tol, "(25i) at {k}");
+            }
+            for k in 0..=h {
+                let qtol = tol * params.dt;
+                assert!(p.s[k] >= -qtol && p.s[k] <= params.s_max.max(c.s_init) + qtol, "(25d) s[{k}] = {}", p.s[k]);
+                assert!(p.shat[k] >= -qtol && p.shat[k] <= params.s_max.max(c.s_init) + qtol, "(25f) s^[{k}] = {}", p.shat[k]);
+                assert!(p.pred_s_estimate[k] >= -qtol, "(15) at {k}: {}", p.pred_s_estimate[k]);
+            }
+        }
+        for k in 0..h {
+            let sum = |f: &dyn Fn(&CircuitPlan) -> f64| plans.iter().map(f).sum::<f64>();
+            assert!(sum(&|p| p.r_in[k]) <= params.capacity_in + tol, "(25h) at {k}");
+            assert!(sum(&|p| p.r_out[k]) <= params.capacity_out + tol, "(25k) at {k}");
+            assert!(sum(&|p| p.rhat_out[k]) <= params.capacity_out + tol, "(25l) at {k}");
+        }
+    }
+
+    #[test]
+    fn backlogged_circuits_share_the_node_equally_at_full_capacity() {
+        // Figure 3, point 1: all circuits get the same rate at the start, limited only by
+        // the node's capacity.
+        let params = OcpParams::new(C, C);
+        let inputs = vec![plentiful(50.0), plentiful(50.0), plentiful(50.0)];
+        let plans = solve(&params, &inputs).unwrap();
+        check(&params, &inputs, &plans);
+        let first: Vec<f64> = plans.iter().map(|p| p.r_out[0]).collect();
+        for r in &first {
+            assert!((r - C / 3.0).abs() < 1e-3 * C, "{first:?}");
+        }
+    }
+
+    #[test]
+    fn an_empty_predecessor_stops_the_pull_once_its_data_is_taken() {
+        // Figure 3, point 6: the predecessor holds 100 cells and plans to send none. The
+        // relay may pull at most those 100 cells over the horizon; it pulls them early
+        // (the discount), and its planned incoming rate then drops to zero.
+        let params = OcpParams::new(C, C);
+        let inputs =
+            vec![CircuitInput { s_init: 0.0, pred_r_out: vec![0.0], pred_s: vec![100.0], pred_rhat_out: vec![C], succ_r_in: None }];
+        let plans = solve(&params, &inputs).unwrap();
+        check(&params, &inputs, &plans);
+        let p = &plans[0];
+        let pulled: f64 = p.r_in.iter().map(|r| r * params.dt).sum();
+        assert!((pulled - 100.0).abs() < 0.5, "pulled {pulled} cells: {:?}", p.r_in);
+        assert!(p.r_in[0] > 0.9 * C, "pulls at once: {:?}", p.r_in);
+        assert!(p.r_in[params.horizon] < 1e-3 * C, "nothing left to pull at the end: {:?}", p.r_in);
+        assert!(p.pred_s_estimate.last().unwrap().abs() < 0.5);
+    }
+
+    #[test]
+    fn a_limited_successor_is_asked_for_more_through_the_virtual_rate() {
+        // Figure 3, point 7: circuit 2's successor accepts only 100 cells/s; circuits 1
+        // and 3 have little data (their predecessors are nearly empty), so the node has
+        // room. Circuit 2's virtual rate, which ignores the successor's limit, asks for it.
+        let params = OcpParams::new(C, C);
+        let sparse = CircuitInput { s_init: 5.0, pred_r_out: vec![50.0], pred_s: vec![5.0], pred_rhat_out: vec![50.0], succ_r_in: None };
+        let mut limited = plentiful(80.0);
+        limited.succ_r_in = Some(vec![100.0]);
+        let inputs = vec![sparse.clone(), limited, sparse];
+        let plans = solve(&params, &inputs).unwrap();
+        check(&params, &inputs, &plans);
+        let p = &plans[1];
+        assert!(p.r_out[0] <= 100.0 + 1.0, "{:?}", p.r_out);
+        assert!(p.rhat_out[0] > p.r_out[0] + 300.0, "virtual {:?} against real {:?}", p.rhat_out, p.r_out);
+        // Its queue grows while the successor holds it back (point 3).
+        assert!(p.s[params.stages()] > p.s[0], "{:?}", p.s);
+    }
+
+    #[test]
+    fn at_a_saturated_node_the_virtual_rates_only_redistribute_capacity() {
+        // With every circuit backlogged, the real rates already fill the node, so
+        // sum r^_out <= C_out leaves the virtual rates no room above the real ones: (24)
+        // builds r^_out as a deviation from r_out, and the symmetric objective keeps it
+        // there at stage 0.
+        let params = OcpParams::new(C, C);
+        let mut limited = plentiful(80.0);
+        limited.succ_r_in = Some(vec![100.0]);
+        let inputs = vec![plentiful(50.0), limited, plentiful(50.0)];
+        let plans = solve(&params, &inputs).unwrap();
+        check(&params, &inputs, &plans);
+        assert!((plans[1].rhat_out[0] - plans[1].r_out[0]).abs() < 1.0, "{:?} {:?}", plans[1].rhat_out, plans[1].r_out);
+        assert!(plans[0].r_out[0] > 400.0 && plans[2].r_out[0] > 400.0, "the others take what circuit 2 cannot use");
+    }
+
+    #[test]
+    fn a_queue_above_its_limit_keeps_the_problem_feasible_and_drains() {
+        let params = OcpParams::new(C, C);
+        let inputs = vec![plentiful(300.0)];
+        let plans = solve(&params, &inputs).unwrap();
+        let p = &plans[0];
+        assert!(p.s[params.stages()] < p.s[0], "drains: {:?}", p.s);
+        assert!(p.r_out[0] > p.r_in[0], "sends faster than it pulls: in {:?}, out {:?}", p.r_in, p.r_out);
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let mut params = OcpParams::new(C, C);
+        params.dt = 0.0;
+        assert_eq!(solve(&params, &[]).unwrap_err().to_string(), "dt: must be positive and finite, got 0");
+        let params = OcpParams::new(C, C);
+        let mut c = plentiful(1.0);
+        c.pred_s = vec![];
+        assert_eq!(solve(&params, &[c]).unwrap_err().to_string(), "circuits[0].pred_s: must not be empty");
+        let mut c = plentiful(1.0);
+        c.succ_r_in = Some(vec![f64::NAN]);
+        assert_eq!(
+            solve(&params, &[plentiful(1.0), c]).unwrap_err().to_string(),
+            "circuits[1].succ_r_in: every value must be finite and at least 0"
+        );
+        assert!(solve(&params, &[]).unwrap().is_empty());
+    }
+}
