@@ -156,6 +156,11 @@ BAD = {
     "float seed": (BASE.replace("seeds = [1]", "seeds = [1.5]"), "experiment.seeds[0]", "integer"),
     "negative count": (BASE.replace("count = 20", "count = -3"), "clients[0].count", "negative"),
     "service without braids": (BASE.replace("count = 20", 'count = 20\nservice = "low-latency"'), "clients[0].service", "mechanisms.braids"),
+    "predictor with ewma": (
+        BASE.replace('scheduler = "round-robin"', 'scheduler = "ewma"\npredictor = { dt = "40 ms" }'),
+        "mechanisms.scheduler",
+        "PredicTor",
+    ),
     "hpd f out of range": (
         BASE.replace('scheduler = "round-robin"', 'scheduler = { kind = "hpd", f = 1.5 }'),
         "mechanisms.scheduler.f",

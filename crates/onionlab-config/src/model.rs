@@ -407,6 +407,25 @@ pub struct Mechanisms {
     pub tortoise: Option<TortoiseConfig>,
     /// BRAIDS's tickets (`None`: off).
     pub braids: Option<BraidsConfig>,
+    /// PredicTor's controller on every relay (`None`: off).
+    pub predictor: Option<PredictorConfig>,
+}
+
+/// PredicTor (`onionlab_mech::predictor`, where each parameter's source is given): every
+/// relay solves its local problem every `dt` and shapes each circuit to the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PredictorConfig {
+    /// Default 40 ms.
+    #[serde(serialize_with = "ser_duration")]
+    pub dt: SimDuration,
+    /// Default 10.
+    pub horizon: u32,
+    /// Default 1/3.
+    pub discount: f64,
+    /// Cells, default 100.
+    pub s_max: f64,
+    /// Default 0.85.
+    pub capacity_fraction: f64,
 }
 
 /// BRAIDS's ticket economy (`onionlab_mech::braids`, where each parameter's source is

@@ -693,6 +693,33 @@ impl Ctx<'_> {
                 "choose one of mechanisms.throttling and mechanisms.tortoise",
             );
         }
+        if mechanisms.predictor.is_some() {
+            // PredicTor shapes every circuit itself, on every relay (round robin with
+            // per-circuit budgets); it is not combined with the other relay mechanisms.
+            let (what, hint) = (
+                "PredicTor shapes each circuit itself (round robin with per-circuit budgets)",
+                "leave the scheduler at \"round-robin\" with mechanisms.predictor on",
+            );
+            if mechanisms.scheduler != SchedulerConfig::RoundRobin {
+                self.err_hint("mechanisms.scheduler", what, hint);
+            }
+            for (i, r) in relays.iter().enumerate() {
+                // Relays that inherit the default are covered by the error above.
+                if r.scheduler != SchedulerConfig::RoundRobin && r.scheduler != mechanisms.scheduler {
+                    self.err_hint(format!("relays[{i}].scheduler"), what, hint);
+                }
+                if r.throttling != ThrottlingConfig::None || r.tortoise.is_some() {
+                    self.err_hint(
+                        format!("relays[{i}]"),
+                        "runs guard throttling or Tortoise with PredicTor",
+                        "a relay runs one controller",
+                    );
+                }
+            }
+            if mechanisms.braids.is_some() {
+                self.err_hint("mechanisms.predictor", "PredicTor and BRAIDS both decide which circuit goes next", "choose one of them");
+            }
+        }
         if mechanisms.braids.is_none() {
             for (i, g) in clients.iter().enumerate().filter(|(_, g)| g.service != "normal") {
                 self.err_hint(
@@ -1649,12 +1676,77 @@ impl Ctx<'_> {
 
     fn mechanisms(&mut self, t: &Table) -> Mechanisms {
         let p = "mechanisms";
-        self.keys(t, p, &["scheduler", "throttling", "tortoise", "braids"]);
+        self.keys(t, p, &["scheduler", "throttling", "tortoise", "braids", "predictor"]);
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(SchedulerConfig::RoundRobin);
         let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(ThrottlingConfig::None);
         let tortoise = t.get("tortoise").and_then(|v| self.tortoise(v, "mechanisms.tortoise")).flatten();
         let braids = t.get("braids").and_then(|v| self.braids(v, "mechanisms.braids")).flatten();
-        Mechanisms { scheduler, throttling, tortoise, braids }
+        let predictor = t.get("predictor").and_then(|v| self.predictor(v, "mechanisms.predictor")).flatten();
+        Mechanisms { scheduler, throttling, tortoise, braids, predictor }
+    }
+
+    /// PredicTor: `"off"`, or a table of the controller's parameters, each with the paper's
+    /// or its authors' code's default (`onionlab_mech::predictor`).
+    fn predictor(&mut self, v: &Value, p: &str) -> Option<Option<PredictorConfig>> {
+        let example = "predictor = { dt = \"40 ms\", horizon = 10 }, or \"off\"";
+        let t = match v {
+            Value::String(s) if s == "off" => return Some(None),
+            Value::Table(t) => t,
+            other => {
+                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
+                return None;
+            }
+        };
+        self.keys(t, p, &["dt", "horizon", "discount", "s_max", "capacity_fraction"]);
+        let dt = self.opt(t, p, "dt", Ctx::pos_duration);
+        let horizon = self.opt(t, p, "horizon", Ctx::u32).and_then(|n| {
+            if n == 0 || n > 100 {
+                self.err_hint(join(p, "horizon"), format!("must be between 1 and 100, found {n}"), "the paper's is 10");
+            }
+            (1..=100).contains(&n).then_some(n)
+        });
+        let positive = |c: &mut Self, v: &Value, path: &str| -> Option<f64> {
+            let x = c.float(v, path)?;
+            if x <= 0.0 {
+                c.err(path, format!("must be positive, found {x}"));
+                return None;
+            }
+            Some(x)
+        };
+        let discount = self.opt(t, p, "discount", |c, v, path| {
+            let x = positive(c, v, path)?;
+            if x > 1.0 {
+                c.err(path, format!("must be at most 1, found {x}"));
+                return None;
+            }
+            Some(x)
+        });
+        let s_max = self.opt(t, p, "s_max", positive);
+        let fraction = self.opt(t, p, "capacity_fraction", |c, v, path| {
+            let x = positive(c, v, path)?;
+            if x > 1.0 {
+                c.err(path, format!("must be at most 1, found {x}"));
+                return None;
+            }
+            Some(x)
+        });
+        let parsed = [
+            ("dt", dt.is_some()),
+            ("horizon", horizon.is_some()),
+            ("discount", discount.is_some()),
+            ("s_max", s_max.is_some()),
+            ("capacity_fraction", fraction.is_some()),
+        ];
+        if parsed.iter().any(|&(k, ok)| t.contains_key(k) && !ok) {
+            return None;
+        }
+        Some(Some(PredictorConfig {
+            dt: dt.unwrap_or(SimDuration::from_millis(40)),
+            horizon: horizon.unwrap_or(10),
+            discount: discount.unwrap_or(1.0 / 3.0),
+            s_max: s_max.unwrap_or(100.0),
+            capacity_fraction: fraction.unwrap_or(0.85),
+        }))
     }
 
     /// BRAIDS: `"off"`, or a table of the ticket economy's parameters, each defaulting to

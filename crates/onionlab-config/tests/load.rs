@@ -1103,3 +1103,30 @@ fn braids_tickets_hpd_and_client_service_classes() {
     err_at(&with("scheduler = \"hpd\""), "clients[0].service", &["mechanisms.braids is off"]);
     err_at(&edit("count = 20\n", "count = 20\nservice = \"gold\"\n"), "clients[0].service", &["unknown value"]);
 }
+
+#[test]
+fn predictor_parameters_defaults_and_conflicts() {
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    let c = load(&with("[mechanisms.predictor]")).unwrap();
+    let p = c.mechanisms.predictor.unwrap();
+    assert_eq!(p.dt, SimDuration::from_millis(40), "the authors' code's step");
+    assert_eq!((p.horizon, p.s_max, p.capacity_fraction), (10, 100.0, 0.85));
+    assert!((p.discount - 1.0 / 3.0).abs() < 1e-12, "the paper's d");
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "survives the round trip");
+    let c = load(&with("predictor = { dt = \"10 ms\", horizon = 20, discount = 0.5, s_max = 50, capacity_fraction = 1 }")).unwrap();
+    assert_eq!(c.mechanisms.predictor.unwrap().horizon, 20);
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    assert_eq!(load(&with("predictor = \"off\"")).unwrap().mechanisms.predictor, None);
+
+    err_at(&with("predictor = { dt = \"0 s\" }"), "mechanisms.predictor.dt", &[]);
+    err_at(&with("predictor = { horizon = 0 }"), "mechanisms.predictor.horizon", &["between 1 and 100"]);
+    err_at(&with("predictor = { discount = 1.5 }"), "mechanisms.predictor.discount", &["at most 1"]);
+    err_at(&with("predictor = { capacity_fraction = 0 }"), "mechanisms.predictor.capacity_fraction", &["positive"]);
+    err_at(&with("predictor = { horizn = 3 }"), "mechanisms.predictor.horizn", &["unknown key"]);
+    let e = errors(&with("scheduler = \"ewma\"\npredictor = {}"));
+    assert_eq!(e.0.len(), 1, "one error for the default, not one per relay: {e}");
+    assert!(e.at("mechanisms.scheduler").is_some_and(|e| e.message.contains("PredicTor shapes each circuit")), "{e}");
+    let text = with("predictor = {}").replacen("name = \"guard\"\n", "name = \"guard\"\nscheduler = \"kist\"\n", 1);
+    err_at(&text, "relays[0].scheduler", &["PredicTor"]);
+    err_at(&with("throttling = { kind = \"split\" }\npredictor = {}"), "relays[0]", &["PredicTor"]);
+}

@@ -12,6 +12,7 @@ use onionlab_config::model::{
     TortoiseConfig,
 };
 use onionlab_core::SimDuration;
+use onionlab_mech::predictor::{PredictorHook, PredictorParams, SharedExchange};
 use onionlab_mech::throttling::*;
 use onionlab_mech::tortoise::{Directions, Tortoise};
 use onionlab_mech::{Braids, BraidsParams};
@@ -35,6 +36,8 @@ pub struct Built {
     pub servers: Vec<NodeId>,
     /// Hooks to install on relays once the event queue exists (guard throttling).
     pub hooks: Vec<(NodeId, Box<dyn RelayHook>)>,
+    /// PredicTor's exchange of plans, shared by its relays' controllers (for its counters).
+    pub predictor: Option<SharedExchange>,
 }
 
 pub fn latency_model(cfg: &ExperimentConfig) -> Result<(LatencyModel, usize), SimError> {
@@ -250,6 +253,12 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             p.spec.flags = f;
         }
     }
+    if cfg.mechanisms.predictor.is_some() {
+        // PredicTor shapes every circuit itself: round robin with per-circuit budgets.
+        for p in &mut planned {
+            p.spec.scheduler = SchedulerKind::Shaped;
+        }
+    }
     let mut relay_nodes = Vec::new();
     for p in &planned {
         relay_nodes.push(tor.add_relay(p.spec.clone()).map_err(err(p.path.clone()))?);
@@ -349,6 +358,25 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         let scheme = Braids::new(params, &paying, &operators).map_err(|e| SimError::Build(format!("mechanisms.braids.{e}")))?;
         tor.set_incentive_scheme(Box::new(scheme));
     }
+    let predictor = match cfg.mechanisms.predictor {
+        None => None,
+        Some(p) => {
+            let params = PredictorParams {
+                dt: p.dt,
+                horizon: p.horizon as usize,
+                discount: p.discount,
+                s_max: p.s_max,
+                capacity_fraction: p.capacity_fraction,
+            };
+            let exchange = SharedExchange::default();
+            for &node in &relay_nodes {
+                let hook =
+                    PredictorHook::new(params, exchange.clone()).map_err(|e| SimError::Build(format!("mechanisms.predictor.{e}")))?;
+                hooks.push((node, Box::new(hook)));
+            }
+            Some(exchange)
+        }
+    };
     let mut servers = Vec::new();
     let s = &cfg.servers;
     for i in 0..s.count as usize {
@@ -360,7 +388,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         };
         servers.push(tor.add_server(spec).map_err(err("servers".into()))?);
     }
-    Ok(Built { tor, clients, servers, hooks })
+    Ok(Built { tor, clients, servers, hooks, predictor })
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ pub fn run_inspected(
     mut inspect: Option<Inspect<'_>>,
 ) -> Result<RunOutput, SimError> {
     let wall = Instant::now();
-    let Built { tor, clients, servers, hooks } = build(cfg, seed)?;
+    let Built { tor, clients, servers, hooks, predictor } = build(cfg, seed)?;
     let mut sim = TorSim::new(tor);
     for (node, hook) in hooks {
         sim.tor.set_relay_hook(&mut sim.q, node, hook).map_err(|e| SimError::Build(format!("relay hook: {e}")))?;
@@ -295,6 +295,12 @@ pub fn run_inspected(
         counters.insert(n.to_string(), v);
     }
     counters.extend(incentive);
+    if let Some(ex) = predictor {
+        let ex = ex.borrow();
+        counters.insert("predictor_solves".into(), ex.solves);
+        counters.insert("predictor_failed_solves".into(), ex.failures);
+        counters.insert("predictor_circuit_solves".into(), ex.circuit_solves);
+    }
     // HPD's cells and summed queueing delays per service class, over every relay.
     if let Some(d) = sim.tor.class_delays_total() {
         for c in onionlab_tor::ServiceClass::ALL {

@@ -60,6 +60,24 @@ pub struct PeerConnection {
     pub write_limit: Option<(u64, u64)>,
 }
 
+/// One open circuit through a relay, in the direction data flows (exit towards client),
+/// as a per-circuit controller sees it ([`RelayControl::circuits`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayCircuit {
+    pub circ: u32,
+    /// The relay's position on the circuit: 1 guard, 2 middle, 3 exit.
+    pub pos: usize,
+    /// Where the data comes from: the next relay towards the exit; `None` at the exit
+    /// (the server).
+    pub from: Option<NodeId>,
+    /// Where the data goes: the previous relay, or the client at the guard.
+    pub to: NodeId,
+    /// Cells queued here towards the client.
+    pub queued: u64,
+    /// At the exit: cells of response data its streams have still to package.
+    pub source_cells: Option<u64>,
+}
+
 /// What a hook may see and change on its relay.
 pub struct RelayControl<'a> {
     net: &'a mut TorNetwork,
@@ -117,6 +135,28 @@ impl<'a> RelayControl<'a> {
             .find(|(c, _)| *c == chan)
             .map(|&(_, s)| s)
             .expect("a hook only changes its own relay's connections")
+    }
+
+    /// How often the relay's token buckets refill (tor's TokenBucketRefillInterval).
+    pub fn refill_interval(&self) -> SimDuration {
+        self.net.cfg.refill_interval
+    }
+
+    /// The open circuits through this relay, in the direction data flows.
+    pub fn circuits(&mut self) -> Vec<RelayCircuit> {
+        self.net.relay_circuits(self.node)
+    }
+
+    /// Limits `circ` to `cells` more cells towards the client until the next call
+    /// (`None`: unlimited); has an effect where the relay's scheduler shapes circuits.
+    pub fn set_circuit_budget(&mut self, circ: u32, cells: Option<u64>) {
+        self.net.set_circuit_budget(self.node, circ, cells);
+    }
+
+    /// At the circuit's exit: how fast the relay packages the server's data onto it (bytes
+    /// of cells per second, burst in bytes).
+    pub fn set_exit_read_rate(&mut self, circ: u32, rate: u64, burst: u64) {
+        self.net.set_exit_read_rate(self.node, circ, rate, burst);
     }
 
     /// Open OR connections of this relay, to relays and clients alike (the `N` of the

@@ -4,7 +4,8 @@
 //!
 //! **Owns:** cells and their run-length queues ([`cell`]), token buckets
 //! ([`token_bucket`]), channels ([`channel`]), circuits and streams ([`circuit`]), relays,
-//! clients and servers ([`node`]), circuit schedulers ([`scheduler`], BRAIDS's [`hpd`]), service classes and the
+//! clients and servers ([`node`]), circuit schedulers ([`scheduler`], BRAIDS's [`hpd`], the per-circuit
+//! budgets of [`shaped`]), service classes and the
 //! incentive-scheme hook ([`incentive`]), end-to-end flow
 //! control ([`flow_control`]), path selection ([`path`]), relay hooks ([`hooks`]) and the
 //! network that runs them ([`network`]).
@@ -29,13 +30,14 @@ pub mod network;
 pub mod node;
 pub mod path;
 pub mod scheduler;
+pub mod shaped;
 pub mod token_bucket;
 pub mod vegas;
 
 pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord, UNFINISHED};
 pub use flow_control::CongestionControlKind;
-pub use hooks::{ClientConnection, PeerConnection, RelayControl, RelayHook};
+pub use hooks::{ClientConnection, PeerConnection, RelayCircuit, RelayControl, RelayHook};
 pub use hpd::{HpdParams, HpdScheduler};
 pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
 pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};

@@ -513,6 +513,74 @@ impl TorNetwork {
     }
 
     /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
+    /// The open circuits through relay `node`, in the direction data flows (from the exit
+    /// towards the client), as a per-circuit controller (PredicTor) sees them. Walks every
+    /// circuit slot: O(circuits) per call.
+    pub fn relay_circuits(&self, node: NodeId) -> Vec<crate::hooks::RelayCircuit> {
+        let mut out = Vec::new();
+        for (id, c) in self.circuits.iter().enumerate() {
+            if c.state != CircuitState::Open {
+                continue;
+            }
+            let Some(pos) = (1..c.nodes.len()).find(|&p| c.nodes[p] == node) else { continue };
+            let exit = pos == c.exit_pos();
+            let source_cells = exit.then(|| {
+                c.live
+                    .iter()
+                    .map(|&sid| {
+                        let st = &self.streams[sid as usize];
+                        st.bytes.div_ceil(crate::cell::RELAY_PAYLOAD_SIZE).saturating_sub(st.packaged_cells)
+                    })
+                    .sum()
+            });
+            out.push(crate::hooks::RelayCircuit {
+                circ: id as u32,
+                pos,
+                from: (!exit).then(|| c.nodes[pos + 1]),
+                to: c.nodes[pos - 1],
+                queued: c.queues[queue_index(pos, Direction::In)].cells.len(),
+                source_cells,
+            });
+        }
+        out
+    }
+
+    /// Limits circuit `circ` at relay `node` to `cells` more cells towards the client
+    /// until the next call (`None`: unlimited), where the channel's scheduler shapes
+    /// circuits ([`crate::shaped`]), and wakes the channel so that a new budget is used at
+    /// once.
+    pub fn set_circuit_budget(&mut self, node: NodeId, circ: u32, cells: Option<u64>) {
+        let c = &mut self.circuits[circ as usize];
+        let Some(pos) = (1..c.nodes.len()).find(|&p| c.nodes[p] == node) else { return };
+        let Some(chan) = c.queue_chan(pos, Direction::In) else { return };
+        let side = c.queue_side(pos, Direction::In);
+        let queued = !c.queues[queue_index(pos, Direction::In)].cells.is_empty();
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+        end.sched.set_budget(circ, cells);
+        if queued && end.open && !end.in_write_ring {
+            end.in_write_ring = true;
+            self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
+        }
+        self.mark_dirty(node);
+    }
+
+    /// Limits how fast exit `node` packages the server's data onto `circ` (bytes of cells
+    /// per second, burst in bytes): the exit's incoming rate under a per-circuit
+    /// controller. The relay must have a hook installed (its buckets then refill).
+    pub fn set_exit_read_rate(&mut self, node: NodeId, circ: u32, rate: u64, burst: u64) {
+        let c = &mut self.circuits[circ as usize];
+        if c.nodes[c.exit_pos()] != node {
+            return;
+        }
+        match c.rate_limit.as_mut() {
+            Some(b) => b.set(rate, burst),
+            None => {
+                c.rate_limit = Some(TokenBucket::new(rate, burst));
+                self.rate_limited.push(circ);
+            }
+        }
+    }
+
     /// Installs the incentive scheme that labels cells queued at relays with service
     /// classes (replacing any earlier one). Only relays whose scheduler reads classes
     /// (HPD) consult it.

@@ -100,6 +100,10 @@ pub trait CircuitScheduler {
     fn class_delays(&self) -> Option<ClassDelays> {
         None
     }
+    /// Limits `circ` to `cells` more cells on this channel until the next call (`None`:
+    /// unlimited), for policies that shape circuits one by one
+    /// ([`crate::shaped::ShapedRoundRobin`]); others ignore it.
+    fn set_budget(&mut self, _circ: u32, _cells: Option<u64>) {}
     /// Moves up to `room` cells to the channel in this policy's order (tor's outbuf refill,
     /// `channel_flush_from_first_active_circuit` called until the room is used); returns
     /// how many moved. Circuits left without cells are deactivated. The default asks
@@ -144,6 +148,9 @@ pub enum SchedulerKind {
     Kist { params: crate::kist::KistParams, halflife: onionlab_core::SimDuration, tick: onionlab_core::SimDuration },
     /// BRAIDS's hybrid proportional delay over service classes ([`crate::hpd`]).
     Hpd(crate::hpd::HpdParams),
+    /// Round robin with per-circuit budgets a controller sets ([`crate::shaped`];
+    /// PredicTor).
+    Shaped,
 }
 
 impl SchedulerKind {
@@ -155,6 +162,7 @@ impl SchedulerKind {
             SchedulerKind::EwmaExact { halflife } => CircuitMux::EwmaExact(crate::ewma::ExactEwmaScheduler::new(halflife)),
             SchedulerKind::Kist { halflife, tick, .. } => CircuitMux::Ewma(crate::ewma::EwmaScheduler::new(halflife, tick)),
             SchedulerKind::Hpd(params) => CircuitMux::Custom(Box::new(crate::hpd::HpdScheduler::new(params))),
+            SchedulerKind::Shaped => CircuitMux::Custom(Box::new(crate::shaped::ShapedRoundRobin::new())),
         }
     }
 
@@ -244,6 +252,11 @@ impl CircuitScheduler for CircuitMux {
     }
     fn class_delays(&self) -> Option<ClassDelays> {
         with_policy!(self, s => s.class_delays())
+    }
+    fn set_budget(&mut self, circ: u32, cells: Option<u64>) {
+        if let CircuitMux::Custom(s) = self {
+            s.set_budget(circ, cells)
+        }
     }
 }
 

@@ -2,11 +2,16 @@
 //! fairness and low latency (Schuster, Wiesner, Rieck, Hoffmann, Stöcker, "PredicTor:
 //! Predictive Congestion Control for the Tor Network", TOIT; spec `predictor.md`).
 //!
-//! **Owns:** the paper's pieces as functions of their inputs: the max-min fair reference
-//! and the fairness index ([`maxmin`]), and each relay's local optimal control problem
-//! ([`ocp`], the paper's problem (25)). **Must not touch:** the Tor model.
+//! **Owns:** the max-min fair reference and the fairness index ([`maxmin`]), each relay's
+//! local optimal control problem ([`ocp`], the paper's problem (25)), and the closed loop
+//! that solves it every step on every relay and shapes circuits to the plans
+//! ([`controller`]). **Must not touch:** relay internals; the controller acts through
+//! `RelayControl`, on relays whose circuit scheduler shapes circuits
+//! (`onionlab_tor::shaped`).
 
+pub mod controller;
 pub mod maxmin;
 pub mod ocp;
 
+pub use controller::{Exchange, PredictorError, PredictorHook, PredictorParams, SharedExchange};
 pub use maxmin::{fairness_index, max_min_fair, theorem1_rates, MaxMinError};

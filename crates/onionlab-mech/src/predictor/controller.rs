@@ -1,0 +1,318 @@
+//! PredicTor's closed loop: every relay solves its local problem every step, shapes each
+//! circuit to the first step of its plan, and exchanges plans with its neighbours
+//! (section 3.4 of the paper; spec `predictor.md` sections 5 and 6).
+//!
+//! **Owns:** the per-relay controller ([`PredictorHook`], a relay hook) and the exchange of
+//! trajectories between relays ([`Exchange`], shared by the hooks of one run).
+//! **Must not touch:** the relays' internals; a controller sees its circuits and sets
+//! budgets through `RelayControl` only.
+//!
+//! # One step at a relay, every `dt`
+//! 1. For each open circuit through the relay, in the data direction (exit to client):
+//!    its queue here (`s_init`, cells), and its neighbours' plans of the previous step.
+//!    - Predecessor (towards the exit): its planned outgoing rate, queue and virtual rate,
+//!      advanced by one stage (they were made one step ago). Before it has published
+//!      anything it is idle (rate 0, queue 0), as the authors' code assumes.
+//!    - At the exit the predecessor is the server: its queue is the data the circuit's
+//!      streams have still to package (capped at 60 s of the relay's capacity, "virtually
+//!      infinite" in the authors' code), its outgoing rate the exit's own previous
+//!      incoming plan, and its virtual rate the relay's capacity.
+//!    - Successor (towards the client): its incoming-rate plan of the previous step, which
+//!      bounds this relay's outgoing rate (the paper's (13)). The guard's successor is
+//!      the client, which sets no limit ("go full blast").
+//! 2. Solve problem (25) ([`super::ocp::solve`]) with capacities of `capacity_fraction` of
+//!    the relay's BandwidthRate in each direction (the authors' code: 0.85).
+//! 3. Shape: each circuit may send `ceil(r_out[0] * dt)` cells towards the client until
+//!    the next step (a budget, replaced each step); at the exit the server's data is
+//!    packaged at `r_in[0]`.
+//! 4. Publish the plans for the neighbours' next step.
+//!
+//! Plans travel "out of band", as in the paper's evaluation: a neighbour uses them at its
+//! next step, i.e. after `dt` (the authors' code delivered them after the one-way latency,
+//! and shifted their time stamps by one step to make up for it). The solver's running
+//! time is not charged to simulated time (neither was it in the authors' simulations).
+//! If a solve fails, the relay lifts its budgets for that step (plain round robin) and
+//! counts the failure.
+//!
+//! Parameters ([`PredictorParams`]): the local problem's ([`super::ocp::OcpParams`]:
+//! horizon 10 and discount 1/3 from the paper; dt 40 ms and s_max 100 cells from the
+//! authors' code) and `capacity_fraction` 0.85 (the authors' code).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use onionlab_core::{SimDuration, SimTime};
+use onionlab_tor::cell::CELL_WIRE_BYTES;
+use onionlab_tor::{NodeId, RelayCircuit, RelayControl, RelayHook};
+
+use super::ocp::{solve, CircuitInput, CircuitPlan, OcpParams};
+
+/// The closed loop's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PredictorParams {
+    /// Step length; also the controller's period.
+    pub dt: SimDuration,
+    pub horizon: usize,
+    pub discount: f64,
+    /// Cells.
+    pub s_max: f64,
+    /// Share of the relay's BandwidthRate the controller plans with, in (0, 1].
+    pub capacity_fraction: f64,
+}
+
+impl Default for PredictorParams {
+    fn default() -> Self {
+        PredictorParams { dt: SimDuration::from_millis(40), horizon: 10, discount: 1.0 / 3.0, s_max: 100.0, capacity_fraction: 0.85 }
+    }
+}
+
+/// Why the parameters are not valid; each names the parameter.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PredictorError {
+    #[error("dt: must be positive")]
+    Dt,
+    #[error("horizon: must be at least 1")]
+    Horizon,
+    #[error("discount: must lie in (0, 1], got {0}")]
+    Discount(f64),
+    #[error("s_max: must be positive, got {0}")]
+    SMax(f64),
+    #[error("capacity_fraction: must lie in (0, 1], got {0}")]
+    CapacityFraction(f64),
+}
+
+impl PredictorParams {
+    pub fn validate(&self) -> Result<(), PredictorError> {
+        if self.dt.as_nanos() == 0 {
+            return Err(PredictorError::Dt);
+        }
+        if self.horizon == 0 {
+            return Err(PredictorError::Horizon);
+        }
+        if !(self.discount > 0.0 && self.discount <= 1.0) {
+            return Err(PredictorError::Discount(self.discount));
+        }
+        if !(self.s_max.is_finite() && self.s_max > 0.0) {
+            return Err(PredictorError::SMax(self.s_max));
+        }
+        if !(self.capacity_fraction > 0.0 && self.capacity_fraction <= 1.0) {
+            return Err(PredictorError::CapacityFraction(self.capacity_fraction));
+        }
+        Ok(())
+    }
+}
+
+/// A relay's published plan for one circuit.
+#[derive(Clone, Debug, PartialEq)]
+struct Published {
+    r_in: Vec<f64>,
+    r_out: Vec<f64>,
+    s: Vec<f64>,
+    rhat_out: Vec<f64>,
+}
+
+/// The plans of one run's relays, by (circuit, relay): those of the previous step, which
+/// relays read, and those of the current step, which they write.
+#[derive(Debug, Default)]
+pub struct Exchange {
+    step: u64,
+    previous: BTreeMap<(u32, NodeId), Published>,
+    current: BTreeMap<(u32, NodeId), Published>,
+    /// Solves and failed solves so far, and the circuits they covered.
+    pub solves: u64,
+    pub failures: u64,
+    pub circuit_solves: u64,
+}
+
+impl Exchange {
+    /// Moves to `step`: what was written becomes what is read.
+    fn advance(&mut self, step: u64) {
+        if step != self.step {
+            self.previous = std::mem::take(&mut self.current);
+            if step > self.step + 1 {
+                self.previous.clear(); // a step was skipped: those plans are too old
+            }
+            self.step = step;
+        }
+    }
+}
+
+/// A shared exchange for the hooks of one run.
+pub type SharedExchange = Rc<RefCell<Exchange>>;
+
+/// Drops the first `k` stages of a trajectory (padding with its last value). Values the
+/// solver left a hair below zero are zero.
+fn advanced(v: &[f64], k: usize) -> Vec<f64> {
+    if v.is_empty() {
+        return vec![0.0];
+    }
+    let mut out: Vec<f64> = v.iter().skip(k).map(|x| x.max(0.0)).collect();
+    while out.len() < v.len() {
+        out.push(v.last().expect("not empty").max(0.0));
+    }
+    out
+}
+
+/// PredicTor's controller on one relay.
+pub struct PredictorHook {
+    params: PredictorParams,
+    exchange: SharedExchange,
+    /// Circuits shaped at the last step: those left out now get their budget lifted.
+    shaped: Vec<u32>,
+}
+
+impl PredictorHook {
+    pub fn new(params: PredictorParams, exchange: SharedExchange) -> Result<Self, PredictorError> {
+        params.validate()?;
+        Ok(PredictorHook { params, exchange, shaped: Vec::new() })
+    }
+
+    fn inputs(&self, me: NodeId, circuits: &[RelayCircuit], capacity: f64) -> Vec<CircuitInput> {
+        let ex = self.exchange.borrow();
+        let idle = || (vec![0.0], vec![0.0], vec![0.0]);
+        circuits
+            .iter()
+            .map(|c| {
+                let (pred_r_out, pred_s, pred_rhat_out) = match c.from {
+                    Some(pred) => match ex.previous.get(&(c.circ, pred)) {
+                        Some(p) => (advanced(&p.r_out, 1), advanced(&p.s, 1), advanced(&p.rhat_out, 1)),
+                        None => idle(),
+                    },
+                    None => {
+                        // The server: what is left to package, and the exit's own last plan.
+                        let dt = self.params.dt.as_secs_f64();
+                        let left = (c.source_cells.unwrap_or(0) as f64).min(60.0 * capacity);
+                        let own = ex.previous.get(&(c.circ, me)).map_or(vec![0.0], |p| advanced(&p.r_in, 1));
+                        let own: Vec<f64> = own.iter().map(|r| r.min(left / dt)).collect();
+                        (own, vec![left], vec![capacity])
+                    }
+                };
+                // The guard's successor is the client: no limit.
+                let succ_r_in = if c.pos == 1 { None } else { ex.previous.get(&(c.circ, c.to)).map(|p| p.r_in.clone()) };
+                CircuitInput { s_init: c.queued as f64, pred_r_out, pred_s, pred_rhat_out, succ_r_in }
+            })
+            .collect()
+    }
+}
+
+impl RelayHook for PredictorHook {
+    fn interval(&self) -> SimDuration {
+        self.params.dt
+    }
+
+    fn on_tick(&mut self, now: SimTime, relay: &mut RelayControl<'_>) {
+        let me = relay.node();
+        let step = now.as_nanos() / self.params.dt.as_nanos();
+        self.exchange.borrow_mut().advance(step);
+        // Circuits with nothing to move (no queue here, nothing upstream, no plan from a
+        // neighbour) are left out of the problem: their plan would be all zeros, and a
+        // relay carries many idle circuits (web clients between pages). They are not
+        // shaped until they have data.
+        let circuits: Vec<RelayCircuit> = {
+            let ex = self.exchange.borrow();
+            relay
+                .circuits()
+                .into_iter()
+                .filter(|c| {
+                    c.queued > 0
+                        || c.source_cells.is_some_and(|n| n > 0)
+                        || c.from
+                            .is_some_and(|p| ex.previous.get(&(c.circ, p)).is_some_and(|x| x.s.iter().chain(&x.r_out).any(|&v| v > 1e-6)))
+                        || ex.previous.contains_key(&(c.circ, me))
+                })
+                .collect()
+        };
+        for &circ in &self.shaped {
+            if !circuits.iter().any(|c| c.circ == circ) {
+                relay.set_circuit_budget(circ, None);
+            }
+        }
+        self.shaped = circuits.iter().map(|c| c.circ).collect();
+        let capacity = relay.bandwidth_rate() as f64 * self.params.capacity_fraction / CELL_WIRE_BYTES as f64;
+        let ocp = OcpParams {
+            horizon: self.params.horizon,
+            dt: self.params.dt.as_secs_f64(),
+            discount: self.params.discount,
+            s_max: self.params.s_max,
+            capacity_in: capacity,
+            capacity_out: capacity,
+            slack_penalty: 1e5,
+        };
+        let inputs = self.inputs(me, &circuits, capacity);
+        let result = solve(&ocp, &inputs);
+        let mut ex = self.exchange.borrow_mut();
+        ex.solves += 1;
+        ex.circuit_solves += circuits.len() as u64;
+        let plans: Vec<CircuitPlan> = match result {
+            Ok(p) => p,
+            Err(_) => {
+                ex.failures += 1;
+                drop(ex);
+                for c in &circuits {
+                    relay.set_circuit_budget(c.circ, None);
+                }
+                self.shaped.clear();
+                return;
+            }
+        };
+        for (c, p) in circuits.iter().zip(&plans) {
+            ex.current.insert(
+                (c.circ, me),
+                Published { r_in: p.r_in.clone(), r_out: p.r_out.clone(), s: p.s.clone(), rhat_out: p.rhat_out.clone() },
+            );
+        }
+        drop(ex);
+        let dt = self.params.dt.as_secs_f64();
+        let refill = relay.refill_interval().as_secs_f64();
+        for (c, p) in circuits.iter().zip(&plans) {
+            relay.set_circuit_budget(c.circ, Some((p.r_out[0] * dt - 1e-6).ceil().max(0.0) as u64));
+            if c.from.is_none() {
+                // The exit's bucket refills with the relay's, every refill interval: its
+                // burst must hold a refill's worth, or the exit reads less than planned.
+                let rate = (p.r_in[0] * CELL_WIRE_BYTES as f64).round() as u64;
+                let span = dt.max(refill);
+                let burst = ((p.r_in[0] * span).ceil() as u64).max(1) * CELL_WIRE_BYTES;
+                relay.set_exit_read_rate(c.circ, rate, burst);
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "predictor"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trajectories_advance_by_a_stage_keeping_their_length() {
+        assert_eq!(advanced(&[1.0, 2.0, 3.0], 1), vec![2.0, 3.0, 3.0]);
+        assert_eq!(advanced(&[], 1), vec![0.0]);
+        assert_eq!(advanced(&[-1e-12, 2.0], 0), vec![0.0, 2.0]);
+    }
+
+    #[test]
+    fn the_exchange_hands_each_step_what_the_previous_one_wrote() {
+        let mut ex = Exchange::default();
+        ex.advance(1);
+        ex.current.insert((7, 2), Published { r_in: vec![1.0], r_out: vec![1.0], s: vec![0.0], rhat_out: vec![1.0] });
+        ex.advance(1);
+        assert!(ex.previous.is_empty(), "same step: nothing moves");
+        ex.advance(2);
+        assert!(ex.previous.contains_key(&(7, 2)) && ex.current.is_empty());
+        ex.advance(4);
+        assert!(ex.previous.is_empty(), "a skipped step drops stale plans");
+    }
+
+    #[test]
+    fn bad_parameters_name_the_field() {
+        let ex = SharedExchange::default();
+        let p = PredictorParams { capacity_fraction: 1.5, ..Default::default() };
+        assert_eq!(PredictorHook::new(p, ex.clone()).err().unwrap().to_string(), "capacity_fraction: must lie in (0, 1], got 1.5");
+        let p = PredictorParams { dt: SimDuration::ZERO, ..Default::default() };
+        assert_eq!(PredictorHook::new(p, ex).err().unwrap().to_string(), "dt: must be positive");
+    }
+}
