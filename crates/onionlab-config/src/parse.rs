@@ -1689,14 +1689,7 @@ impl Ctx<'_> {
     /// or its authors' code's default (`onionlab_mech::predictor`).
     fn predictor(&mut self, v: &Value, p: &str) -> Option<Option<PredictorConfig>> {
         let example = "predictor = { dt = \"40 ms\", horizon = 10 }, or \"off\"";
-        let t = match v {
-            Value::String(s) if s == "off" => return Some(None),
-            Value::Table(t) => t,
-            other => {
-                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
-                return None;
-            }
-        };
+        let Some(t) = self.off_or_table(v, p, example)? else { return Some(None) };
         self.keys(t, p, &["dt", "horizon", "discount", "s_max", "capacity_fraction"]);
         let dt = self.opt(t, p, "dt", Ctx::pos_duration);
         let horizon = self.opt(t, p, "horizon", Ctx::u32).and_then(|n| {
@@ -1705,31 +1698,16 @@ impl Ctx<'_> {
             }
             (1..=100).contains(&n).then_some(n)
         });
-        let positive = |c: &mut Self, v: &Value, path: &str| -> Option<f64> {
+        let discount = self.opt(t, p, "discount", Ctx::unit_fraction);
+        let s_max = self.opt(t, p, "s_max", |c, v, path| {
             let x = c.float(v, path)?;
             if x <= 0.0 {
                 c.err(path, format!("must be positive, found {x}"));
                 return None;
             }
             Some(x)
-        };
-        let discount = self.opt(t, p, "discount", |c, v, path| {
-            let x = positive(c, v, path)?;
-            if x > 1.0 {
-                c.err(path, format!("must be at most 1, found {x}"));
-                return None;
-            }
-            Some(x)
         });
-        let s_max = self.opt(t, p, "s_max", positive);
-        let fraction = self.opt(t, p, "capacity_fraction", |c, v, path| {
-            let x = positive(c, v, path)?;
-            if x > 1.0 {
-                c.err(path, format!("must be at most 1, found {x}"));
-                return None;
-            }
-            Some(x)
-        });
+        let fraction = self.opt(t, p, "capacity_fraction", Ctx::unit_fraction);
         let parsed = [
             ("dt", dt.is_some()),
             ("horizon", horizon.is_some()),
@@ -1753,14 +1731,7 @@ impl Ctx<'_> {
     /// the paper's value (`onionlab_mech::braids`). `Some(None)` is a valid "off".
     fn braids(&mut self, v: &Value, p: &str) -> Option<Option<BraidsConfig>> {
         let example = "braids = { spending_interval = \"10 min\", free_tickets = 3, free_period = \"10 min\" }, or \"off\"";
-        let t = match v {
-            Value::String(s) if s == "off" => return Some(None),
-            Value::Table(t) => t,
-            other => {
-                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
-                return None;
-            }
-        };
+        let Some(t) = self.off_or_table(v, p, example)? else { return Some(None) };
         self.keys(
             t,
             p,
@@ -1805,7 +1776,8 @@ impl Ctx<'_> {
         let (ticket_cells, free_tickets) = (ticket_cells.unwrap_or(256), free_tickets.unwrap_or(3));
         let free_period = free_period.unwrap_or(SimDuration::from_secs(600));
         let spending_interval = spending_interval.unwrap_or(SimDuration::from_secs(86_400));
-        // The paper's low-latency threshold: a spending interval's free tickets, in cells.
+        // The paper's low-latency threshold: a spending interval's free tickets, in cells
+        // (`onionlab_mech::BraidsParams::default_low_latency_limit`, which this crate cannot call).
         let handouts = spending_interval.as_nanos().div_ceil(free_period.as_nanos());
         Some(Some(BraidsConfig {
             ticket_cells,
@@ -1819,18 +1791,34 @@ impl Ctx<'_> {
         }))
     }
 
+    /// A mechanism's value: `"off"` (`Some(None)`), or its table (`Some(Some(t))`);
+    /// anything else is reported with `example` and gives `None`.
+    fn off_or_table<'v>(&mut self, v: &'v Value, p: &str, example: &str) -> Option<Option<&'v Table>> {
+        match v {
+            Value::String(s) if s == "off" => Some(None),
+            Value::Table(t) => Some(Some(t)),
+            other => {
+                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
+                None
+            }
+        }
+    }
+
+    /// A number in (0, 1].
+    fn unit_fraction(&mut self, v: &Value, path: &str) -> Option<f64> {
+        let x = self.float(v, path)?;
+        if !(x > 0.0 && x <= 1.0) {
+            self.err(path, format!("must be positive and at most 1, found {x}"));
+            return None;
+        }
+        Some(x)
+    }
+
     /// Tortoise: `"off"`, or `{ rate, burst, directions, check_interval }`. `Some(None)` is
     /// a valid "off"; `None` an error (reported).
     fn tortoise(&mut self, v: &Value, p: &str) -> Option<Option<TortoiseConfig>> {
         let example = "tortoise = { rate = \"100 KBps\" } (burst defaults to one second of rate), or \"off\"";
-        let t = match v {
-            Value::String(s) if s == "off" => return Some(None),
-            Value::Table(t) => t,
-            other => {
-                self.err_hint(p, format!("expected \"off\" or a table, found {}", describe(other)), example);
-                return None;
-            }
-        };
+        let Some(t) = self.off_or_table(v, p, example)? else { return Some(None) };
         self.keys(t, p, &["rate", "burst", "directions", "check_interval"]);
         let rate = self.req(t, p, "rate", Ctx::byte_rate, example);
         let burst = match t.get("burst") {

@@ -1122,6 +1122,7 @@ fn predictor_parameters_defaults_and_conflicts() {
     err_at(&with("predictor = { horizon = 0 }"), "mechanisms.predictor.horizon", &["between 1 and 100"]);
     err_at(&with("predictor = { discount = 1.5 }"), "mechanisms.predictor.discount", &["at most 1"]);
     err_at(&with("predictor = { capacity_fraction = 0 }"), "mechanisms.predictor.capacity_fraction", &["positive"]);
+    err_at(&with("predictor = { s_max = -1 }"), "mechanisms.predictor.s_max", &["positive"]);
     err_at(&with("predictor = { horizn = 3 }"), "mechanisms.predictor.horizn", &["unknown key"]);
     let e = errors(&with("scheduler = \"ewma\"\npredictor = {}"));
     assert_eq!(e.0.len(), 1, "one error for the default, not one per relay: {e}");
