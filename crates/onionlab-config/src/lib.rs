@@ -294,6 +294,8 @@ struct DocClient<'a> {
     /// BRAIDS's class; omitted when "normal" (the default, and no BRAIDS needed).
     #[serde(skip_serializing_if = "is_normal_service")]
     service: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<&'a Vec<String>>,
 }
 
 fn is_normal_service(s: &&'static str) -> bool {
@@ -469,6 +471,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     placement: doc_placement(&g.placement),
                     relay_operators: g.relay_operators.as_ref(),
                     service: g.service,
+                    path: g.path.as_ref(),
                 })
                 .collect(),
             servers: DocServers {

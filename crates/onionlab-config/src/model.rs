@@ -302,6 +302,9 @@ pub struct ClientGroup {
     /// The BRAIDS service class the group's clients pay for: "low-latency",
     /// "high-throughput" or "normal" (pays nothing; the default).
     pub service: &'static str,
+    /// Relay names (guard, middle, exit) every circuit of the group takes instead of
+    /// path selection, for experiments on a given topology.
+    pub path: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

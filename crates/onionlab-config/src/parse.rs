@@ -177,7 +177,8 @@ const RELAY_KEYS: &[&str] = &[
     "mtbf",
     "address",
 ];
-const CLIENT_KEYS: &[&str] = &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators", "service"];
+const CLIENT_KEYS: &[&str] =
+    &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators", "service", "path"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
 const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];
@@ -675,6 +676,26 @@ impl Ctx<'_> {
             _ => Vec::new(),
         };
         let clients = self.clients(root.get("clients"), &workload_names, locations);
+        for (i, g) in clients.iter().enumerate() {
+            let Some(path) = &g.path else { continue };
+            for (j, name) in path.iter().enumerate() {
+                if !relays.iter().any(|r| &r.name == name) {
+                    let names: Vec<&str> = relays.iter().map(|r| r.name.as_str()).collect();
+                    self.err_hint(
+                        format!("clients[{i}].path[{j}]"),
+                        format!("no relay is named {name:?}"),
+                        suggest(name, &names, "Relays"),
+                    );
+                }
+                if path[..j].contains(name) {
+                    self.err_hint(
+                        format!("clients[{i}].path[{j}]"),
+                        format!("{name:?} is already on the path"),
+                        "a circuit's three relays must differ",
+                    );
+                }
+            }
+        }
         let t = self.section(root, "servers").unwrap_or(&empty);
         let servers = self.servers(t, locations);
         for (i, r) in relays.iter().enumerate() {
@@ -1382,6 +1403,7 @@ impl Ctx<'_> {
             let (link_up, link_down) = self.links(t, &cp, DEFAULT_CLIENT_UP, DEFAULT_CLIENT_DOWN);
             let placement = self.placement_field(t, &cp, Placement::At(0), locations);
             let relay_operators = t.get("relay_operators").and_then(|v| self.relay_operators(v, &join(&cp, "relay_operators"), count));
+            let path = t.get("path").and_then(|v| self.relay_path(v, &join(&cp, "path")));
             let service =
                 t.get("service").map_or(Some("normal"), |v| self.choice(v, &join(&cp, "service"), SERVICE_CLASSES)).unwrap_or("normal");
             out.push(ClientGroup {
@@ -1393,6 +1415,7 @@ impl Ctx<'_> {
                 placement,
                 relay_operators,
                 service,
+                path,
             });
         }
         out
@@ -1789,6 +1812,21 @@ impl Ctx<'_> {
             low_latency_window: window.unwrap_or(spending_interval),
             free_tickets_need_exchange: need.unwrap_or(false),
         }))
+    }
+
+    /// A client group's fixed path: three relay names (guard, middle, exit).
+    fn relay_path(&mut self, v: &Value, p: &str) -> Option<Vec<String>> {
+        let hint = "path = [\"guard1\", \"middle1\", \"exit1\"]: the relays every circuit of the group takes, in order";
+        match v {
+            Value::Array(a) if a.len() == 3 => {
+                let names: Vec<Option<&str>> = a.iter().enumerate().map(|(j, x)| self.string(x, &format!("{p}[{j}]"))).collect();
+                names.into_iter().map(|n| n.map(str::to_string)).collect()
+            }
+            other => {
+                self.err_hint(p, format!("expected an array of three relay names, found {}", describe(other)), hint);
+                None
+            }
+        }
     }
 
     /// A mechanism's value: `"off"` (`Some(None)`), or its table (`Some(Some(t))`);

@@ -1131,3 +1131,19 @@ fn predictor_parameters_defaults_and_conflicts() {
     err_at(&text, "relays[0].scheduler", &["PredicTor"]);
     err_at(&with("throttling = { kind = \"split\" }\npredictor = {}"), "relays[0]", &["PredicTor"]);
 }
+
+#[test]
+fn fixed_paths_name_existing_distinct_relays() {
+    let with = |path: &str| edit("count = 20\n", &format!("count = 20\npath = {path}\n"));
+    // MINIMAL has two relays; a third makes a path.
+    let three = |path: &str| {
+        with(path).replacen("[[clients]]", "[[relays]]\nname = \"middle\"\nbandwidth = \"1 MiB/s\"\nflags = [\"Fast\"]\n\n[[clients]]", 1)
+    };
+    let c = load(&three("[\"guard\", \"middle\", \"exit\"]")).unwrap();
+    assert_eq!(c.clients[0].path.as_deref(), Some(&["guard".to_string(), "middle".into(), "exit".into()][..]));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "survives the round trip");
+    err_at(&three("[\"guard\", \"midle\", \"exit\"]"), "clients[0].path[1]", &["no relay is named \"midle\""]);
+    err_at(&three("[\"guard\", \"guard\", \"exit\"]"), "clients[0].path[1]", &["already on the path"]);
+    err_at(&with("[\"guard\", \"exit\"]"), "clients[0].path", &["three relay names"]);
+    err_at(&with("[\"guard\", 2, \"exit\"]"), "clients[0].path[1]", &[]);
+}

@@ -291,6 +291,21 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
         }
     }
 
+    // Fixed paths: relay names to their nodes (names are unique; the config checked them).
+    if cfg.clients.iter().any(|g| g.path.is_some()) {
+        let by_name: BTreeMap<&str, NodeId> = planned.iter().zip(&relay_nodes).map(|(p, &n)| (p.spec.name.as_str(), n)).collect();
+        for &(id, gi) in &clients {
+            if let Some(path) = &cfg.clients[gi].path {
+                let node = |j: usize| {
+                    by_name
+                        .get(path[j].as_str())
+                        .copied()
+                        .ok_or_else(|| SimError::Build(format!("clients[{gi}].path[{j}]: no relay {:?}", path[j])))
+                };
+                tor.use_fixed_path(id, [node(0)?, node(1)?, node(2)?]).map_err(err(format!("clients[{gi}].path")))?;
+            }
+        }
+    }
     // Operators whose relays are recognised at every ingress (entry = "exempt").
     let exempt_everywhere: Vec<NodeId> = planned
         .iter()

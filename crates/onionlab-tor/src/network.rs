@@ -302,6 +302,7 @@ impl TorNetwork {
             dirty: false,
             guards: Vec::new(),
             bridge: None,
+            fixed_path: None,
             circs: Vec::new(),
             predict: Default::default(),
             kist: None,
@@ -433,6 +434,24 @@ impl TorNetwork {
         }
         let idx = self.relays.iter().position(|&r| r == relay).ok_or(TorError::WrongKind(relay, "relay"))?;
         self.nodes[client as usize].bridge = Some(idx);
+        Ok(())
+    }
+
+    /// Makes every circuit of `client` use `path` (guard, middle, exit), bypassing path
+    /// selection: for experiments on a given topology, such as PredicTor's figure 1. The
+    /// relays must be distinct; their flags are not checked.
+    pub fn use_fixed_path(&mut self, client: NodeId, path: [NodeId; 3]) -> Result<(), TorError> {
+        if self.node_kind(client) != NodeKind::Client {
+            return Err(TorError::WrongKind(client, "client"));
+        }
+        let mut idx = [0; 3];
+        for (i, &r) in path.iter().enumerate() {
+            idx[i] = self.relays.iter().position(|&x| x == r).ok_or(TorError::WrongKind(r, "relay"))?;
+        }
+        if idx[0] == idx[1] || idx[1] == idx[2] || idx[0] == idx[2] {
+            return Err(TorError::NoPath(Position::Middle));
+        }
+        self.nodes[client as usize].fixed_path = Some(idx);
         Ok(())
     }
 

@@ -129,6 +129,9 @@ pub(crate) struct TorNode {
     /// Clients: a relay (index in the directory) every circuit enters through, as a
     /// bridge: the client's own relay (Tortoise's client-relays). Overrides guards.
     pub bridge: Option<usize>,
+    /// Clients: the path (guard, middle, exit; relay indices in the directory) of every
+    /// circuit, set by an experiment instead of path selection. Overrides guards and bridge.
+    pub fixed_path: Option<[usize; 3]>,
     /// Clients: their circuits that are not closed, oldest first.
     pub circs: Vec<u32>,
     /// Clients: predicted-circuit state.

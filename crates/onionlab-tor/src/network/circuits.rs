@@ -226,8 +226,12 @@ impl TorNetwork {
         let mut parked = self.nodes[client as usize].rng.take().expect("clients have an rng");
         let mut guards = self.nodes[client as usize].guards.clone();
         let bridge = self.nodes[client as usize].bridge;
+        let fixed = self.nodes[client as usize].fixed_path;
         let use_guards = self.cfg.use_entry_guards;
         let result = parked.with(|rng| {
+            if let Some(p) = fixed {
+                return Ok(p);
+            }
             let sel = self.selector()?;
             if let Some(b) = bridge {
                 return sel.choose_path_via(rng, b).ok_or(TorError::NoPath(Position::Exit));
