@@ -10,7 +10,8 @@
 //! A circuit with no budget set is not shaped (round robin, one cell per turn); a shaped
 //! circuit with a budget of zero is skipped until its next budget. Budgets are replaced,
 //! not accumulated: what a circuit did not send in one step is gone (the authors' code
-//! resets its token buckets each step).
+//! resets its token buckets each step). A closed circuit's budget stays until its id is
+//! shaped again: a reused id can wait at most one controller step for its own budget.
 
 use std::collections::{BTreeMap, VecDeque};
 
