@@ -114,19 +114,9 @@ impl HpdScheduler {
         ((1.0 - f) * w + f * a) / self.params.delay[i]
     }
 
-    /// The class HPD serves next at `now` and its priority.
-    fn best(&self, now: SimTime) -> Option<(usize, f64)> {
-        let mut best: Option<(usize, f64)> = None;
-        for i in 0..CLASSES {
-            if let Some(h) = self.fifo[i].front() {
-                let p = self.priority(i, now.saturating_since(h.at).as_secs_f64(), 0);
-                // Strictly greater: a tie keeps the earlier (higher-priority) class.
-                if best.is_none_or(|(_, bp)| p > bp) {
-                    best = Some((i, p));
-                }
-            }
-        }
-        best
+    /// Each class's HPD priority at `now` (`None` for an empty class).
+    fn priorities(&self, now: SimTime) -> [Option<f64>; CLASSES] {
+        std::array::from_fn(|i| self.fifo[i].front().map(|h| self.priority(i, now.saturating_since(h.at).as_secs_f64(), 0)))
     }
 
     /// Mean queueing delay (s) of each class's cells sent so far.
@@ -161,24 +151,27 @@ impl CircuitScheduler for HpdScheduler {
     }
 
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
-        let (i, _) = self.best(now)?;
+        let p = self.priorities(now);
+        // The largest priority; strictly greater, so a tie keeps the earlier
+        // (higher-priority) class.
+        let mut best: Option<(usize, f64)> = None;
+        for (i, pi) in p.iter().enumerate() {
+            if let Some(pi) = *pi {
+                if best.is_none_or(|(_, bp)| pi > bp) {
+                    best = Some((i, pi));
+                }
+            }
+        }
+        let (i, _) = best?;
         self.last = Some(i);
         let head = *self.fifo[i].front().expect("best class has a head");
         // How many of the head run's cells go before HPD would choose again: sending a
         // cell leaves every other class's priority as it is (same `now`, same heads) and
         // moves only this class's average delay towards the head's wait.
         let w = now.saturating_since(head.at).as_secs_f64();
-        let mut rivals = (f64::NEG_INFINITY, f64::NEG_INFINITY); // best of the classes before i, after i
-        for j in (0..CLASSES).filter(|&j| j != i) {
-            if let Some(h) = self.fifo[j].front() {
-                let p = self.priority(j, now.saturating_since(h.at).as_secs_f64(), 0);
-                if j < i {
-                    rivals.0 = rivals.0.max(p)
-                } else {
-                    rivals.1 = rivals.1.max(p)
-                }
-            }
-        }
+        let rival = |js: std::ops::Range<usize>| js.filter_map(|j| p[j]).fold(f64::NEG_INFINITY, f64::max);
+        // The best of the classes before i (which win ties) and after i (which lose them).
+        let rivals = (rival(0..i), rival(i + 1..CLASSES));
         let mut k = 1u32;
         while k < head.count {
             let p = self.priority(i, w, k as u64);
