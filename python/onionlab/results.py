@@ -15,6 +15,10 @@ A results directory holds::
                         sets experiment.connection_metrics_interval (else absent)
     channels.parquet    one row per relay-to-relay channel end per interval, when the config
                         sets experiment.channel_metrics_interval (else absent)
+    circuits.parquet    one row per open circuit per interval: downstream DATA cells
+                        packaged and forwarded at the exit and delivered at the client, and
+                        their time at the exit and in the overlay (byte-wise latency,
+                        backlog), when the config sets experiment.circuit_metrics_interval
     summary.json        pooled per-class figures and per-seed run summaries (sorted keys)
     config.toml         the fully resolved config that produced them
     timing.json         wall-clock seconds per seed (the only non-deterministic file)
@@ -98,8 +102,27 @@ CHANNELS_SCHEMA = pa.schema(
     ]
 )
 
+CIRCUITS_SCHEMA = pa.schema(
+    [
+        ("seed", pa.int64()),
+        ("client", pa.string()),
+        ("class", pa.string()),
+        ("circuit", pa.int64()),
+        ("created", pa.float64()),
+        ("path", pa.string()),
+        ("interval_start", pa.float64()),
+        ("cells_packaged", pa.int64()),
+        ("cells_forwarded", pa.int64()),
+        ("cells_delivered", pa.int64()),
+        ("exit_queued_cells", pa.int64()),
+        ("backlog_cells", pa.int64()),
+        ("exit_wait_cell_s", pa.float64()),
+        ("transit_cell_s", pa.float64()),
+    ]
+)
+
 #: The tables a run has only when its config asks for them: attribute (and file stem) and schema.
-OPTIONAL_TABLES = {"connections": CONNECTIONS_SCHEMA, "channels": CHANNELS_SCHEMA}
+OPTIONAL_TABLES = {"connections": CONNECTIONS_SCHEMA, "channels": CHANNELS_SCHEMA, "circuits": CIRCUITS_SCHEMA}
 
 FILES = ("downloads.parquet", "relays.parquet", "summary.json", "config.toml")
 
@@ -201,6 +224,8 @@ class Results:
     ``connections`` is the per-client-connection table (empty unless the config sets
     ``experiment.connection_metrics_interval``); ``channels`` the per-channel table of
     relay-to-relay channels (empty unless it sets ``experiment.channel_metrics_interval``);
+    ``circuits`` the per-circuit transit table (empty unless it sets
+    ``experiment.circuit_metrics_interval``; :func:`onionlab.stats.byte_latency` reads it);
     ``summary`` holds pooled per-class figures and per-seed summaries under ``"runs"`` (see
     :mod:`onionlab.stats`); ``config`` is the resolved TOML; ``timing`` maps seed to wall
     seconds (not part of the deterministic output).
@@ -214,6 +239,7 @@ class Results:
     source: str | None = None
     connections: pd.DataFrame = field(default_factory=lambda: table({}, CONNECTIONS_SCHEMA))
     channels: pd.DataFrame = field(default_factory=lambda: table({}, CHANNELS_SCHEMA))
+    circuits: pd.DataFrame = field(default_factory=lambda: table({}, CIRCUITS_SCHEMA))
 
     @classmethod
     def from_runs(cls, runs: list[dict[str, Any]], config: str) -> "Results":

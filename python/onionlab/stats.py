@@ -170,3 +170,49 @@ def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
         rows.append(row)
     df = pd.DataFrame(rows).set_index("experiment")
     return df.astype("float64", errors="ignore")
+
+
+#: Payload bytes a DATA cell carries (tor's RELAY_PAYLOAD_SIZE): the circuits table counts cells.
+RELAY_PAYLOAD_SIZE = 498
+
+
+def byte_latency(circuits: pd.DataFrame, start: float = 0.0, end: float | None = None,
+                 by: tuple[str, ...] = ("seed", "client", "class", "circuit", "created")) -> pd.DataFrame:
+    """Byte-wise overlay latency (the PredicTor paper's, section 5) from the ``circuits``
+    table, over the intervals that start at or after ``start`` and before ``end`` (seconds),
+    per group of ``by`` (by default each circuit; ``by=()`` pools everything into one row,
+    the paper's byte-weighted "Total").
+
+    Columns: ``latency_s``, the summed overlay transit time of the cells (forwarded by the
+    exit until delivered at the client) over the cells delivered: the paper's metric, which
+    every payload byte of a cell shares; ``latency_with_exit_s``, the same with the time the
+    cells waited in the exit's queue added; ``cells_delivered``; ``bytes_delivered`` (cells
+    times 498 payload bytes); ``rate`` (payload bytes/s over the span of the intervals
+    read); ``mean_backlog_cells`` (the paper's backlog, definition 1, averaged over that
+    span) and ``mean_exit_queued_cells``. Over a window with cells still in transit at its
+    ends the ratios are Little's law's estimates (``onionlab_tor::transit``). A group that
+    delivered nothing has NaN latencies. Raises ``ValueError`` naming a missing column."""
+    need = {"interval_start", "cells_delivered", "transit_cell_s", "exit_wait_cell_s", *by}
+    missing = sorted(need - set(circuits.columns))
+    if missing:
+        raise ValueError(f"circuits table: missing column(s) {', '.join(missing)} (set experiment.circuit_metrics_interval)")
+    c = circuits[circuits["interval_start"] >= start]
+    if end is not None:
+        c = c[c["interval_start"] < end]
+    starts = np.sort(circuits["interval_start"].unique())
+    step = float(np.diff(starts).min()) if len(starts) > 1 else float("nan")
+    span = c["interval_start"].nunique() * step if len(c) else float("nan")
+    sums = {"cells_delivered": ("cells_delivered", "sum"), "transit_cell_s": ("transit_cell_s", "sum"),
+            "exit_wait_cell_s": ("exit_wait_cell_s", "sum")}
+    if by:
+        g = c.groupby(list(by), as_index=False, sort=True).agg(**sums)
+    else:
+        g = pd.DataFrame({k: [c[col].sum()] for k, (col, _) in sums.items()})
+    delivered = g["cells_delivered"].where(g["cells_delivered"] > 0)
+    g["latency_s"] = g["transit_cell_s"] / delivered
+    g["latency_with_exit_s"] = (g["transit_cell_s"] + g["exit_wait_cell_s"]) / delivered
+    g["bytes_delivered"] = g["cells_delivered"] * RELAY_PAYLOAD_SIZE
+    g["rate"] = g["bytes_delivered"] / span
+    g["mean_backlog_cells"] = g["transit_cell_s"] / span
+    g["mean_exit_queued_cells"] = g["exit_wait_cell_s"] / span
+    return g

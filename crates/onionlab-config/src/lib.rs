@@ -155,6 +155,8 @@ struct DocExperiment<'a> {
     connection_metrics_interval: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     channel_metrics_interval: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    circuit_metrics_interval: Option<String>,
 }
 
 /// `tor.congestion_control` as written back: a name, or the Vegas table in full.
@@ -201,6 +203,7 @@ struct DocTor {
     circ_max_cell_queue: u64,
     num_entry_guards: u32,
     use_entry_guards: bool,
+    channel_per_circuit: bool,
     request_size: String,
     circ_window: u64,
     circ_window_increment: u64,
@@ -397,6 +400,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 metrics_interval: format_duration(e.metrics_interval),
                 connection_metrics_interval: e.connection_metrics_interval.map(format_duration),
                 channel_metrics_interval: e.channel_metrics_interval.map(format_duration),
+                circuit_metrics_interval: e.circuit_metrics_interval.map(format_duration),
             },
             tor: DocTor {
                 refill_interval: format_duration(t.refill_interval),
@@ -418,6 +422,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 circ_max_cell_queue: t.circ_max_cell_queue,
                 num_entry_guards: t.num_entry_guards,
                 use_entry_guards: t.use_entry_guards,
+                channel_per_circuit: t.channel_per_circuit,
                 request_size: format_size(t.request_bytes),
                 circ_window: t.circ_window,
                 circ_window_increment: t.circ_window_increment,

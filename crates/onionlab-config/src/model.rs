@@ -48,6 +48,11 @@ pub struct ExperimentSection {
     /// queued cells); `None`: no such table.
     #[serde(serialize_with = "ser_opt_duration")]
     pub channel_metrics_interval: Option<SimDuration>,
+    /// Interval of the per-circuit table (each open circuit's downstream cells delivered,
+    /// in transit, and their transit time: byte-wise latency and backlog); `None`: no such
+    /// table.
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub circuit_metrics_interval: Option<SimDuration>,
 }
 
 /// Tor and transport parameters (defaults: tor's, see onionlab-tor's `TorConfig`).
@@ -72,6 +77,9 @@ pub struct TorParams {
     pub num_entry_guards: u32,
     /// `UseEntryGuards`: false picks the first hop afresh, bandwidth-weighted, per circuit.
     pub use_entry_guards: bool,
+    /// PCTCP: every circuit gets channels (TCP connections) of its own instead of sharing
+    /// one per pair of nodes.
+    pub channel_per_circuit: bool,
     /// Bytes of a client's request.
     pub request_bytes: u64,
     pub circ_window: u64,

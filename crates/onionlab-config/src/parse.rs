@@ -136,8 +136,16 @@ pub const BANDWIDTH_WEIGHTS: &[&str] =
 
 const TOP_KEYS: &[&str] =
     &["experiment", "tor", "network", "relays", "relays_file", "clients", "servers", "workloads", "mechanisms", "network_file"];
-const EXPERIMENT_KEYS: &[&str] =
-    &["name", "duration", "warmup", "seeds", "metrics_interval", "connection_metrics_interval", "channel_metrics_interval"];
+const EXPERIMENT_KEYS: &[&str] = &[
+    "name",
+    "duration",
+    "warmup",
+    "seeds",
+    "metrics_interval",
+    "connection_metrics_interval",
+    "channel_metrics_interval",
+    "circuit_metrics_interval",
+];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
     "link_handshake_rtts",
@@ -149,6 +157,7 @@ const TOR_KEYS: &[&str] = &[
     "circ_max_cell_queue",
     "num_entry_guards",
     "use_entry_guards",
+    "channel_per_circuit",
     "request_size",
     "circ_window",
     "circ_window_increment",
@@ -211,6 +220,7 @@ pub fn default_tor_params() -> TorParams {
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
         use_entry_guards: true,
+        channel_per_circuit: false,
         request_bytes: 500,
         circ_window: 1000,
         circ_window_increment: 100,
@@ -829,6 +839,7 @@ impl Ctx<'_> {
         let metrics_interval = self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
         let connection_metrics_interval = self.opt(t, p, "connection_metrics_interval", Ctx::pos_duration);
         let channel_metrics_interval = self.opt(t, p, "channel_metrics_interval", Ctx::pos_duration);
+        let circuit_metrics_interval = self.opt(t, p, "circuit_metrics_interval", Ctx::pos_duration);
         ExperimentSection {
             name,
             duration: duration.unwrap_or(SimDuration::ZERO),
@@ -837,6 +848,7 @@ impl Ctx<'_> {
             metrics_interval,
             connection_metrics_interval,
             channel_metrics_interval,
+            circuit_metrics_interval,
         }
     }
 
@@ -933,6 +945,7 @@ impl Ctx<'_> {
             circ_max_cell_queue,
             num_entry_guards,
             use_entry_guards: self.opt(t, p, "use_entry_guards", Ctx::boolean).unwrap_or(d.use_entry_guards),
+            channel_per_circuit: self.opt(t, p, "channel_per_circuit", Ctx::boolean).unwrap_or(d.channel_per_circuit),
             request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
             circ_window,
             circ_window_increment,

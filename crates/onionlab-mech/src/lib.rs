@@ -6,7 +6,7 @@
 //! [`tortoise`] (universal ingress rate limiting, Moore, Wacek and Sherr, 2011) and
 //! [`braids`] (tickets for priority service, Jansen, Hopper and Kim, 2010; its relay
 //! scheduler, HPD, is a circuit scheduler in `onionlab_tor::hpd`), and [`predictor`]
-//! (PredicTor, Schuster et al.: each relay's model-predictive controller in closed loop,
+//! (PredicTor, Döpmann et al. 2022: each relay's model-predictive controller in closed loop,
 //! and the max-min fair reference).
 //! **Must not touch:** relay internals. A mechanism sees and changes a relay only through
 //! `onionlab_tor::RelayControl` (and the other hooks of `onionlab_tor`); Tor's own

@@ -259,6 +259,23 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     i64_column(&ch, "active_circuits", c.iter().map(|x| x.active_circuits))?;
     i64_column(&ch, "queued_cells", c.iter().map(|x| x.queued_cells))?;
 
+    let cr = PyDict::new(py);
+    let c = &out.circuits;
+    i64_column(&cr, "seed", c.iter().map(|x| x.seed))?;
+    name_column(&cr, "client", c.iter().map(|x| &*x.client))?;
+    name_column(&cr, "class", c.iter().map(|x| &*x.class))?;
+    i64_column(&cr, "circuit", c.iter().map(|x| x.circuit))?;
+    f64_column(&cr, "created", c.iter().map(|x| Some(x.created)))?;
+    name_column(&cr, "path", c.iter().map(|x| x.path.as_str()))?;
+    f64_column(&cr, "interval_start", c.iter().map(|x| Some(x.interval_start)))?;
+    i64_column(&cr, "cells_packaged", c.iter().map(|x| x.cells_packaged))?;
+    i64_column(&cr, "cells_forwarded", c.iter().map(|x| x.cells_forwarded))?;
+    i64_column(&cr, "cells_delivered", c.iter().map(|x| x.cells_delivered))?;
+    i64_column(&cr, "exit_queued_cells", c.iter().map(|x| x.exit_queued_cells))?;
+    i64_column(&cr, "backlog_cells", c.iter().map(|x| x.backlog_cells))?;
+    f64_column(&cr, "exit_wait_cell_s", c.iter().map(|x| Some(x.exit_wait_cell_s)))?;
+    f64_column(&cr, "transit_cell_s", c.iter().map(|x| Some(x.transit_cell_s)))?;
+
     let s = &out.summary;
     let sm = PyDict::new(py);
     sm.set_item("experiment", &s.experiment)?;
@@ -288,6 +305,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     res.set_item("relays", rl)?;
     res.set_item("connections", cl)?;
     res.set_item("channels", ch)?;
+    res.set_item("circuits", cr)?;
     res.set_item("summary", sm)?;
     Ok(res.unbind())
 }

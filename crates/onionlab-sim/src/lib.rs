@@ -13,5 +13,5 @@ pub mod load;
 pub mod results;
 pub mod run;
 
-pub use results::{ConnectionRow, DownloadRow, Name, RelayRow, RunOutput, RunSummary};
+pub use results::{ChannelRow, CircuitRow, ConnectionRow, DownloadRow, Name, RelayRow, RunOutput, RunSummary};
 pub use run::{run, run_inspected, SimError};

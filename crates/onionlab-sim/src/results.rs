@@ -105,6 +105,40 @@ pub struct ChannelRow {
     pub queued_cells: u64,
 }
 
+/// One circuit over one circuit-metrics interval: its downstream DATA cells packaged at the
+/// exit, forwarded by the exit into the overlay, and delivered at the client, and the time
+/// they spent in between ([`onionlab_tor::transit`]). The byte-wise latency of the
+/// PredicTor paper over the interval is `transit_cell_s / cells_delivered` seconds, its mean
+/// backlog `transit_cell_s / interval` cells; `exit_wait_cell_s` adds the time in the
+/// exit's queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CircuitRow {
+    pub seed: u64,
+    pub client: Name,
+    /// The client's group name.
+    pub class: Name,
+    /// The circuit's slot, and when it was created (a slot is reused once a circuit has
+    /// closed): together they name one circuit within a seed.
+    pub circuit: u64,
+    pub created: f64,
+    /// Guard, middle and exit, comma-separated.
+    pub path: String,
+    pub interval_start: f64,
+    /// DATA cells packaged at the exit / forwarded by it / delivered at the client in the
+    /// interval.
+    pub cells_packaged: u64,
+    pub cells_forwarded: u64,
+    pub cells_delivered: u64,
+    /// At the end of the interval: cells in the exit's queue, and cells forwarded and not
+    /// yet delivered (the paper's backlog, definition 1, in cells).
+    pub exit_queued_cells: u64,
+    pub backlog_cells: u64,
+    /// Cells waiting at the exit / in the overlay integrated over the interval, in
+    /// cell-seconds.
+    pub exit_wait_cell_s: f64,
+    pub transit_cell_s: f64,
+}
+
 /// Per-class totals of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClassTotals {
@@ -139,5 +173,7 @@ pub struct RunOutput {
     pub connections: Vec<ConnectionRow>,
     /// Empty unless `experiment.channel_metrics_interval` is set.
     pub channels: Vec<ChannelRow>,
+    /// Empty unless `experiment.circuit_metrics_interval` is set.
+    pub circuits: Vec<CircuitRow>,
     pub summary: RunSummary,
 }

@@ -18,7 +18,7 @@ use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
 
 use crate::build::{build, Built};
-use crate::results::{ChannelRow, ClassTotals, ConnectionRow, DownloadRow, Name, RelayRow, RunOutput, RunSummary};
+use crate::results::{ChannelRow, CircuitRow, ClassTotals, ConnectionRow, DownloadRow, Name, RelayRow, RunOutput, RunSummary};
 
 /// Why a run could not be built or failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -35,6 +35,7 @@ const METRICS_TOKEN: u64 = u64::MAX;
 const PROGRESS_TOKEN: u64 = u64::MAX - 1;
 const CONN_METRICS_TOKEN: u64 = u64::MAX - 2;
 const CHAN_METRICS_TOKEN: u64 = u64::MAX - 3;
+const CIRC_METRICS_TOKEN: u64 = u64::MAX - 4;
 
 /// Progress callback: (simulated seconds done, simulated seconds total, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
@@ -98,6 +99,9 @@ pub fn run_inspected(
     if let Some(ci) = cfg.experiment.channel_metrics_interval {
         sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CHAN_METRICS_TOKEN });
     }
+    if let Some(ci) = cfg.experiment.circuit_metrics_interval {
+        sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CIRC_METRICS_TOKEN });
+    }
     let progress_step = SimDuration::from_nanos((duration.as_nanos() / 100).max(1));
     if progress.is_some() {
         sim.q.schedule_in(progress_step, APP_CLASS, TorEvent::App { token: PROGRESS_TOKEN });
@@ -110,6 +114,9 @@ pub fn run_inspected(
     let mut relay_rows = Vec::new();
     let mut conn_rows = Vec::new();
     let mut chan_rows = Vec::new();
+    let mut circ_rows = Vec::new();
+    // Each open circuit's transit ledger at the last sample, by (slot, creation time).
+    let mut circ_last: BTreeMap<(u32, SimTime), [onionlab_tor::TransitSnapshot; 2]> = BTreeMap::new();
     // Byte counters at the last sample, per (channel, this end is the initiator).
     let mut chan_last: BTreeMap<(u32, bool), (u64, u64)> = BTreeMap::new();
     // Rows share the network's own allocation of each node's name, and one of each group's.
@@ -228,6 +235,38 @@ pub fn run_inspected(
                     sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CHAN_METRICS_TOKEN });
                 }
             }
+            TorEvent::App { token: CIRC_METRICS_TOKEN } => {
+                let now = sim.q.now();
+                let ci = cfg.experiment.circuit_metrics_interval.expect("scheduled only when set");
+                let mut seen = BTreeMap::new();
+                for t in sim.tor.circuit_transits(now) {
+                    let key = (t.circ, t.created);
+                    let [ex, ov] = circ_last.get(&key).copied().unwrap_or_default();
+                    seen.insert(key, [t.at_exit, t.in_overlay]);
+                    let Some(g) = group_of[t.nodes[0] as usize] else { continue };
+                    circ_rows.push(CircuitRow {
+                        seed,
+                        client: name_of(&sim, t.nodes[0]),
+                        class: group_names[g].clone(),
+                        circuit: u64::from(t.circ),
+                        created: t.created.as_secs_f64(),
+                        path: t.nodes[1..].iter().map(|&n| sim.tor.node_name(n)).collect::<Vec<_>>().join(","),
+                        interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
+                        cells_packaged: t.at_exit.entered - ex.entered,
+                        cells_forwarded: t.in_overlay.entered - ov.entered,
+                        cells_delivered: t.in_overlay.left - ov.left,
+                        exit_queued_cells: t.at_exit.in_transit(),
+                        backlog_cells: t.in_overlay.in_transit(),
+                        exit_wait_cell_s: (t.at_exit.area_ns - ex.area_ns) as f64 * 1e-9,
+                        transit_cell_s: (t.in_overlay.area_ns - ov.area_ns) as f64 * 1e-9,
+                    });
+                }
+                // Closed circuits drop out, so the map holds only what is open.
+                circ_last = seen;
+                if now + ci <= end {
+                    sim.q.schedule_in(ci, APP_CLASS, TorEvent::App { token: CIRC_METRICS_TOKEN });
+                }
+            }
             TorEvent::App { token: PROGRESS_TOKEN } => {
                 if let Some(p) = progress.as_mut() {
                     p(sim.q.now().as_secs_f64(), duration.as_secs_f64(), sim.q.events_processed());
@@ -314,6 +353,7 @@ pub fn run_inspected(
         relays: relay_rows,
         connections: conn_rows,
         channels: chan_rows,
+        circuits: circ_rows,
         summary: RunSummary {
             experiment: cfg.experiment.name.clone(),
             seed,

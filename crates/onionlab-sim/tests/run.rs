@@ -390,3 +390,70 @@ fn predictor_closes_the_loop_deterministically_and_moves_the_data() {
     let (bulk, bulk_vanilla) = (bulk_bytes(&a), bulk_bytes(&vanilla));
     assert!(bulk > bulk_vanilla / 4, "bulk bytes: PredicTor {bulk}, vanilla {bulk_vanilla}");
 }
+
+/// A config from `examples/tiny.toml` with `edit` applied to its text.
+fn tiny_edited(edit: impl Fn(String) -> String) -> onionlab_config::model::ExperimentConfig {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let text = edit(std::fs::read_to_string(&p).unwrap());
+    onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_circuit_table_accounts_for_every_data_cell_and_its_transit() {
+    let cfg = tiny_edited(|t| t.replace("seeds = [1]", "seeds = [1]\ncircuit_metrics_interval = \"1 s\""));
+    let out = run(&cfg, 3, None).unwrap();
+    assert!(!out.circuits.is_empty());
+    // Per circuit: cells packaged >= forwarded >= delivered, the differences being what is
+    // at the exit and in the overlay at the end (no cell lost or counted twice), and a
+    // delivered cell spent at least the three 20 ms hops from the exit to the client.
+    #[derive(Default)]
+    struct Sums {
+        packaged: u64,
+        forwarded: u64,
+        delivered: u64,
+        transit: f64,
+        // At the circuit's last sample.
+        exit_queued: u64,
+        backlog: u64,
+    }
+    let mut per: std::collections::BTreeMap<(u64, u64), Sums> = Default::default();
+    for c in &out.circuits {
+        assert!(c.transit_cell_s >= 0.0 && c.exit_wait_cell_s >= 0.0, "{c:?}");
+        let e = per.entry((c.circuit, c.created.to_bits())).or_default();
+        e.packaged += c.cells_packaged;
+        e.forwarded += c.cells_forwarded;
+        e.delivered += c.cells_delivered;
+        e.transit += c.transit_cell_s;
+        (e.exit_queued, e.backlog) = (c.exit_queued_cells, c.backlog_cells);
+    }
+    let mut delivered = 0;
+    for ((circ, _), Sums { packaged, forwarded, delivered: got, transit, exit_queued, backlog }) in per {
+        assert_eq!(packaged - forwarded, exit_queued, "circuit {circ}");
+        assert_eq!(forwarded - got, backlog, "circuit {circ}");
+        if got > 0 {
+            assert!(transit / got as f64 >= 0.060 * 0.999, "circuit {circ}: {} ms per cell", 1000.0 * transit / got as f64);
+        }
+        delivered += got;
+    }
+    // Every completed download's cells are among those delivered.
+    let cells: u64 = out.downloads.iter().filter(|d| d.error.is_none()).map(|d| d.size.div_ceil(498)).sum();
+    assert!(delivered >= cells, "{delivered} cells delivered, completed downloads hold {cells}");
+}
+
+#[test]
+fn channel_per_circuit_gives_every_circuit_channels_of_its_own() {
+    let shared = tiny_edited(|t| t.replace("seeds = [1]", "seeds = [1]\nchannel_metrics_interval = \"10 s\""));
+    let pctcp = tiny_edited(|t| {
+        format!("{}\n[tor]\nchannel_per_circuit = true\n", t.replace("seeds = [1]", "seeds = [1]\nchannel_metrics_interval = \"10 s\""))
+    });
+    assert!(pctcp.tor.channel_per_circuit && !shared.tor.channel_per_circuit);
+    let a = run(&shared, 2, None).unwrap();
+    let b = run(&pctcp, 2, None).unwrap();
+    // Tor shares one channel between two relays among several circuits; PCTCP never does.
+    assert!(a.channels.iter().any(|c| c.circuits > 1));
+    assert!(b.channels.iter().all(|c| c.circuits <= 1), "a PCTCP channel carried two circuits");
+    // The same traffic moves either way.
+    assert!(b.summary.counters["streams_completed"] > 0);
+    let ends = |o: &onionlab_sim::RunOutput| o.channels.iter().filter(|c| c.interval_start == 60.0).count();
+    assert!(ends(&b) > ends(&a), "PCTCP opens more channels: {} against {}", ends(&b), ends(&a));
+}

@@ -161,6 +161,22 @@ impl CellFifo {
         moved
     }
 
+    /// How many of the first `max` cells (all, if fewer are queued) are of `kind`.
+    pub fn count_in_front(&self, max: u64, kind: CellKind) -> u64 {
+        let (mut seen, mut found) = (0u64, 0u64);
+        for r in self.runs.iter() {
+            if seen >= max {
+                break;
+            }
+            let n = u64::from(r.count).min(max - seen);
+            seen += n;
+            if r.kind == kind {
+                found += n;
+            }
+        }
+        found
+    }
+
     /// Drops every cell of circuit `circ`; returns how many were dropped. The runs left
     /// keep their boundaries (runs that become adjacent are not merged).
     pub fn remove_circuit(&mut self, circ: u32) -> u64 {

@@ -14,6 +14,7 @@ use crate::flow_control::CongestionControl;
 use crate::node::NodeId;
 use crate::scheduler::CircPolicyData;
 use crate::token_bucket::TokenBucket;
+use crate::transit::TransitLedger;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CircuitState {
@@ -133,6 +134,11 @@ pub(crate) struct Circuit {
     pub opened_at: Option<SimTime>,
     /// First stream attached (tor's `timestamp_dirty`).
     pub dirty_since: Option<SimTime>,
+    /// Downstream DATA cells packaged at the exit and not yet forwarded by it ...
+    pub at_exit: TransitLedger,
+    /// ... and forwarded by the exit and not yet delivered at the client: the overlay
+    /// transit of the PredicTor paper ([`crate::transit`]).
+    pub in_overlay: TransitLedger,
 }
 
 impl Circuit {

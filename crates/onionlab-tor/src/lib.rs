@@ -6,7 +6,7 @@
 //! ([`token_bucket`]), channels ([`channel`]), circuits and streams ([`circuit`]), relays,
 //! clients and servers ([`node`]), circuit schedulers ([`scheduler`], BRAIDS's [`hpd`], the per-circuit
 //! budgets of [`shaped`]), service classes and the
-//! incentive-scheme hook ([`incentive`]), end-to-end flow
+//! incentive-scheme hook ([`incentive`]), data cells in transit ([`transit`]), end-to-end flow
 //! control ([`flow_control`]), path selection ([`path`]), relay hooks ([`hooks`]) and the
 //! network that runs them ([`network`]).
 //!
@@ -32,6 +32,7 @@ pub mod path;
 pub mod scheduler;
 pub mod shaped;
 pub mod token_bucket;
+pub mod transit;
 pub mod vegas;
 
 pub use channel::RelayChannelEnd;
@@ -40,11 +41,12 @@ pub use flow_control::CongestionControlKind;
 pub use hooks::{ClientConnection, PeerConnection, RelayCircuit, RelayControl, RelayHook};
 pub use hpd::{HpdParams, HpdScheduler};
 pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
-pub use network::{CbtLearning, ChannelIdleTimeout, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
+pub use network::{CbtLearning, ChannelIdleTimeout, CircuitTransit, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo, WeightsMethod};
 pub use scheduler::{CircuitScheduler, ClassDelays, RoundRobin, SchedulerKind};
 pub use token_bucket::TokenBucket;
+pub use transit::{TransitLedger, TransitSnapshot};
 pub use vegas::VegasParams;
 
 /// The hot-path structs keep the fields one batch touches in one cache line each (see

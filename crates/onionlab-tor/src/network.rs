@@ -49,6 +49,7 @@ use crate::token_bucket::{next_refill, TokenBucket};
 mod circuits;
 mod config;
 mod inspect;
+pub use inspect::CircuitTransit;
 mod pump;
 
 pub use config::{
@@ -888,6 +889,8 @@ impl TorNetwork {
     }
 
     fn deliver_at_client(&mut self, now: SimTime, circ: u32, run: CellRun) {
+        // The cells have left the overlay, whether or not their stream is still there.
+        self.circuits[circ as usize].in_overlay.leave(now, u64::from(run.count));
         let Some(sid) = self.live_stream(circ, run.stream) else { return };
         let n = run.count as u64;
         let stream_windows = self.cfg.congestion_control.stream_windows();

@@ -22,6 +22,7 @@ from types import ModuleType
 #: name -> module. Add a paper here when its module exists.
 PAPERS: dict[str, str] = {
     "ewma": "onionlab.reproduce.ewma",
+    "predictor": "onionlab.reproduce.predictor",
     "throttling": "onionlab.reproduce.throttling",
     "tortoise": "onionlab.reproduce.tortoise",
 }

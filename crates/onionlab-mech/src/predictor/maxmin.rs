@@ -1,5 +1,5 @@
 //! Max-min fairness: the reference allocation PredicTor aims for, and the paper's
-//! fairness index (Schuster et al., "PredicTor", section 2.2 and section 5; spec
+//! fairness index (Döpmann et al., PredicTor, section 2.2 and section 5; spec
 //! `predictor.md` sections 2 and 8).
 //!
 //! **Owns:** computing the max-min fair rates of circuits over nodes of limited capacity

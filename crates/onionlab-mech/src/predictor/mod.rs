@@ -1,6 +1,7 @@
 //! PredicTor: distributed model-predictive control of circuits' rates for max-min
-//! fairness and low latency (Schuster, Wiesner, Rieck, Hoffmann, Stöcker, "PredicTor:
-//! Predictive Congestion Control for the Tor Network", TOIT; spec `predictor.md`).
+//! fairness and low latency (Döpmann, Fiedler, Lucia, Tschorsch, "Optimization-Based
+//! Predictive Congestion Control for the Tor Network: Opportunities and Challenges", ACM
+//! TOIT 22(4), 2022; spec `predictor.md`).
 //!
 //! **Owns:** the max-min fair reference and the fairness index ([`maxmin`]), each relay's
 //! local optimal control problem ([`ocp`], the paper's problem (25)), and the closed loop

@@ -17,6 +17,7 @@ use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{NodeId, NodeKind};
 use crate::path::Position;
 use crate::token_bucket::TokenBucket;
+use crate::transit::TransitLedger;
 use onionlab_core::{EventQueue, SimDuration, SimTime};
 use onionlab_net::{ConnId, Side};
 
@@ -265,6 +266,8 @@ impl TorNetwork {
             close_reason: None,
             cells_out: 0,
             created_at: q.now(),
+            at_exit: TransitLedger::new(q.now()),
+            in_overlay: TransitLedger::new(q.now()),
             opened_at: None,
             dirty_since: None,
             streams: Vec::new(),
@@ -314,7 +317,8 @@ impl TorNetwork {
 
     fn channel_between(&mut self, q: &mut EventQueue<TorEvent>, a: NodeId, b: NodeId) -> u32 {
         let key = (a.min(b), a.max(b));
-        if let Some(&c) = self.chan_by_pair.get(&key) {
+        let shared = !self.cfg.channel_per_circuit;
+        if let Some(&c) = self.chan_by_pair.get(&key).filter(|_| shared) {
             return c;
         }
         let (ha, hb) = (self.nodes[a as usize].host, self.nodes[b as usize].host);
@@ -345,7 +349,9 @@ impl TorNetwork {
             conn_bucket_empty_intervals: [0; 2],
             ends,
         });
-        self.chan_by_pair.insert(key, id);
+        if shared {
+            self.chan_by_pair.insert(key, id);
+        }
         self.set_role(conn, ConnRole::Channel(id));
         self.nodes[a as usize].chans.push((id, Side::Initiator));
         self.nodes[b as usize].chans.push((id, Side::Acceptor));

@@ -146,6 +146,12 @@ pub struct TorConfig {
     /// `UseEntryGuards` (default 1): with false, every circuit's first hop is drawn afresh
     /// by bandwidth weight (the Tortoise paper's setup "does not utilize guard relays").
     pub use_entry_guards: bool,
+    /// PCTCP (AlSabah and Goldberg, CCS 2013; the PredicTor paper's second baseline):
+    /// every circuit opens channels of its own at every hop, so no two circuits share a
+    /// TCP connection (or its buffers, or its place in a relay's round of reads and
+    /// writes). Default false: tor multiplexes all circuits between two nodes over one
+    /// channel. PCTCP's IPsec layer is not modelled (neither did the PredicTor paper).
+    pub channel_per_circuit: bool,
     /// Size of a client's request (an HTTP GET), carried with BEGIN as optimistic data.
     pub request_bytes: u64,
     /// `CIRCWINDOW_START` and `CIRCWINDOW_INCREMENT`.
@@ -174,6 +180,7 @@ impl Default for TorConfig {
             outbuf_high_water: 32 * 1024,
             num_entry_guards: 1,
             use_entry_guards: true,
+            channel_per_circuit: false,
             request_bytes: 500,
             circ_window: crate::flow_control::CIRCWINDOW_START,
             circ_window_increment: crate::flow_control::CIRCWINDOW_INCREMENT,

@@ -9,7 +9,8 @@ use crate::circuit::{queue_slot, CircuitState, CIRCUIT_NODES};
 use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{IoRef, NodeId};
 use crate::scheduler::CircuitScheduler;
-use onionlab_core::SimDuration;
+use crate::transit::TransitSnapshot;
+use onionlab_core::{SimDuration, SimTime};
 use onionlab_net::HostId;
 
 impl TorNetwork {
@@ -287,4 +288,36 @@ impl TorNetwork {
     pub fn host_of(&self, n: NodeId) -> HostId {
         self.nodes[n as usize].host
     }
+
+    /// Every circuit that is not closed, with its downstream DATA cells waiting at the exit
+    /// and in the overlay as they stand at `now` ([`crate::transit`]), in circuit-slot order. A closed circuit's cells
+    /// still on their way are dropped, so its ledger stops counting and it has no entry.
+    pub fn circuit_transits(&self, now: SimTime) -> Vec<CircuitTransit> {
+        self.circuits
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.state != CircuitState::Closed)
+            .map(|(id, c)| CircuitTransit {
+                circ: id as u32,
+                created: c.created_at,
+                nodes: c.nodes,
+                at_exit: c.at_exit.snapshot(now),
+                in_overlay: c.in_overlay.snapshot(now),
+            })
+            .collect()
+    }
+}
+
+/// A circuit's downstream cells in transit ([`TorNetwork::circuit_transits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CircuitTransit {
+    /// The circuit's slot (a later circuit may reuse it: `created` tells them apart).
+    pub circ: u32,
+    pub created: SimTime,
+    /// `[client, guard, middle, exit]`.
+    pub nodes: [NodeId; CIRCUIT_NODES],
+    /// Packaged at the exit, not yet forwarded by it (its circuit queue towards the client).
+    pub at_exit: TransitSnapshot,
+    /// Forwarded by the exit, not yet delivered at the client.
+    pub in_overlay: TransitSnapshot,
 }

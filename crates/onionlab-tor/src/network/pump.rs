@@ -222,6 +222,7 @@ impl TorNetwork {
             s.packaged_cells += cells;
             let c = &mut self.circuits[circ as usize];
             c.cc_exit.on_packaged(cells, now);
+            c.at_exit.enter(now, cells);
             if let Some(b) = c.rate_limit.as_mut() {
                 b.take(cells * CELL_WIRE_BYTES);
             }
@@ -307,7 +308,7 @@ impl TorNetwork {
         sched.fill(
             room,
             now,
-            &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked },
+            &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked, now },
         );
     }
 
@@ -336,6 +337,7 @@ struct ChannelCells<'a> {
     /// streams, which are woken (by [`TorNetwork::wake_unblocked`]) from `unblocked`.
     unblock_at: u64,
     unblocked: &'a mut Vec<u32>,
+    now: SimTime,
 }
 
 impl ChannelCells<'_> {
@@ -357,11 +359,19 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
     fn take(&mut self, circ: u32, n: u64) -> u64 {
         let (pos, qi) = self.locate(circ);
         let c = &mut self.circuits[circ as usize];
+        // DATA cells the exit forwards enter the overlay (only the exit's queue towards
+        // the client holds them at that position).
+        let exit = pos == c.exit_pos();
+        let data = if exit { c.queues[qi].cells.count_in_front(n, CellKind::Data) } else { 0 };
         let moved = c.queues[qi].cells.move_to(self.outbuf, n);
         c.cells_out += moved as u32;
+        if data > 0 {
+            c.at_exit.leave(self.now, data);
+            c.in_overlay.enter(self.now, data);
+        }
         // Only the exit's queue toward the client blocks its streams; other hops' queues of
         // the same circuit say nothing about it.
-        if c.edge_blocked && pos == c.exit_pos() && c.exit_queued() <= self.unblock_at {
+        if c.edge_blocked && exit && c.exit_queued() <= self.unblock_at {
             c.edge_blocked = false;
             c.cc_exit.set_blocked(false);
             self.unblocked.push(circ);
@@ -468,7 +478,7 @@ impl KistChannels for KistView<'_> {
         let ChanEnd { sched, outbuf, .. } = &mut self.chans[chan as usize].ends[side_index(side)];
         let (circuits, node, unblock_at, unblocked) = (&mut *self.circuits, self.node, self.unblock_at, &mut *self.unblocked);
         // One cell in the scheduler's order.
-        crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked }) == 1
+        crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked, now }) == 1
     }
 
     fn outbuf_bytes(&self, i: usize) -> u64 {
