@@ -1,5 +1,6 @@
-"""`onionlab reproduce predictor`: the generated toy configs, the fairness index and byte-wise
-latency on hand-worked tables, bad input, and a smoke run of the quick version (about 10 s)."""
+"""`onionlab reproduce predictor`: the generated configs, the fairness index, the max-min
+reference and byte-wise latency on hand-worked cases, bad input, and a smoke run of the quick
+version (about 15 s)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,51 @@ def test_fairness_index_matches_table_1():
     assert predictor.fairness(pd.Series([1.0, 1.0, 2.0])) == pytest.approx(2 / 3)
 
 
+@needs_core
+def test_max_min_reference_of_the_toy_topology():
+    # One bottleneck of 500 KB/s carries all three: 0.85 of it in payload bytes, split
+    # equally: 500000 * 0.85 * 498/514 / 1000 / 3 = 137.26 KB/s each (the paper: 136.7).
+    fair = predictor.fair_rates(predictor.TOY_BANDWIDTH, {c: [e, "btlnk", x] for c, e, x in predictor.CIRCUITS})
+    assert list(fair.index) == ["circuit1", "circuit2", "circuit3"]
+    assert fair.to_numpy() == pytest.approx([500_000 * 0.85 * 498 / 514 / 1000 / 3] * 3)
+    # Against it, the paper's own table 1 rates give its own F values.
+    for v, f in predictor.PAPER_F.items():
+        rates = pd.Series(predictor.PAPER_RATE_KBS[v][:3], index=fair.index)
+        paper_fair = pd.Series([136.7] * 3, index=fair.index)
+        assert predictor.fairness(rates, paper_fair) == pytest.approx(f, abs=0.002)
+    with pytest.raises(ValueError, match="no bandwidth"):
+        predictor.fair_rates({"a": 1.0}, {"c": ["a", "b"]})
+
+
+def test_random_paths_are_three_distinct_relays_and_new_per_repetition():
+    a = predictor.random_paths(40, 1)
+    assert len(a) == 40 and all(len(set(p)) == 3 for p in a.values())
+    assert a == predictor.random_paths(40, 1)
+    assert a != predictor.random_paths(40, 2)
+    with pytest.raises(ValueError, match="circuits"):
+        predictor.random_paths(0, 1)
+    assert predictor.parse_counts("100, 10,10") == [10, 100] and predictor.parse_counts("none") == []
+    with pytest.raises(ValueError, match="--circuits"):
+        predictor.parse_counts("ten")
+
+
+def test_fuzzed_latencies_stay_within_the_papers_interval():
+    import numpy as np
+
+    m = np.array([[float(x) for x in row.split(",")] for row in predictor.random_latency_matrix(0.5, 3).splitlines()])
+    relays = m[:50, :50][~np.eye(50, dtype=bool)]
+    # Two spokes of 20 ms, each times a factor in [0.5, 1.5]: 20-60 ms, and not all alike.
+    assert relays.min() >= 20 - 1e-9 and relays.max() <= 60 + 1e-9 and relays.std() > 1
+    assert (np.diag(m) == 0).all() and (m == m.T).all()
+    # f > 1: the factor's floor is 0.01 (the authors' epsilon).
+    m2 = np.array([[float(x) for x in row.split(",")] for row in predictor.random_latency_matrix(2.0, 1).splitlines()])
+    assert m2[:50, :50][~np.eye(50, dtype=bool)].min() >= 0.4 - 1e-9
+    assert predictor.random_latency_matrix(0.0) == predictor.uniform_latency_matrix(51)
+    assert predictor.parse_fuzziness("1, 0,0.5") == [0.0, 0.5, 1.0]
+    with pytest.raises(ValueError, match="--fuzziness"):
+        predictor.parse_fuzziness("-1")
+
+
 def test_byte_latency_by_hand():
     # Two intervals of 1 s: 10 cells delivered having spent 2 cell-seconds in the overlay,
     # then 30 cells and 4 cell-seconds, with 1 cell-second at the exit: 6/40 = 150 ms.
@@ -52,11 +98,15 @@ def test_byte_latency_names_a_missing_column():
 @needs_core
 def test_toy_configs_are_valid(tmp_path):
     (tmp_path / "toy-latency.csv").write_text(predictor.latency_matrix())
-    for scenario in (1, 2):
-        for v in predictor.VARIANTS:
+    (tmp_path / "random-latency.csv").write_text(predictor.random_latency_matrix())
+    for v in predictor.VARIANTS:
+        for scenario in (1, 2):
             p = tmp_path / f"s{scenario}-{v}.toml"
             p.write_text(predictor.config_text(scenario, v, "5 s", 1000, "100 ms"))
             config_mod.check(p)
+        p = tmp_path / f"random-{v}.toml"
+        p.write_text(predictor.random_config_text(30, 2, v, "5 s", 1000, "1 s"))
+        config_mod.check(p)
     with pytest.raises(ValueError, match="variant"):
         predictor.config_text(1, "bbr", "5 s", 1000, "100 ms")
 
@@ -65,7 +115,8 @@ def test_toy_configs_are_valid(tmp_path):
 def test_quick_reproduction_runs(tmp_path):
     out = tmp_path / "pt"
     assert main(["reproduce", "predictor", "--quick", "--jobs", "2", "-o", str(out)]) == 0
-    for f in ["table1.csv", "findings.csv", "figure4.png", "figure5.png", "README.md"]:
+    for f in ["table1.csv", "findings.csv", "figure4.png", "figure5.png", "README.md", "random.csv", "random_runs.csv", "figure7_9b.png",
+              "fuzziness.csv", "fuzziness_runs.csv"]:
         assert (out / f).stat().st_size > 0, f
     t = pd.read_csv(out / "table1.csv")
     tot = t[t["circuit"] == "Total"].set_index("variant")
@@ -76,8 +127,16 @@ def test_quick_reproduction_runs(tmp_path):
     assert tot.loc["PredicTor", "F"] > 0.95 and tot.loc["Vanilla", "F"] < 0.8 and tot.loc["PCTCP", "F"] > 0.9
     f = pd.read_csv(out / "findings.csv")
     assert len(f) == 6
+    # One random network of 10 circuits per variant; no solve failed.
+    r = pd.read_csv(out / "random.csv")
+    assert sorted(r["variant"]) == ["PCTCP", "PredicTor", "Vanilla"] and (r["circuits"] == 10).all()
+    assert (r["latency_ms"] >= predictor.MIN_LATENCY_MS).all() and (r["solves_failed"] == 0).all()
+    assert ((r["F"] > 0) & (r["F"] <= 1)).all()
+    fz = pd.read_csv(out / "fuzziness.csv")
+    assert sorted(fz["variant"]) == ["PCTCP", "PredicTor", "Vanilla"] and (fz["fuzziness"] == 1.0).all()
 
 
 def test_bad_options_name_the_option(tmp_path):
     assert main(["reproduce", "predictor", "--circ-window", "0", "-o", str(tmp_path / "x")]) != 0
     assert main(["reproduce", "predictor", "--seeds", "0", "-o", str(tmp_path / "y")]) != 0
+    assert main(["reproduce", "predictor", "--circuits", "0", "-o", str(tmp_path / "z")]) != 0

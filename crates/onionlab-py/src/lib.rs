@@ -310,6 +310,15 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     Ok(res.unbind())
 }
 
+/// The max-min fair rates of `circuits` (each a list of node indices) over nodes of
+/// `capacities`, by progressive filling (PredicTor's reference allocation,
+/// `onionlab_mech::predictor::maxmin`). Raises ValueError for a negative or non-finite
+/// capacity, an empty circuit or an unknown node.
+#[pyfunction]
+fn max_min_fair(capacities: Vec<f64>, circuits: Vec<Vec<usize>>) -> PyResult<Vec<f64>> {
+    onionlab_mech::predictor::maxmin::max_min_fair(&capacities, &circuits).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Bytes in a size string ("320 KiB"), as configs read it.
 #[pyfunction]
 fn parse_size(s: &str) -> PyResult<u64> {
@@ -362,5 +371,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_byte_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(load_network, m)?)?;
+    m.add_function(wrap_pyfunction!(max_min_fair, m)?)?;
     Ok(())
 }

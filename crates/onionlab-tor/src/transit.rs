@@ -74,6 +74,12 @@ impl TransitLedger {
         self.left = (self.left + n).min(self.entered);
     }
 
+    /// Cells that have entered and not yet left.
+    #[inline]
+    pub fn in_transit(&self) -> u64 {
+        self.entered - self.left
+    }
+
     /// The ledger as it stands at `now` (no earlier than its last update).
     pub fn snapshot(&self, now: SimTime) -> TransitSnapshot {
         let mut l = *self;

@@ -25,6 +25,7 @@ the paper being silent (the authors' scripts used 500/50: ``--circ-window 500``)
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
@@ -53,19 +54,36 @@ PAPER_MAXMIN_KBS = [136.7, 136.7, 136.7, 410.1]
 PAPER_F = {"predictor": 0.981, "vanilla": 0.685, "pctcp": 0.953}
 #: The theoretical minimum latency (two 40 ms hops), ours and the paper's.
 MIN_LATENCY_MS = 80.0
+#: The share of a relay's bandwidth PredicTor plans with (the authors' 0.85), and the max-min
+#: reference's: see :func:`fair_rates`.
+CAPACITY_FRACTION = 0.85
+#: Payload and wire bytes of a cell.
+PAYLOAD, CELL = 498, 514
 
 #: Locations of the latency matrix: each entry relay shares one with its client.
 ENTRIES = ("entry1", "entry2", "entry3")
+TOY_BANDWIDTH = {"entry1": 1_250_000, "entry2": 1_250_000, "entry3": 1_250_000, "btlnk": 500_000, "exit1": 1_250_000, "exit2": 1_250_000}
 CIRCUITS = (("circuit1", "entry1", "exit1"), ("circuit2", "entry2", "exit1"), ("circuit3", "entry3", "exit2"))
 LOCATIONS = {"entry1": 0, "entry2": 1, "entry3": 2, "btlnk": 3, "exit1": 4, "exit2": 5, "servers": 6}
 HOP_MS = 40
 
 
-def latency_matrix() -> str:
-    """One-way latencies (ms) between the toy's locations: 40 ms between distinct ones, none
-    within one (a client and its entry relay)."""
-    n = len(LOCATIONS)
+def uniform_latency_matrix(n: int) -> str:
+    """One-way latencies (ms) between ``n`` locations: 40 ms between distinct ones, none
+    within one (a client and its entry relay share a location)."""
     return "\n".join(",".join("0" if i == j else str(HOP_MS) for j in range(n)) for i in range(n)) + "\n"
+
+
+def latency_matrix() -> str:
+    """The toy topology's latency matrix (locations: :data:`LOCATIONS`)."""
+    return uniform_latency_matrix(len(LOCATIONS))
+
+
+def tor_lines(variant: str, window: int) -> list[str]:
+    """The ``[tor]`` section of a variant: the circuit window, and a channel per circuit for
+    PCTCP."""
+    return ["[tor]", f"circ_window = {window}", f"circ_window_increment = {max(1, window // 10)}",
+            f"channel_per_circuit = {'true' if variant == 'pctcp' else 'false'}", ""]
 
 
 def config_text(scenario: int, variant: str, duration: str, window: int, interval: str) -> str:
@@ -84,22 +102,18 @@ def config_text(scenario: int, variant: str, duration: str, window: int, interva
         "seeds = [1]",
         f'circuit_metrics_interval = "{interval}"',
         "",
-        "[tor]",
-        f"circ_window = {window}",
-        f"circ_window_increment = {max(1, window // 10)}",
-        f"channel_per_circuit = {'true' if variant == 'pctcp' else 'false'}",
-        "",
+        *tor_lines(variant, window),
         "[network]",
         'latency = { matrix = "toy-latency.csv" }',
         "",
     ]
-    for name, bw, link, flags in (
-        *((e, "1250 KB/s", "10 Mbit", '["Guard", "Fast", "Stable"]') for e in ENTRIES),
-        ("btlnk", "500 KB/s", "4 Mbit", '["Fast"]'),
-        ("exit1", "1250 KB/s", "10 Mbit", '["Exit", "Fast"]'),
-        ("exit2", "1250 KB/s", "10 Mbit", '["Exit", "Fast"]'),
+    for name, link, flags in (
+        *((e, "10 Mbit", '["Guard", "Fast", "Stable"]') for e in ENTRIES),
+        ("btlnk", "4 Mbit", '["Fast"]'),
+        ("exit1", "10 Mbit", '["Exit", "Fast"]'),
+        ("exit2", "10 Mbit", '["Exit", "Fast"]'),
     ):
-        lines += ["[[relays]]", f'name = "{name}"', f'bandwidth = "{bw}"', f'link = "{link}"', f"flags = {flags}",
+        lines += ["[[relays]]", f'name = "{name}"', f'bandwidth = "{TOY_BANDWIDTH[name]} B/s"', f'link = "{link}"', f"flags = {flags}",
                   f"location = {LOCATIONS[name]}", ""]
     for name, entry, exit_ in CIRCUITS:
         workload = "object" if scenario == 1 and name == "circuit2" else "endless"
@@ -115,13 +129,202 @@ def config_text(scenario: int, variant: str, duration: str, window: int, interva
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------- random networks (5.3)
+
+#: Section 5.3: 50 relays, every circuit a random sequence of three distinct relays. The
+#: paper states neither bandwidths nor latency: every relay here has the toy topology's
+#: 10 Mbit/s (1250 KB/s) and 40 ms to every other, and each client sits beside its entry.
+RANDOM_RELAYS = 50
+RANDOM_BANDWIDTH = 1_250_000
+#: Latency fuzziness values (section 5.4; the paper does not list its values).
+FUZZINESS = (0.0, 0.5, 1.0, 2.0)
+#: Circuit counts (the paper: 10 to 1,000; 100 and 500 its "low" and "high" congestion).
+RANDOM_CIRCUITS = (10, 25, 50, 100, 200)
+
+
+def random_relay_names() -> list[str]:
+    return [f"relay{i:02d}" for i in range(RANDOM_RELAYS)]
+
+
+def random_paths(circuits: int, rep: int) -> dict[str, list[str]]:
+    """Circuit name -> [entry, middle, exit]: three distinct relays drawn uniformly (the
+    authors' code), a new network for every repetition ``rep`` (the paper: "a completely new
+    random network for every single simulation run")."""
+    if circuits < 1:
+        raise ValueError(f"circuits: at least 1, got {circuits}")
+    rng = np.random.default_rng([circuits, rep])
+    names = random_relay_names()
+    return {f"c{i:04d}": [names[j] for j in rng.choice(RANDOM_RELAYS, size=3, replace=False)] for i in range(circuits)}
+
+
+def random_latency_matrix(fuzziness: float = 0.0, rep: int = 1) -> str:
+    """Locations 0-49: one relay each (and the clients entering there); 50: the servers.
+
+    With ``fuzziness`` f > 0 (section 5.4), each relay's spoke to the central router (half of
+    the nominal 40 ms between two relays, the authors' star topology) is multiplied by a
+    factor drawn from U[max(0.01, 1 - f), 1 + f] (the authors' epsilon of 0.01 l); two
+    relays are the sum of their spokes apart. The servers keep the nominal spoke. The
+    controller does not know: it has no latency in its model beyond the one-step delay of
+    its neighbours' plans."""
+    if fuzziness == 0:
+        return uniform_latency_matrix(RANDOM_RELAYS + 1)
+    if not fuzziness > 0:
+        raise ValueError(f"fuzziness: must be at least 0, got {fuzziness}")
+    rng = np.random.default_rng([RANDOM_RELAYS, rep, int(round(fuzziness * 1000))])
+    spoke = np.full(RANDOM_RELAYS + 1, HOP_MS / 2)
+    spoke[:RANDOM_RELAYS] *= rng.uniform(max(0.01, 1 - fuzziness), 1 + fuzziness, RANDOM_RELAYS)
+    n = len(spoke)
+    return "\n".join(",".join("0" if i == j else f"{spoke[i] + spoke[j]:.3f}" for j in range(n)) for i in range(n)) + "\n"
+
+
+def random_config_text(circuits: int, rep: int, variant: str, duration: str, window: int, interval: str,
+                       matrix: str = "random-latency.csv", name: str | None = None) -> str:
+    """A random network of section 5.3 with ``circuits`` endless bulk circuits, repetition
+    ``rep`` (its seed and its paths), its latencies from the CSV ``matrix``."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: one of {', '.join(VARIANTS)}, got {variant!r}")
+    names = random_relay_names()
+    lines = [
+        f"# PredicTor section 5.3: a random network, {circuits} circuits, repetition {rep}, {LABELS[variant]}.",
+        "# Generated by `onionlab reproduce predictor`.",
+        "[experiment]",
+        f'name = "{name or f"random-n{circuits}-r{rep}-{variant}"}"',
+        f'duration = "{duration}"',
+        'warmup = "2 s"                # the circuits start within it',
+        f"seeds = [{rep}]",
+        f'circuit_metrics_interval = "{interval}"',
+        "",
+        *tor_lines(variant, window),
+        "[network]",
+        f'latency = {{ matrix = "{matrix}" }}',
+        "",
+    ]
+    for i, name in enumerate(names):
+        lines += ["[[relays]]", f'name = "{name}"', f'bandwidth = "{RANDOM_BANDWIDTH} B/s"', 'link = "10 Mbit"',
+                  'flags = ["Guard", "Exit", "Fast", "Stable"]', f"location = {i}", ""]
+    for c, path in random_paths(circuits, rep).items():
+        lines += ["[[clients]]", f'name = "{c}"', 'workload = "endless"', "count = 1", 'link = "10 Mbit"',
+                  f"placement = {names.index(path[0])}", f"path = {json_list(path)}", ""]
+    lines += ["[servers]", "count = 5", 'link = "1 Gbit"', f"placement = {RANDOM_RELAYS}", "",
+              "[workloads.endless]", 'type = "bulk"', 'size = "1 GiB"', "",
+              "[mechanisms]", 'scheduler = "round-robin"']
+    if variant == "predictor":
+        lines += ["[mechanisms.predictor]"]
+    return "\n".join(lines) + "\n"
+
+
+def json_list(xs: list[str]) -> str:
+    return "[" + ", ".join(f'"{x}"' for x in xs) + "]"
+
+
+def random_row(res, circuits: int, rep: int, variant: str, lead: float) -> dict:
+    """One random-network run: byte-weighted latency, total rate and F against the max-min
+    fair rates of its paths."""
+    c = res.circuits
+    tot = byte_latency(c, start=lead, by=())
+    per = byte_latency(c, start=lead, by=("class",)).set_index("class")
+    paths = random_paths(circuits, rep)
+    fair = fair_rates({r: RANDOM_BANDWIDTH for r in random_relay_names()}, paths)
+    rates = (per["rate"] / 1000).reindex(list(paths)).fillna(0.0)
+    return {"circuits": circuits, "rep": rep, "variant": LABELS[variant],
+            "latency_ms": 1000 * float(tot["latency_s"].iloc[0]), "latency_with_exit_ms": 1000 * float(tot["latency_with_exit_s"].iloc[0]),
+            "rate_kbs": float(rates.sum()), "maxmin_kbs": float(fair.sum()), "F": fairness(rates, fair),
+            "solves_failed": int(res.summary["runs"][0]["counters"].get("predictor_failed_solves", 0))}
+
+
+def random_findings(m: pd.DataFrame) -> pd.DataFrame:
+    """Section 5.3's findings, judged on the means over repetitions."""
+    lat = m.pivot(index="circuits", columns="variant", values="latency_ms")
+    rate = m.pivot(index="circuits", columns="variant", values="rate_kbs")
+    f = m.pivot(index="circuits", columns="variant", values="F")
+    lo, hi = lat.index.min(), lat.index.max()
+    p, v, c = LABELS["predictor"], LABELS["vanilla"], LABELS["pctcp"]
+    growth = {k: lat.loc[hi, k] / lat.loc[lo, k] for k in (p, v, c)}
+    ratio = (rate[p] / rate[[v, c]].max(axis=1))
+    trend = (f"PredicTor {lat.loc[lo, p]:.0f} -> {lat.loc[hi, p]:.0f} ms (x{growth[p]:.1f}); vanilla {lat.loc[lo, v]:.0f} -> "
+             f"{lat.loc[hi, v]:.0f} (x{growth[v]:.1f}); PCTCP {lat.loc[lo, c]:.0f} -> {lat.loc[hi, c]:.0f} (x{growth[c]:.1f})")
+    rows = [
+        (f"PredicTor's latency is below the baselines' and grows less with the circuits ({lo} to {hi})", trend,
+         bool(growth[p] < min(growth[v], growth[c]) and (lat[p] < lat[[v, c]].min(axis=1)).all())),
+        ("PredicTor's latency is low independently of the number of circuits (taken as: grows by less than half)", trend,
+         bool(growth[p] < 1.5)),
+        ("PredicTor delivers less in total (paper: about 20 % less)",
+         "PredicTor / best baseline: " + ", ".join(f"{n}: {r:.2f}" for n, r in ratio.items()), bool((ratio < 1).all())),
+        ("PredicTor's F is around 0.9 at every circuit count (taken as: 0.8 to 1)",
+         ", ".join(f"{n}: {x:.2f}" for n, x in f[p].items()), bool((f[p] >= 0.8).all())),
+        ("under congestion the baselines are less fair than PredicTor",
+         f"at {hi} circuits: PredicTor {f.loc[hi, p]:.2f}, vanilla {f.loc[hi, v]:.2f}, PCTCP {f.loc[hi, c]:.2f}",
+         bool(f.loc[hi, p] > max(f.loc[hi, v], f.loc[hi, c]))),
+        ("with little congestion the baselines are fairer than PredicTor",
+         f"at {lo} circuits: PredicTor {f.loc[lo, p]:.2f}, vanilla {f.loc[lo, v]:.2f}, PCTCP {f.loc[lo, c]:.2f}",
+         bool(min(f.loc[lo, v], f.loc[lo, c]) > f.loc[lo, p])),
+    ]
+    return pd.DataFrame(rows, columns=["finding", "ours", "reproduces"])
+
+
+def fuzziness_findings(m: pd.DataFrame) -> pd.DataFrame:
+    """Section 5.4's findings, judged on the means over repetitions."""
+    lat = m.pivot(index="fuzziness", columns="variant", values="latency_ms")
+    rate = m.pivot(index="fuzziness", columns="variant", values="rate_kbs")
+    f = m.pivot(index="fuzziness", columns="variant", values="F")
+    lo, hi = lat.index.min(), lat.index.max()
+    p, v, c = LABELS["predictor"], LABELS["vanilla"], LABELS["pctcp"]
+    rel = {k: lat.loc[hi, k] / lat.loc[lo, k] for k in (p, v, c)}
+    drift = {k: max(abs(rate.loc[hi, k] / rate.loc[lo, k] - 1), abs(f.loc[hi, k] - f.loc[lo, k])) for k in (p, v, c)}
+    rows = [
+        ("latency grows with fuzziness for every variant",
+         ", ".join(f"{k} x{rel[k]:.2f}" for k in (p, v, c)), bool(all(r > 1 for r in rel.values()))),
+        ("PredicTor's latency is affected much more than the baselines'",
+         f"f {lo:g} -> {hi:g}: PredicTor x{rel[p]:.2f}, vanilla x{rel[v]:.2f}, PCTCP x{rel[c]:.2f}", bool(rel[p] > max(rel[v], rel[c]))),
+        ("PredicTor's latency stays below the baselines'",
+         f"at f = {hi:g}: {lat.loc[hi, p]:.0f} against {lat.loc[hi, v]:.0f} and {lat.loc[hi, c]:.0f} ms",
+         bool(lat.loc[hi, p] < min(lat.loc[hi, v], lat.loc[hi, c]))),
+        ("PredicTor's throughput and F are less affected than the baselines'",
+         ", ".join(f"{k}: rate x{rate.loc[hi, k] / rate.loc[lo, k]:.2f}, F {f.loc[lo, k]:.2f} -> {f.loc[hi, k]:.2f}" for k in (p, v, c)),
+         bool(drift[p] <= min(drift[v], drift[c]))),
+    ]
+    return pd.DataFrame(rows, columns=["finding", "ours", "reproduces"])
+
+
+def random_figure(m: pd.DataFrame, path: Path) -> None:
+    """Figures 7a, 7b and 9b: latency, total throughput and F against the circuit count."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 3.2))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 3)
+    for ax, col, label in zip(axes, ("latency_ms", "rate_kbs", "F"), ("latency (ms)", "total rate (KB/s)", "fairness index F")):
+        for v in VARIANTS:
+            g = m[m["variant"] == LABELS[v]]
+            ax.plot(g["circuits"], g[col], marker="o", label=LABELS[v])
+        ax.set_xscale("log")
+        ax.set_xlabel("circuits")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_yscale("log")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3; the paper ran one)")
     p.add_argument("--duration", default="30 s", help='simulated time per run (default "30 s"; the authors: 7.5 s)')
     p.add_argument("--lead", type=float, default=4.0, help="seconds left out at the start (default 4, the authors')")
     p.add_argument("--circ-window", type=int, default=1000,
                    help="vanilla and PCTCP's circuit window in cells (default 1000, tor's; the authors' scripts: 500)")
-    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s) for tests")
+    p.add_argument("--circuits", default=",".join(map(str, RANDOM_CIRCUITS)),
+                   help=f"random networks (section 5.3): circuit counts, comma-separated (default {','.join(map(str, RANDOM_CIRCUITS))}; "
+                        "'none' skips them)")
+    p.add_argument("--reps", type=int, default=3, help="random networks per circuit count (default 3; the paper: 25)")
+    p.add_argument("--random-duration", default="12 s", help='simulated time per random-network run (default "12 s")')
+    p.add_argument("--random-lead", type=float, default=6.0,
+                   help="seconds left out at the start of a random-network run (default 6; the paper: all but the last 2 s)")
+    p.add_argument("--fuzziness", default=",".join(map(str, FUZZINESS)),
+                   help=f"latency fuzziness f (section 5.4), comma-separated (default {','.join(map(str, FUZZINESS))}; 'none' skips it)")
+    p.add_argument("--fuzz-circuits", type=int, default=100, help="circuits of the fuzziness runs (default 100, the paper's 'little congestion')")
+    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s; one random network of 10 circuits) for tests")
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     p.add_argument("--reuse-runs", action="store_true", help="load runs whose config is unchanged from OUT/runs")
     p.add_argument("--reuse-runs-from", nargs="+", metavar="DIR", help="also reuse runs from these output directories")
@@ -141,15 +344,39 @@ def circuit_rates(res, lead: float) -> pd.DataFrame:
     return df[["seed", "circuit", "latency_ms", "latency_with_exit_ms", "rate_kbs", "mean_backlog_cells"]]
 
 
-def fairness(rates: pd.Series) -> float:
-    """The paper's F (section 5) on the toy topology, where one bottleneck carries every
-    circuit: max-min fairness is an equal split, here of the total the variant delivered
-    (so F measures the split, and throughput is reported on its own)."""
-    total = float(rates.sum())
-    if total <= 0:
-        return float("nan")
-    fair = total / len(rates)
-    return 1 - float(np.abs(rates - fair).sum()) / total
+def fairness(rates: pd.Series, fair: pd.Series | None = None) -> float:
+    """The paper's fairness index F = 1 - sum |r_f - r| / sum r_f (section 5) of observed
+    ``rates`` against the max-min fair rates ``fair`` (same index). Without ``fair``: against
+    the equal split of the delivered total, which is the max-min fair split of what one shared
+    bottleneck delivered (``F_split``: the split alone, throughput aside)."""
+    if fair is None:
+        total = float(rates.sum())
+        if total <= 0:
+            return float("nan")
+        fair = pd.Series(total / len(rates), index=rates.index)
+    fair = fair.reindex(rates.index)
+    if fair.isna().any():
+        raise ValueError(f"fairness: no max-min fair rate for {sorted(map(str, fair[fair.isna()].index))}")
+    return 1 - float(np.abs(rates - fair).sum()) / float(fair.sum())
+
+
+def fair_rates(bandwidth: dict[str, float], paths: dict[str, list[str]], fraction: float = CAPACITY_FRACTION) -> pd.Series:
+    """The max-min fair rates (payload KB/s) of circuits ``paths`` (name -> relays) over relays
+    of ``bandwidth`` (bytes/s on the wire): each relay's capacity is ``fraction`` of its
+    bandwidth, in payload bytes (498 of a cell's 514). The paper's reference: its max-min
+    column of table 1 (136.7 KB/s each, 410.1 in total) is PredicTor's planned 0.85 of the
+    bottleneck, which our PredicTor delivers almost exactly (410.7)."""
+    from onionlab import _core
+
+    relays = sorted(bandwidth)
+    index = {r: i for i, r in enumerate(relays)}
+    unknown = sorted({r for p in paths.values() for r in p} - set(index))
+    if unknown:
+        raise ValueError(f"fair_rates: circuits cross relays with no bandwidth: {unknown}")
+    caps = [bandwidth[r] * fraction * PAYLOAD / CELL / 1000 for r in relays]
+    names = list(paths)
+    rates = _core.max_min_fair(caps, [[index[r] for r in paths[n]] for n in names])
+    return pd.Series(rates, index=names)
 
 
 def table1(s1: dict, s2: dict, lead: float) -> pd.DataFrame:
@@ -161,15 +388,19 @@ def table1(s1: dict, s2: dict, lead: float) -> pd.DataFrame:
         lat = circuit_rates(s1[v], lead).groupby("circuit")[["latency_ms", "latency_with_exit_ms"]].mean()
         r2 = circuit_rates(s2[v], lead)
         thr = r2.groupby("circuit")["rate_kbs"].mean()
-        f = r2[r2["circuit"] != "Total"].groupby("seed")["rate_kbs"].apply(fairness)
+        fair = fair_rates(TOY_BANDWIDTH, {c: [e, "btlnk", x] for c, e, x in CIRCUITS})
+        per = r2[r2["circuit"] != "Total"]
+        f = per.groupby("seed").apply(lambda g: fairness(g.set_index("circuit")["rate_kbs"], fair))
+        f_split = per.groupby("seed")["rate_kbs"].apply(fairness)
         for i, n in enumerate(names):
             rows.append({
                 "variant": LABELS[v], "circuit": n.replace("circuit", ""),
                 "latency_ms": lat.loc[n, "latency_ms"], "paper_latency_ms": PAPER_LATENCY_MS[v][i],
                 "latency_with_exit_ms": lat.loc[n, "latency_with_exit_ms"],
-                "rate_kbs": thr.loc[n], "paper_rate_kbs": PAPER_RATE_KBS[v][i], "paper_maxmin_kbs": PAPER_MAXMIN_KBS[i],
+                "rate_kbs": thr.loc[n], "paper_rate_kbs": PAPER_RATE_KBS[v][i],
+                "maxmin_kbs": fair.sum() if n == "Total" else fair.loc[n], "paper_maxmin_kbs": PAPER_MAXMIN_KBS[i],
                 "F": f.mean() if n == "Total" else np.nan, "F_min_seed": f.min() if n == "Total" else np.nan,
-                "paper_F": PAPER_F[v] if n == "Total" else np.nan,
+                "paper_F": PAPER_F[v] if n == "Total" else np.nan, "F_split": f_split.mean() if n == "Total" else np.nan,
             })
     return pd.DataFrame(rows)
 
@@ -224,15 +455,51 @@ def figure_over_time(s1: dict, column: str, ylabel: str, path: Path, seed: int) 
     fig.savefig(path, dpi=110)
 
 
+def parse_fuzziness(text: str) -> list[float]:
+    """``--fuzziness``: comma-separated values of at least 0, or ``none``."""
+    if text.strip().lower() == "none":
+        return []
+    try:
+        values = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--fuzziness: comma-separated numbers or 'none', got {text!r}") from None
+    if not values or any(not (f >= 0 and math.isfinite(f)) for f in values):
+        raise ValueError(f"--fuzziness: every value must be a finite number of at least 0, got {text!r}")
+    return sorted(set(values))
+
+
+def parse_counts(text: str) -> list[int]:
+    """``--circuits``: comma-separated positive circuit counts, or ``none``."""
+    if text.strip().lower() == "none":
+        return []
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--circuits: comma-separated whole numbers or 'none', got {text!r}") from None
+    if not counts or any(n < 1 for n in counts):
+        raise ValueError(f"--circuits: every count must be at least 1, got {text!r}")
+    return sorted(set(counts))
+
+
 def main(out: Path, args) -> int:
     if args.quick:
         args.seeds, args.duration = 1, "10 s"
+        args.circuits, args.reps, args.random_duration, args.random_lead = "10", 1, "6 s", 3.0
+        args.fuzziness, args.fuzz_circuits = "1", 10
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     if args.circ_window < 1:
         raise ValueError(f"--circ-window: must be at least 1 cell, got {args.circ_window}")
     if not args.lead >= 0:
         raise ValueError(f"--lead: must be at least 0 s, got {args.lead}")
+    counts = parse_counts(args.circuits)
+    fuzz = parse_fuzziness(args.fuzziness)
+    if args.fuzz_circuits < 1:
+        raise ValueError(f"--fuzz-circuits: must be at least 1, got {args.fuzz_circuits}")
+    if args.reps < 1:
+        raise ValueError(f"--reps: must be at least 1, got {args.reps}")
+    if not args.random_lead >= 0:
+        raise ValueError(f"--random-lead: must be at least 0 s, got {args.random_lead}")
     seeds = list(range(1, args.seeds + 1))
     cfg_dir = out / "configs"
     cfg_dir.mkdir(parents=True, exist_ok=True)
@@ -242,7 +509,28 @@ def main(out: Path, args) -> int:
         for v in VARIANTS:
             name = f"toy-s{scenario}-{v}"
             jobs.append((name, write_config(out, name, config_text(scenario, v, args.duration, args.circ_window, "100 ms")), seeds))
-    print(f"predictor: {len(jobs)} configurations x {len(seeds)} seeds", flush=True)
+    if counts:
+        (cfg_dir / "random-latency.csv").write_text(random_latency_matrix(), encoding="utf-8")
+    for n in counts:
+        for rep in range(1, args.reps + 1):
+            for v in VARIANTS:
+                name = f"random-n{n}-r{rep}-{v}"
+                jobs.append((name, write_config(out, name, random_config_text(n, rep, v, args.random_duration, args.circ_window, "1 s")), [rep]))
+    nf = args.fuzz_circuits
+    fuzz_names = {}  # (f, rep, variant) -> the run's name
+    for f in fuzz:
+        for rep in range(1, args.reps + 1):
+            if f == 0 and nf in counts:  # the random networks' own run
+                fuzz_names.update({(f, rep, v): f"random-n{nf}-r{rep}-{v}" for v in VARIANTS})
+                continue
+            matrix = f"fuzz-f{f:g}-r{rep}-latency.csv"
+            (cfg_dir / matrix).write_text(random_latency_matrix(f, rep), encoding="utf-8")
+            for v in VARIANTS:
+                name = fuzz_names[(f, rep, v)] = f"fuzz-f{f:g}-n{nf}-r{rep}-{v}"
+                text = random_config_text(nf, rep, v, args.random_duration, args.circ_window, "1 s", matrix, name)
+                jobs.append((name, write_config(out, name, text), [rep]))
+    print(f"predictor: {len(jobs)} configurations (the toy topology's with {len(seeds)} seeds each, the random networks' with one)",
+          flush=True)
     res = run_many(jobs, out, args.jobs, **reuse_options(args))
     s1 = {v: res[f"toy-s1-{v}"] for v in VARIANTS}
     s2 = {v: res[f"toy-s2-{v}"] for v in VARIANTS}
@@ -253,14 +541,44 @@ def main(out: Path, args) -> int:
     f.to_csv(out / "findings.csv", index=False)
     figure_over_time(s1, "rate", "rate (KB/s)", out / "figure4.png", seeds[0])
     figure_over_time(s1, "backlog", "backlog (cells)", out / "figure5.png", seeds[0])
+    random_md = []
+    if counts:
+        rows = pd.DataFrame([random_row(res[f"random-n{n}-r{rep}-{v}"], n, rep, v, args.random_lead)
+                             for n in counts for rep in range(1, args.reps + 1) for v in VARIANTS])
+        rows.to_csv(out / "random_runs.csv", index=False)
+        m = rows.groupby(["circuits", "variant"], as_index=False, sort=False).mean(numeric_only=True).drop(columns="rep")
+        m.to_csv(out / "random.csv", index=False)
+        random_figure(m, out / "figure7_9b.png")
+        rf = random_findings(m) if len(counts) > 1 else pd.DataFrame(columns=["finding", "ours", "reproduces"])
+        rf.to_csv(out / "random_findings.csv", index=False)
+        random_md = ["## Random networks (section 5.3)", "",
+                     f"50 relays, {args.reps} random networks per circuit count, {args.random_duration}, measured after "
+                     f"{args.random_lead:g} s; F against the max-min fair rates of 0.85 of each relay's capacity.", "",
+                     markdown_table(m.round(3)), "",
+                     markdown_table(rf) if len(rf) else "(the findings need at least two circuit counts)", ""]
+    if fuzz:
+        rows = pd.DataFrame([{**random_row(res[fuzz_names[(f, rep, v)]], nf, rep, v, args.random_lead), "fuzziness": f}
+                             for f in fuzz for rep in range(1, args.reps + 1) for v in VARIANTS])
+        rows.to_csv(out / "fuzziness_runs.csv", index=False)
+        fm = rows.groupby(["fuzziness", "variant"], as_index=False, sort=False).mean(numeric_only=True).drop(columns=["rep", "circuits"])
+        fm.to_csv(out / "fuzziness.csv", index=False)
+        fz_findings = fuzziness_findings(fm) if len(fuzz) > 1 else pd.DataFrame(columns=["finding", "ours", "reproduces"])
+        fz_findings.to_csv(out / "fuzziness_findings.csv", index=False)
+        random_md += ["## Latency fuzziness (section 5.4)", "",
+                      f"{nf} circuits, {args.reps} random networks per value; each relay's spoke (20 ms) times U[max(0.01, 1-f), 1+f].", "",
+                      markdown_table(fm.round(3)), "",
+                      markdown_table(fz_findings) if len(fz_findings) else "(the findings need at least two values)", ""]
     md = ["# PredicTor: table 1 on the toy topology (ours beside the paper's)", "",
           f"{len(seeds)} seeds x {args.duration}, measured after {args.lead:g} s; latency from scenario 1, "
           "throughput and F from scenario 2. Latency is the paper's (from the exit forwarding a byte to its "
           "delivery); `latency_with_exit_ms` adds the time in the exit's queue.", "",
-          markdown_table(t.round(3)), "", "## Findings", "", markdown_table(f), ""]
+          markdown_table(t.round(3)), "", "## Findings", "", markdown_table(f), "", *random_md]
     (out / "README.md").write_text("\n".join(md), encoding="utf-8")
     print(markdown_table(t.round(1)))
     print()
     print(markdown_table(f))
+    if random_md:
+        print()
+        print("\n".join(random_md))
     print(f"\nwritten to {out}")
     return 0

@@ -5,7 +5,8 @@
 //! takes `&self`).
 
 use super::{side_at, side_index, TorNetwork};
-use crate::circuit::{queue_slot, CircuitState, CIRCUIT_NODES};
+use crate::cell::{CellKind, Direction};
+use crate::circuit::{queue_index, queue_slot, CircuitState, CIRCUIT_NODES};
 use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{IoRef, NodeId};
 use crate::scheduler::CircuitScheduler;
@@ -64,6 +65,18 @@ impl TorNetwork {
             }
             for cc in [&circ.cc_client, &circ.cc_exit] {
                 cc.check().map_err(|e| format!("circuit {i}: {e}"))?;
+            }
+            // The exit's ledger counts exactly the DATA cells in its queue towards the client
+            // (the transit table's `exit_queued_cells`; a closed circuit's queues are dropped).
+            if circ.state != CircuitState::Closed {
+                let exit_q = &circ.queues[queue_index(circ.exit_pos(), Direction::In)].cells;
+                let data = exit_q.count_in_front(u64::MAX, CellKind::Data);
+                if data != circ.at_exit.in_transit() {
+                    return Err(format!(
+                        "circuit {i}: {data} DATA cells queued at its exit, its ledger counts {}",
+                        circ.at_exit.in_transit()
+                    ));
+                }
             }
             // A blocked circuit unblocks as soon as its queue falls to cellq_low.
             if circ.edge_blocked && circ.state != CircuitState::Closed {
