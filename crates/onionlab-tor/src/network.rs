@@ -49,13 +49,13 @@ use crate::token_bucket::{next_refill, TokenBucket};
 mod circuits;
 mod config;
 mod inspect;
-pub use inspect::CircuitTransit;
 mod pump;
 
 pub use config::{
     CbtLearning, ChannelIdleTimeout, TorConfig, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS, MIN_CIRCUITS_HANDLING_STREAM,
     PREDICTED_CIRCS_RELEVANCE_TIME,
 };
+pub use inspect::CircuitTransit;
 
 /// Event class of tor timers (after network events at the same instant).
 pub const TOR_EVENT_CLASS: EventClass = EventClass(20);
