@@ -74,6 +74,11 @@ def test_fuzzed_latencies_stay_within_the_papers_interval():
         predictor.parse_fuzziness("-1")
 
 
+def test_web_circuits_are_the_papers_share():
+    w = predictor.web_circuits(300, 4)
+    assert len(w) == 270 and w <= set(predictor.random_paths(300, 4)) and w == predictor.web_circuits(300, 4)
+
+
 def test_byte_latency_by_hand():
     # Two intervals of 1 s: 10 cells delivered having spent 2 cell-seconds in the overlay,
     # then 30 cells and 4 cell-seconds, with 1 cell-second at the exit: 6/40 = 150 ms.
@@ -116,7 +121,7 @@ def test_quick_reproduction_runs(tmp_path):
     out = tmp_path / "pt"
     assert main(["reproduce", "predictor", "--quick", "--jobs", "2", "-o", str(out)]) == 0
     for f in ["table1.csv", "findings.csv", "figure4.png", "figure5.png", "README.md", "random.csv", "random_runs.csv", "figure7_9b.png",
-              "fuzziness.csv", "fuzziness_runs.csv"]:
+              "fuzziness.csv", "fuzziness_runs.csv", "mixed.csv", "mixed_circuits.csv", "figure13.png"]:
         assert (out / f).stat().st_size > 0, f
     t = pd.read_csv(out / "table1.csv")
     tot = t[t["circuit"] == "Total"].set_index("variant")
@@ -134,9 +139,16 @@ def test_quick_reproduction_runs(tmp_path):
     assert ((r["F"] > 0) & (r["F"] <= 1)).all()
     fz = pd.read_csv(out / "fuzziness.csv")
     assert sorted(fz["variant"]) == ["PCTCP", "PredicTor", "Vanilla"] and (fz["fuzziness"] == 1.0).all()
+    # Mixed traffic: 9 web circuits and 1 bulk per variant; a web circuit that delivered
+    # nothing in the 3 s measured (between pages) has no latency and no row.
+    mc = pd.read_csv(out / "mixed_circuits.csv")
+    counts = mc.groupby(["variant", "kind"]).size().unstack()
+    assert (counts["bulk"] == 1).all() and counts["web"].between(1, 9).all(), counts
+    assert set(mc["kind"]) <= {"web", "bulk"} and (mc["latency_ms"] >= predictor.MIN_LATENCY_MS).all()
 
 
 def test_bad_options_name_the_option(tmp_path):
     assert main(["reproduce", "predictor", "--circ-window", "0", "-o", str(tmp_path / "x")]) != 0
     assert main(["reproduce", "predictor", "--seeds", "0", "-o", str(tmp_path / "y")]) != 0
     assert main(["reproduce", "predictor", "--circuits", "0", "-o", str(tmp_path / "z")]) != 0
+    assert main(["reproduce", "predictor", "--mixed-circuits", "-1", "-o", str(tmp_path / "w")]) != 0

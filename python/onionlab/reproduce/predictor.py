@@ -178,9 +178,10 @@ def random_latency_matrix(fuzziness: float = 0.0, rep: int = 1) -> str:
 
 
 def random_config_text(circuits: int, rep: int, variant: str, duration: str, window: int, interval: str,
-                       matrix: str = "random-latency.csv", name: str | None = None) -> str:
+                       matrix: str = "random-latency.csv", name: str | None = None, web: frozenset = frozenset()) -> str:
     """A random network of section 5.3 with ``circuits`` endless bulk circuits, repetition
-    ``rep`` (its seed and its paths), its latencies from the CSV ``matrix``."""
+    ``rep`` (its seed and its paths), its latencies from the CSV ``matrix``; the circuits
+    named in ``web`` fetch web pages instead (section 5.5)."""
     if variant not in VARIANTS:
         raise ValueError(f"variant: one of {', '.join(VARIANTS)}, got {variant!r}")
     names = random_relay_names()
@@ -203,11 +204,14 @@ def random_config_text(circuits: int, rep: int, variant: str, duration: str, win
         lines += ["[[relays]]", f'name = "{name}"', f'bandwidth = "{RANDOM_BANDWIDTH} B/s"', 'link = "10 Mbit"',
                   'flags = ["Guard", "Exit", "Fast", "Stable"]', f"location = {i}", ""]
     for c, path in random_paths(circuits, rep).items():
-        lines += ["[[clients]]", f'name = "{c}"', 'workload = "endless"', "count = 1", 'link = "10 Mbit"',
+        lines += ["[[clients]]", f'name = "{c}"', f'workload = "{"page" if c in web else "endless"}"', "count = 1", 'link = "10 Mbit"',
                   f"placement = {names.index(path[0])}", f"path = {json_list(path)}", ""]
     lines += ["[servers]", "count = 5", 'link = "1 Gbit"', f"placement = {RANDOM_RELAYS}", "",
-              "[workloads.endless]", 'type = "bulk"', 'size = "1 GiB"', "",
-              "[mechanisms]", 'scheduler = "round-robin"']
+              "[workloads.endless]", 'type = "bulk"', 'size = "1 GiB"', ""]
+    if web:
+        lines += ["[workloads.page]                # section 5.5: 320 KB, then 1-2 s", 'type = "web"', 'size = "320 KB"',
+                  'think = { dist = "uniform", min = "1 s", max = "2 s" }', ""]
+    lines += ["[mechanisms]", 'scheduler = "round-robin"']
     if variant == "predictor":
         lines += ["[mechanisms.predictor]"]
     return "\n".join(lines) + "\n"
@@ -287,6 +291,74 @@ def fuzziness_findings(m: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["finding", "ours", "reproduces"])
 
 
+#: Section 5.5: the share of web circuits (the paper: 90 % of 300).
+WEB_SHARE = 0.9
+
+
+def web_circuits(circuits: int, rep: int) -> frozenset:
+    """The circuits of a mixed network that fetch web pages: ``WEB_SHARE`` of them, drawn per
+    repetition."""
+    names = list(random_paths(circuits, rep))
+    rng = np.random.default_rng([circuits, rep, 55])
+    k = int(round(WEB_SHARE * circuits))
+    return frozenset(names[i] for i in rng.choice(circuits, size=k, replace=False))
+
+
+def mixed_latencies(res, circuits: int, rep: int, variant: str, lead: float) -> pd.DataFrame:
+    """Per circuit of a mixed run: its kind (web or bulk) and byte-wise latency (ms) after
+    ``lead`` s; circuits that delivered nothing then are left out."""
+    per = byte_latency(res.circuits, start=lead, by=("class",))
+    web = web_circuits(circuits, rep)
+    per = per[per["cells_delivered"] > 0]
+    return pd.DataFrame({"circuits": circuits, "rep": rep, "variant": LABELS[variant], "circuit": per["class"],
+                         "kind": np.where(per["class"].isin(web), "web", "bulk"), "latency_ms": 1000 * per["latency_s"]})
+
+
+def mixed_summary(lat: pd.DataFrame) -> pd.DataFrame:
+    """Median, 90th and 99th percentile of the circuits' latencies, per variant and kind."""
+    g = lat.groupby(["variant", "kind"], sort=False)["latency_ms"]
+    return pd.DataFrame({"circuits": g.size(), "median_ms": g.median(), "p90_ms": g.quantile(0.9),
+                         "p99_ms": g.quantile(0.99)}).reset_index()
+
+
+def mixed_findings(m: pd.DataFrame) -> pd.DataFrame:
+    """Section 5.5's findings on the per-circuit latencies."""
+    k = m.set_index(["variant", "kind"])
+    p, v, c = LABELS["predictor"], LABELS["vanilla"], LABELS["pctcp"]
+    rows = [
+        ("PredicTor achieves low latency for its circuits (web and bulk) in mixed traffic: below the baselines' for most circuits",
+         "; ".join(f"{kind} median {k.loc[(p, kind), 'median_ms']:.0f} against {k.loc[(v, kind), 'median_ms']:.0f} / "
+                   f"{k.loc[(c, kind), 'median_ms']:.0f} ms" for kind in ("web", "bulk")),
+         bool(all(k.loc[(p, kind), "median_ms"] < min(k.loc[(v, kind), "median_ms"], k.loc[(c, kind), "median_ms"]) for kind in ("web", "bulk")))),
+        ("the baselines' web circuits show a long tail of very high latency (taken as: their 90th percentile over twice PredicTor's)",
+         f"web p90: PredicTor {k.loc[(p, 'web'), 'p90_ms']:.0f}, vanilla {k.loc[(v, 'web'), 'p90_ms']:.0f}, PCTCP {k.loc[(c, 'web'), 'p90_ms']:.0f} ms",
+         bool(min(k.loc[(v, "web"), "p90_ms"], k.loc[(c, "web"), "p90_ms"]) > 2 * k.loc[(p, "web"), "p90_ms"])),
+    ]
+    return pd.DataFrame(rows, columns=["finding", "ours", "reproduces"])
+
+
+def mixed_figure(lat: pd.DataFrame, path: Path) -> None:
+    """Figure 13: CDFs of the circuits' byte-wise latency, web and bulk, per variant."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6, 3.6))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for i, v in enumerate(VARIANTS):
+        for kind, style in (("web", "-"), ("bulk", "--")):
+            x = np.sort(lat[(lat["variant"] == LABELS[v]) & (lat["kind"] == kind)]["latency_ms"].to_numpy())
+            if len(x):
+                ax.plot(x, np.arange(1, len(x) + 1) / len(x), style, color=f"C{i}", label=f"{LABELS[v]}, {kind}")
+    ax.set_xscale("log")
+    ax.set_xlabel("byte-wise latency per circuit (ms)")
+    ax.set_ylabel("CDF")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def random_figure(m: pd.DataFrame, path: Path) -> None:
     """Figures 7a, 7b and 9b: latency, total throughput and F against the circuit count."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -325,6 +397,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fuzziness", default=",".join(map(str, FUZZINESS)),
                    help=f"latency fuzziness f (section 5.4), comma-separated (default {','.join(map(str, FUZZINESS))}; 'none' skips it)")
     p.add_argument("--fuzz-circuits", type=int, default=100, help="circuits of the fuzziness runs (default 100, the paper's 'little congestion')")
+    p.add_argument("--mixed-circuits", type=int, default=100,
+                   help="circuits of the mixed-traffic networks (section 5.5; default 100, the paper: 300; 0 skips them)")
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s; one random network of 10 circuits) for tests")
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     p.add_argument("--reuse-runs", action="store_true", help="load runs whose config is unchanged from OUT/runs")
@@ -486,7 +560,7 @@ def main(out: Path, args) -> int:
     if args.quick:
         args.seeds, args.duration = 1, "10 s"
         args.circuits, args.reps, args.random_duration, args.random_lead = "10", 1, "6 s", 3.0
-        args.fuzziness, args.fuzz_circuits = "1", 10
+        args.fuzziness, args.fuzz_circuits, args.mixed_circuits = "1", 10, 10
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     if args.circ_window < 1:
@@ -497,6 +571,8 @@ def main(out: Path, args) -> int:
     fuzz = parse_fuzziness(args.fuzziness)
     if args.fuzz_circuits < 1:
         raise ValueError(f"--fuzz-circuits: must be at least 1, got {args.fuzz_circuits}")
+    if args.mixed_circuits < 0:
+        raise ValueError(f"--mixed-circuits: must be at least 0 (0 skips them), got {args.mixed_circuits}")
     if args.reps < 1:
         raise ValueError(f"--reps: must be at least 1, got {args.reps}")
     if not args.random_lead >= 0:
@@ -517,6 +593,14 @@ def main(out: Path, args) -> int:
             for v in VARIANTS:
                 name = f"random-n{n}-r{rep}-{v}"
                 jobs.append((name, write_config(out, name, random_config_text(n, rep, v, args.random_duration, args.circ_window, "1 s")), [rep]))
+    nm = args.mixed_circuits
+    if nm:
+        (cfg_dir / "random-latency.csv").write_text(random_latency_matrix(), encoding="utf-8")
+    for rep in range(1, args.reps + 1) if nm else ():
+        for v in VARIANTS:
+            name = f"mixed-n{nm}-r{rep}-{v}"
+            text = random_config_text(nm, rep, v, args.random_duration, args.circ_window, "1 s", name=name, web=web_circuits(nm, rep))
+            jobs.append((name, write_config(out, name, text), [rep]))
     nf = args.fuzz_circuits
     fuzz_names = {}  # (f, rep, variant) -> the run's name
     for f in fuzz:
@@ -569,6 +653,19 @@ def main(out: Path, args) -> int:
                       f"{nf} circuits, {args.reps} random networks per value; each relay's spoke (20 ms) times U[max(0.01, 1-f), 1+f].", "",
                       markdown_table(fm.round(3)), "",
                       markdown_table(fz_findings) if len(fz_findings) else "(the findings need at least two values)", ""]
+    if nm:
+        lat = pd.concat([mixed_latencies(res[f"mixed-n{nm}-r{rep}-{v}"], nm, rep, v, args.random_lead)
+                         for rep in range(1, args.reps + 1) for v in VARIANTS], ignore_index=True)
+        lat.to_csv(out / "mixed_circuits.csv", index=False)
+        ms = mixed_summary(lat)
+        ms.to_csv(out / "mixed.csv", index=False)
+        mf = mixed_findings(ms)
+        mf.to_csv(out / "mixed_findings.csv", index=False)
+        mixed_figure(lat, out / "figure13.png")
+        random_md += ["## Mixed traffic (section 5.5)", "",
+                      f"{nm} circuits, {WEB_SHARE:.0%} of them fetching 320 KB pages with 1-2 s pauses, the rest endless bulk; "
+                      f"{args.reps} random networks; latency per circuit after {args.random_lead:g} s.", "",
+                      markdown_table(ms.round(1)), "", markdown_table(mf), ""]
     md = ["# PredicTor: table 1 on the toy topology (ours beside the paper's)", "",
           f"{len(seeds)} seeds x {args.duration}, measured after {args.lead:g} s; latency from scenario 1, "
           "throughput and F from scenario 2. Latency is the paper's (from the exit forwarding a byte to its "

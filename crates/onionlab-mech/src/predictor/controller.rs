@@ -10,9 +10,15 @@
 //! # One step at a relay, every `dt`
 //! 1. For each open circuit through the relay, in the data direction (exit to client):
 //!    its queue here (`s_init`, cells), and its neighbours' plans of the previous step.
-//!    - Predecessor (towards the exit): its planned outgoing rate, queue and virtual rate,
-//!      advanced by one stage (they were made one step ago). Before it has published
-//!      anything it is idle (rate 0, queue 0), as the authors' code assumes.
+//!    - Predecessor (towards the exit): its planned outgoing rate, queue and virtual rate
+//!      of the previous step, taken as they are, stage 0 for now: "we consider information
+//!      from the source node at the current time-step k, as both the control action and the
+//!      information are delayed" (section 3.2; the authors' code stamps these trajectories
+//!      one step later for the same reason). Before it has published anything it is idle
+//!      (rate 0, queue 0), as the authors' code assumes. (Until 2026-11-26 they were
+//!      advanced by a stage, which dropped the stage that matters most: a relay with the
+//!      last cells of a page plans to send them all at once, in stage 0, and its successor,
+//!      seeing nothing to take, never asked for them; the cells stayed for good.)
 //!    - At the exit the predecessor is the server: its queue is the data the circuit's
 //!      streams have still to package (capped at 60 s of the relay's capacity, "virtually
 //!      infinite" in the authors' code), its outgoing rate the exit's own previous
@@ -176,7 +182,7 @@ impl PredictorHook {
             .map(|c| {
                 let (pred_r_out, pred_s, pred_rhat_out) = match c.from {
                     Some(pred) => match ex.previous.get(&(c.circ, pred)) {
-                        Some(p) => (advanced(&p.r_out, 1), advanced(&p.s, 1), advanced(&p.rhat_out, 1)),
+                        Some(p) => (advanced(&p.r_out, 0), advanced(&p.s, 0), advanced(&p.rhat_out, 0)),
                         None => idle(),
                     },
                     None => {
@@ -305,6 +311,43 @@ mod tests {
         assert!(ex.previous.contains_key(&(7, 2)) && ex.current.is_empty());
         ex.advance(4);
         assert!(ex.previous.is_empty(), "a skipped step drops stale plans");
+    }
+
+    /// A middle relay holds the last 13 cells of a page and plans, as the discounted
+    /// objective prefers, to send them all in the first stage. Its successor must see that
+    /// stage as now and plan to take them: read a stage late, it saw nothing to take, never
+    /// raised its intake, and the cells stayed at the middle for good (found in the mixed
+    /// traffic runs, section 5.5).
+    #[test]
+    fn the_successor_reads_its_predecessors_plan_from_stage_0_and_takes_the_last_cells() {
+        let params = PredictorParams::default();
+        let ex = SharedExchange::default();
+        let hook = PredictorHook::new(params, ex.clone()).unwrap();
+        let (middle, guard, client, circ) = (2, 5, 9, 7);
+        let n = params.horizon + 1;
+        // The middle's plan: its guard asked for nothing yet, so it sends nothing (r_out 0)
+        // and keeps the 13 cells (s), but its virtual rate offers them all at once.
+        let mut rhat = vec![0.0; n];
+        rhat[0] = 13.0 / params.dt.as_secs_f64();
+        ex.borrow_mut()
+            .previous
+            .insert((circ, middle), Published { r_in: vec![0.0; n], r_out: vec![0.0; n], s: vec![13.0; n], rhat_out: rhat });
+        let c = RelayCircuit { circ, pos: 1, from: Some(middle), to: client, queued: 0, source_cells: None };
+        let inputs = hook.inputs(guard, &[c], 1000.0);
+        assert_eq!(inputs[0].pred_s[0], 13.0);
+        assert!(inputs[0].pred_rhat_out[0] > 300.0);
+        let ocp = OcpParams {
+            horizon: params.horizon,
+            dt: params.dt.as_secs_f64(),
+            discount: params.discount,
+            s_max: params.s_max,
+            capacity_in: 1000.0,
+            capacity_out: 1000.0,
+            slack_penalty: 1e5,
+        };
+        let plan = &solve(&ocp, &inputs).unwrap()[0];
+        let taken: f64 = plan.r_in.iter().map(|r| r * params.dt.as_secs_f64()).sum();
+        assert!(plan.r_in[0] > 100.0 && taken > 12.9, "the guard plans to take the 13 cells: {:?}", plan.r_in);
     }
 
     #[test]
