@@ -11,7 +11,7 @@
 //! generated the data itself). **Must not touch:** queues, windows or anything that decides
 //! when a cell moves; it only watches.
 //!
-//! The paper "precisely track[s] for each payload byte the times of sending and receiving"
+//! The paper tracks "for each payload byte the times of sending and receiving"
 //! and averages the difference. The model counts cells, not bytes (every byte of a cell
 //! enters and leaves with it), and keeps no per-cell times: it integrates the cells in
 //! transit instead. Over any set of cells that have all left, that integral *is* the sum
