@@ -459,11 +459,11 @@ def table1(s1: dict, s2: dict, lead: float) -> pd.DataFrame:
     over seeds, with the paper's beside them; and F per variant."""
     rows = []
     names = ["circuit1", "circuit2", "circuit3", "Total"]
+    fair = fair_rates(TOY_BANDWIDTH, {c: [e, "btlnk", x] for c, e, x in CIRCUITS})
     for v in VARIANTS:
         lat = circuit_rates(s1[v], lead).groupby("circuit")[["latency_ms", "latency_with_exit_ms"]].mean()
         r2 = circuit_rates(s2[v], lead)
         thr = r2.groupby("circuit")["rate_kbs"].mean()
-        fair = fair_rates(TOY_BANDWIDTH, {c: [e, "btlnk", x] for c, e, x in CIRCUITS})
         per = r2[r2["circuit"] != "Total"]
         f = per.groupby("seed").apply(lambda g: fairness(g.set_index("circuit")["rate_kbs"], fair))
         f_split = per.groupby("seed")["rate_kbs"].apply(fairness)
