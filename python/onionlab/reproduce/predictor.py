@@ -236,13 +236,17 @@ def random_row(res, circuits: int, rep: int, variant: str, lead: float) -> dict:
             "solves_failed": int(res.summary["runs"][0]["counters"].get("predictor_failed_solves", 0))}
 
 
+def by_variant(m: pd.DataFrame, index: str):
+    """Latency, rate and F of the means table ``m`` as (``index`` x variant) tables, with the
+    smallest and largest ``index``."""
+    lat, rate, f = (m.pivot(index=index, columns="variant", values=col) for col in ("latency_ms", "rate_kbs", "F"))
+    return lat, rate, f, lat.index.min(), lat.index.max()
+
+
 def random_findings(m: pd.DataFrame) -> pd.DataFrame:
     """Section 5.3's findings, judged on the means over repetitions."""
-    lat = m.pivot(index="circuits", columns="variant", values="latency_ms")
-    rate = m.pivot(index="circuits", columns="variant", values="rate_kbs")
-    f = m.pivot(index="circuits", columns="variant", values="F")
-    lo, hi = lat.index.min(), lat.index.max()
-    p, v, c = LABELS["predictor"], LABELS["vanilla"], LABELS["pctcp"]
+    lat, rate, f, lo, hi = by_variant(m, "circuits")
+    p, v, c = (LABELS[k] for k in VARIANTS)
     growth = {k: lat.loc[hi, k] / lat.loc[lo, k] for k in (p, v, c)}
     ratio = (rate[p] / rate[[v, c]].max(axis=1))
     trend = (f"PredicTor {lat.loc[lo, p]:.0f} -> {lat.loc[hi, p]:.0f} ms (x{growth[p]:.1f}); vanilla {lat.loc[lo, v]:.0f} -> "
@@ -268,11 +272,8 @@ def random_findings(m: pd.DataFrame) -> pd.DataFrame:
 
 def fuzziness_findings(m: pd.DataFrame) -> pd.DataFrame:
     """Section 5.4's findings, judged on the means over repetitions."""
-    lat = m.pivot(index="fuzziness", columns="variant", values="latency_ms")
-    rate = m.pivot(index="fuzziness", columns="variant", values="rate_kbs")
-    f = m.pivot(index="fuzziness", columns="variant", values="F")
-    lo, hi = lat.index.min(), lat.index.max()
-    p, v, c = LABELS["predictor"], LABELS["vanilla"], LABELS["pctcp"]
+    lat, rate, f, lo, hi = by_variant(m, "fuzziness")
+    p, v, c = (LABELS[k] for k in VARIANTS)
     rel = {k: lat.loc[hi, k] / lat.loc[lo, k] for k in (p, v, c)}
     drift = {k: max(abs(rate.loc[hi, k] / rate.loc[lo, k] - 1), abs(f.loc[hi, k] - f.loc[lo, k])) for k in (p, v, c)}
     rows = [
