@@ -319,6 +319,14 @@ fn max_min_fair(capacities: Vec<f64>, circuits: Vec<Vec<usize>>) -> PyResult<Vec
     onionlab_mech::predictor::maxmin::max_min_fair(&capacities, &circuits).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// The PredicTor paper's fairness index `F = 1 - sum |fair - observed| / sum fair`
+/// (`onionlab_mech::predictor::maxmin::fairness_index`). Raises ValueError if the lengths
+/// differ.
+#[pyfunction]
+fn fairness_index(fair: Vec<f64>, observed: Vec<f64>) -> PyResult<f64> {
+    onionlab_mech::predictor::maxmin::fairness_index(&fair, &observed).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Bytes in a size string ("320 KiB"), as configs read it.
 #[pyfunction]
 fn parse_size(s: &str) -> PyResult<u64> {
@@ -372,5 +380,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     m.add_function(wrap_pyfunction!(load_network, m)?)?;
     m.add_function(wrap_pyfunction!(max_min_fair, m)?)?;
+    m.add_function(wrap_pyfunction!(fairness_index, m)?)?;
     Ok(())
 }

@@ -25,6 +25,7 @@ the paper being silent (the authors' scripts used 500/50: ``--circ-window 500``)
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from pathlib import Path
 
@@ -205,7 +206,7 @@ def random_config_text(circuits: int, rep: int, variant: str, duration: str, win
                   'flags = ["Guard", "Exit", "Fast", "Stable"]', f"location = {i}", ""]
     for c, path in random_paths(circuits, rep).items():
         lines += ["[[clients]]", f'name = "{c}"', f'workload = "{"page" if c in web else "endless"}"', "count = 1", 'link = "10 Mbit"',
-                  f"placement = {names.index(path[0])}", f"path = {json_list(path)}", ""]
+                  f"placement = {names.index(path[0])}", f"path = {json.dumps(path)}", ""]
     lines += ["[servers]", "count = 5", 'link = "1 Gbit"', f"placement = {RANDOM_RELAYS}", "",
               "[workloads.endless]", 'type = "bulk"', 'size = "1 GiB"', ""]
     if web:
@@ -215,10 +216,6 @@ def random_config_text(circuits: int, rep: int, variant: str, duration: str, win
     if variant == "predictor":
         lines += ["[mechanisms.predictor]"]
     return "\n".join(lines) + "\n"
-
-
-def json_list(xs: list[str]) -> str:
-    return "[" + ", ".join(f'"{x}"' for x in xs) + "]"
 
 
 def random_row(res, circuits: int, rep: int, variant: str, lead: float) -> dict:
@@ -433,7 +430,9 @@ def fairness(rates: pd.Series, fair: pd.Series | None = None) -> float:
     fair = fair.reindex(rates.index)
     if fair.isna().any():
         raise ValueError(f"fairness: no max-min fair rate for {sorted(map(str, fair[fair.isna()].index))}")
-    return 1 - float(np.abs(rates - fair).sum()) / float(fair.sum())
+    from onionlab import _core
+
+    return _core.fairness_index(fair.astype(float).tolist(), rates.astype(float).tolist())
 
 
 def fair_rates(bandwidth: dict[str, float], paths: dict[str, list[str]], fraction: float = CAPACITY_FRACTION) -> pd.Series:
@@ -587,16 +586,14 @@ def main(out: Path, args) -> int:
         for v in VARIANTS:
             name = f"toy-s{scenario}-{v}"
             jobs.append((name, write_config(out, name, config_text(scenario, v, args.duration, args.circ_window, "100 ms")), seeds))
-    if counts:
+    nm = args.mixed_circuits
+    if counts or nm:  # the random and mixed networks' latencies
         (cfg_dir / "random-latency.csv").write_text(random_latency_matrix(), encoding="utf-8")
     for n in counts:
         for rep in range(1, args.reps + 1):
             for v in VARIANTS:
                 name = f"random-n{n}-r{rep}-{v}"
                 jobs.append((name, write_config(out, name, random_config_text(n, rep, v, args.random_duration, args.circ_window, "1 s")), [rep]))
-    nm = args.mixed_circuits
-    if nm:
-        (cfg_dir / "random-latency.csv").write_text(random_latency_matrix(), encoding="utf-8")
     for rep in range(1, args.reps + 1) if nm else ():
         for v in VARIANTS:
             name = f"mixed-n{nm}-r{rep}-{v}"
