@@ -23,11 +23,13 @@ py-test: install
 
 # A short run of the CLI, as a user would type it.
 smoke: install
-	rm -rf out/smoke
+	rm -rf out/smoke out/smoke-sweep
 	$(PYTHON) -m onionlab check examples/throttling-medium.toml
 	$(PYTHON) -m onionlab run examples/tiny.toml -o out/smoke --seeds 2 --no-progress
 	$(PYTHON) -m onionlab plot out/smoke
 	$(PYTHON) -m onionlab report out/smoke -o out/smoke/report.html
+	$(PYTHON) -m onionlab sweep examples/tiny.toml -o out/smoke-sweep --vary mechanisms.scheduler=round-robin,ewma \
+		--set "experiment.duration=30 s" --seeds 2 --no-progress
 	$(PYTHON) -m onionlab demo --flows 4 --seconds 5 > /dev/null
 
 test: rust-test py-test smoke

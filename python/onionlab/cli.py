@@ -2,8 +2,9 @@
 
 **Owns:** argument parsing, printing, and turning errors into clean messages and exit codes
 (1: the config has problems; 2: bad arguments, missing files or directories, other errors;
-130: interrupted). Subcommands: ``run``, ``check``, ``show-config``, ``plot``, ``compare``,
-``report``, ``demo``, ``reproduce`` and ``generate`` (in :mod:`onionlab.generate`). The pandas/matplotlib modules are imported only by the subcommands
+130: interrupted). Subcommands: ``run``, ``sweep`` (in :mod:`onionlab.sweep`), ``check``, ``show-config``,
+``plot``, ``compare``, ``report``, ``demo``, ``reproduce`` and ``generate`` (in
+:mod:`onionlab.generate`). The pandas/matplotlib modules are imported only by the subcommands
 that need them. **Must not touch:** the model, statistics or figures themselves.
 """
 
@@ -44,13 +45,13 @@ class _Problems(Exception):
     """A config with problems, already formatted for stderr."""
 
 
-def _check(path: str) -> tuple[str, dict]:
+def _check(path: str, overrides: list[str] | None = None) -> tuple[str, dict]:
     from onionlab import config
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such config file")
     try:
-        text = config.check(path)
+        text = config.check(path, overrides or [])
     except ConfigError as e:
         n = len(config.problems(e))
         lines = config.format_problems(e).splitlines()
@@ -85,7 +86,7 @@ def _print_run_summary(res) -> None:
 def _run(args: argparse.Namespace) -> int:
     from onionlab.runner import run
 
-    _, cfg = _check(args.file)
+    _, cfg = _check(args.file, args.set)
     seeds = None
     if args.seed:
         seeds = list(args.seed)
@@ -96,7 +97,8 @@ def _run(args: argparse.Namespace) -> int:
         seeds = list(range(first, first + args.seeds))
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
-    res = run(args.file, seeds=seeds, out=args.output, jobs=args.jobs, progress=not args.no_progress, ray_address=args.ray)
+    kwargs = {"overrides": args.set} if args.set else {}
+    res = run(args.file, seeds=seeds, out=args.output, jobs=args.jobs, progress=not args.no_progress, ray_address=args.ray, **kwargs)
     _print_run_summary(res)
     print(f"wrote {args.output}")
     return 0
@@ -105,12 +107,12 @@ def _run(args: argparse.Namespace) -> int:
 def _check_cmd(args: argparse.Namespace) -> int:
     from onionlab import config
 
-    _, cfg = _check(args.file)
+    _, cfg = _check(args.file, args.set)
     print(f"ok: {config.describe(cfg)}")
     if args.load:
         from onionlab.generate import load_only
 
-        r = load_only(args.file)
+        r = load_only(args.file, overrides=args.set or [])
         print(
             f"loaded: {r['relays']:,} relays, {r['clients']:,} clients, {r['servers']:,} servers in {r['seconds']:.2f} s "
             f"(parse+validate {r['parse_seconds']:.2f} s, build {r['build_seconds']:.2f} s), peak memory {r['peak_rss_mib']:.0f} MiB"
@@ -119,7 +121,7 @@ def _check_cmd(args: argparse.Namespace) -> int:
 
 
 def _show_config(args: argparse.Namespace) -> int:
-    text, _ = _check(args.file)
+    text, _ = _check(args.file, args.set)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
@@ -156,6 +158,16 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+SET_HELP = (
+    "set a config field before validation, as if the file said so (repeatable): "
+    "tor.circ_window=500, mechanisms.scheduler=ewma, clients[bulk].count=100, experiment.duration=\"5 min\""
+)
+
+
+def _add_set(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", metavar="PATH=VALUE", help=SET_HELP)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="onionlab", description=__doc__)
     p.add_argument("--version", action="version", version=f"onionlab {__version__}")
@@ -178,15 +190,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--jobs", type=int, metavar="J", help="parallel worker processes (default: one per seed, at most the CPUs)")
     r.add_argument("--ray", metavar="ADDRESS", help="run the seeds on the ray cluster at ADDRESS (needs ray installed)")
     r.add_argument("--no-progress", action="store_true", help="do not draw the progress line on stderr")
+    _add_set(r)
     r.set_defaults(func=_run)
+
+    from onionlab import sweep
+
+    sweep.add_parser(sub)
 
     c = sub.add_parser("check", help="validate an experiment config and list every problem")
     c.add_argument("file")
     c.add_argument("--load", action="store_true", help="also build the network in the simulator (no run); report time and memory")
+    _add_set(c)
     c.set_defaults(func=_check_cmd)
 
     sc = sub.add_parser("show-config", help="print the fully resolved config (defaults filled in)")
     sc.add_argument("file")
+    _add_set(sc)
     sc.set_defaults(func=_show_config)
 
     pl = sub.add_parser("plot", help="CDFs of time to first/last byte per client class (ttfb.png, ttlb.png)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from onionlab import _core
 
@@ -34,9 +34,13 @@ ConfigError.__str__ = _config_error_str  # type: ignore[method-assign]
 ConfigError.problems = property(lambda self: problems(self))  # type: ignore[attr-defined]
 
 
-def check(path: str | os.PathLike) -> str:
-    """Validates the experiment file at `path` and returns its fully resolved TOML text."""
-    return _core.check_config(os.fspath(path))
+def check(path: str | os.PathLike, overrides: Sequence[str] = ()) -> str:
+    """Validates the experiment file at `path`, with `overrides` (``PATH=VALUE`` strings,
+    applied in order before validation; ``docs/config.md``), and returns its fully resolved
+    TOML text."""
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides: give a list of PATH=VALUE strings, e.g. [{overrides!r}]")
+    return _core.check_config(os.fspath(path), list(overrides))
 
 
 def parse(resolved_toml: str) -> dict[str, Any]:

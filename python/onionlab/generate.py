@@ -27,6 +27,7 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -832,15 +833,16 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_only(path: str, seed: int = 1) -> dict:
-    """Parses, validates and builds the network of an experiment without running it; adds
-    wall time and peak memory (MiB) to the simulator's counts."""
+def load_only(path: str, seed: int = 1, overrides: Sequence[str] = ()) -> dict:
+    """Parses, validates (with `overrides`, ``PATH=VALUE`` strings) and builds the network
+    of an experiment without running it; adds wall time and peak memory (MiB) to the
+    simulator's counts."""
     import resource
 
     from onionlab import _core
 
     t0 = time.perf_counter()
-    res = dict(_core.load_network(path, seed))
+    res = dict(_core.load_network(path, seed, list(overrides)))
     res["seconds"] = time.perf_counter() - t0
     res["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return res

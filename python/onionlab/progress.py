@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Hashable, TextIO
 
 WIDTH = 24
 
@@ -33,15 +33,22 @@ def _fmt_rate(r: float) -> str:
 
 
 class Progress:
-    """Tracks the progress of one or more seeds and draws a status line.
+    """Tracks the progress of one or more runs and draws a status line.
 
-    Call :meth:`update` with ``(seed, sim_done, sim_total, events)``, :meth:`finish_seed`
+    Runs are keyed by any hashable (a seed, or ``(experiment, seed)`` in a batch; `noun`
+    names them in the line). Call :meth:`update` with ``(key, sim_done, sim_total, events)``, :meth:`finish_seed`
     when a seed completes, and :meth:`close` at the end.
     """
 
-    def __init__(self, seeds: list[int], stream: TextIO | None = None, min_interval: float = 0.1):
+    def __init__(self, seeds: list[Hashable], stream: TextIO | None = None, min_interval: float | None = None, noun: str = "seeds"):
         self.seeds = list(seeds)
+        self.noun = noun
         self.stream = stream if stream is not None else sys.stderr
+        if min_interval is None:
+            # Redrawn ten times a second on a terminal; into a log file (CI, nohup), where
+            # every redraw stays, every 10 s.
+            isatty = getattr(self.stream, "isatty", None)
+            min_interval = 0.1 if callable(isatty) and isatty() else 10.0
         self.min_interval = min_interval
         self.start = time.monotonic()
         self.state = {s: (0.0, 0.0, 0) for s in self.seeds}  # seed -> (done, total, events)
@@ -49,18 +56,18 @@ class Progress:
         self._last_draw = 0.0
         self._width = 0
 
-    def callback(self, seed: int):
+    def callback(self, seed: Hashable):
         """A ``progress`` callable for ``_core.run_experiment`` running `seed`."""
         return lambda done, total, events: self.update(seed, done, total, events)
 
-    def update(self, seed: int, done: float, total: float, events: int) -> None:
+    def update(self, seed: Hashable, done: float, total: float, events: int) -> None:
         self.state[seed] = (float(done), float(total), int(events))
         now = time.monotonic()
         if now - self._last_draw >= self.min_interval:
             self._last_draw = now
             self.draw()
 
-    def finish_seed(self, seed: int) -> None:
+    def finish_seed(self, seed: Hashable) -> None:
         done, total, events = self.state.get(seed, (0.0, 0.0, 0))
         self.state[seed] = (total or done, total, events)
         self.finished.add(seed)
@@ -84,7 +91,7 @@ class Progress:
             done, total, _ = self.state[self.seeds[0]]
             what = f"{done:.0f}/{total:.0f} sim s"
         else:
-            what = f"seeds {len(self.finished)}/{len(self.seeds)} done"
+            what = f"{self.noun} {len(self.finished)}/{len(self.seeds)} done"
         return (
             f"[{bar:<{WIDTH}}] {100 * f:5.1f}% {what}  {_fmt_rate(rate)} events/s  "
             f"elapsed {_fmt_secs(elapsed)}  ETA {_fmt_secs(eta)}"

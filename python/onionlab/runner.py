@@ -1,8 +1,9 @@
 """Running experiments: one config, several seeds, in parallel.
 
-**Owns:** validating the config before anything runs, choosing the seeds, fanning the seeds
-out to worker processes (or a ray cluster), relaying progress, and gathering the per-seed
-tables into one :class:`~onionlab.results.Results`. **Must not touch:** the model; each seed
+**Owns:** validating configs before anything runs, choosing the seeds, fanning (experiment,
+seed) runs out to worker processes (or a ray cluster), relaying progress, and gathering each
+experiment's per-seed tables into one :class:`~onionlab.results.Results` (:func:`run` for one
+config, :func:`run_jobs` for a batch such as a sweep or a reproduction). **Must not touch:** the model; each seed
 is one call of ``_core.run_experiment``.
 """
 
@@ -12,9 +13,10 @@ import multiprocessing
 import os
 import queue as queue_mod
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
 
 from onionlab import _core
 from onionlab import config as config_mod
@@ -31,23 +33,25 @@ def _init_worker(q) -> None:
     _progress_queue = q
 
 
-def _run_seed(path: str, seed: int, report_progress: bool = False) -> dict[str, Any]:
-    """Runs one seed; in a worker process, progress goes to the queue set up by
-    :func:`_init_worker`. The tables come back as DataFrames (:func:`typed_run`).
-    Exceptions come back as plain ValueError/RuntimeError so that they unpickle in the
-    parent."""
+def _run_seed(path: str, seed: int, report_progress: bool = False, overrides: Sequence[str] = (), key: Hashable = None) -> dict[str, Any]:
+    """Runs one seed of the config at `path` with `overrides`; in a worker process,
+    progress goes to the queue set up by :func:`_init_worker`, as ``(key, done, total,
+    events)`` (`key` defaults to the seed). The tables come back as DataFrames
+    (:func:`typed_run`). Exceptions come back as plain ValueError/RuntimeError so that they
+    unpickle in the parent."""
+    key = seed if key is None else key
     cb = None
     q = _progress_queue
     if report_progress and q is not None:
 
         def cb(done: float, total: float, events: int) -> None:
             try:
-                q.put_nowait((seed, done, total, events))
+                q.put_nowait((key, done, total, events))
             except Exception:
                 pass
 
     try:
-        run = _core.run_experiment(path, int(seed), cb)
+        run = _core.run_experiment(path, int(seed), cb, list(overrides))
     except KeyboardInterrupt:
         raise
     except ValueError as e:
@@ -58,6 +62,21 @@ def _run_seed(path: str, seed: int, report_progress: bool = False) -> dict[str, 
 
 
 # ---------------------------------------------------------------- parent side
+
+
+@dataclass(frozen=True)
+class Job:
+    """One experiment of a batch for :func:`run_jobs`: the config file at `path` with
+    `overrides` (``PATH=VALUE`` strings, see ``docs/config.md``), run once per seed."""
+
+    name: str
+    path: str
+    seeds: tuple[int, ...]
+    overrides: tuple[str, ...] = ()
+
+
+#: One run of a batch: (job name, seed).
+Key = tuple[str, int]
 
 
 def _seeds_from(resolved: dict[str, Any], seeds: Optional[Iterable[int] | int]) -> list[int]:
@@ -77,14 +96,20 @@ def _seeds_from(resolved: dict[str, Any], seeds: Optional[Iterable[int] | int]) 
     return out
 
 
-def _run_local(path: str, seeds: list[int], jobs: int, bar: Optional[Progress]) -> list[dict]:
-    if jobs <= 1:
-        out = []
-        for s in seeds:
-            out.append(_core.run_experiment(path, s, bar.callback(s) if bar else None))
+def _run_in_process(job: Job, seed: int, bar: Optional[Progress]) -> dict:
+    """One run in this process (one worker: no pool, and Ctrl-C stops it at once)."""
+    key = (job.name, seed)
+    return _core.run_experiment(job.path, seed, bar.callback(key) if bar else None, list(job.overrides))
+
+
+def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Progress], done: Callable[[Job, int, dict], None]) -> None:
+    if workers <= 1:
+        for job, seed in tasks:
+            run = _run_in_process(job, seed, bar)
             if bar:
-                bar.finish_seed(s)
-        return out
+                bar.finish_seed((job.name, seed))
+            done(job, seed, run)
+        return
 
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue() if bar else None
@@ -93,31 +118,30 @@ def _run_local(path: str, seeds: list[int], jobs: int, bar: Optional[Progress]) 
     def drain() -> None:
         while not stop.is_set():
             try:
-                seed, done, total, events = q.get(timeout=0.1)
+                key, d, total, events = q.get(timeout=0.1)
             except queue_mod.Empty:
                 continue
             except (EOFError, OSError):
                 return
-            bar.update(seed, done, total, events)
+            bar.update(tuple(key), d, total, events)
 
     t = threading.Thread(target=drain, daemon=True) if bar else None
     if t:
         t.start()
-    ex = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=(q,))
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(q,))
     try:
-        futs = {s: ex.submit(_run_seed, path, s, bar is not None) for s in seeds}
-        results = {}
-        pending = dict(futs)
-        from concurrent.futures import FIRST_COMPLETED, wait
-
+        pending = {
+            ex.submit(_run_seed, job.path, seed, bar is not None, job.overrides, (job.name, seed)): (job, seed) for job, seed in tasks
+        }
         while pending:
-            done, _ = wait(list(pending.values()), return_when=FIRST_COMPLETED)
-            for s in [s for s, f in pending.items() if f in done]:
-                results[s] = pending.pop(s).result()
+            finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for f in finished:
+                job, seed = pending.pop(f)
+                run = f.result()
                 if bar:
-                    bar.finish_seed(s)
+                    bar.finish_seed((job.name, seed))
+                done(job, seed, run)
         ex.shutdown(wait=True)
-        return [results[s] for s in seeds]
     except BaseException:
         ex.shutdown(wait=False, cancel_futures=True)
         raise
@@ -129,7 +153,7 @@ def _run_local(path: str, seeds: list[int], jobs: int, bar: Optional[Progress]) 
             q.close()
 
 
-def _run_ray(path: str, seeds: list[int], address: str, bar: Optional[Progress]) -> list[dict]:
+def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None]) -> None:
     try:
         import ray  # type: ignore
     except ImportError:
@@ -138,19 +162,77 @@ def _run_ray(path: str, seeds: list[int], address: str, bar: Optional[Progress])
         ) from None
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-    # The config path must be readable on the workers (a shared filesystem).
+    # The config path (and the files it names) must be readable on the workers: a shared
+    # filesystem. Overrides travel with each task.
     remote = ray.remote(_run_seed)
-    refs = {remote.remote(path, s): s for s in seeds}
-    results = {}
+    refs = {remote.remote(job.path, seed, False, job.overrides, (job.name, seed)): (job, seed) for job, seed in tasks}
     pending = list(refs)
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
         for r in ready:
-            s = refs[r]
-            results[s] = ray.get(r)
+            job, seed = refs[r]
+            run = ray.get(r)
             if bar:
-                bar.finish_seed(s)
-    return [results[s] for s in seeds]
+                bar.finish_seed((job.name, seed))
+            done(job, seed, run)
+
+
+def run_jobs(
+    jobs: Sequence[Job],
+    workers: Optional[int] = None,
+    progress: bool = False,
+    ray_address: Optional[str] = None,
+    on_result: Optional[Callable[[Job, Results], None]] = None,
+) -> dict[str, Results]:
+    """Runs a batch of experiments as independent (experiment, seed) runs, spread over
+    `workers` local processes (default: the CPUs; with one, in this process) or over the
+    ray cluster at `ray_address`, and returns ``{name: Results}``.
+
+    Every config is validated (with its overrides) before anything runs; a
+    :class:`~onionlab.ConfigError` names the experiment. ``on_result(job, results)`` is
+    called as soon as an experiment's last seed is done (a batch stopped part-way keeps
+    what it finished, if ``on_result`` writes it)."""
+    jobs = list(jobs)
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"jobs: duplicate names in {names}")
+    resolved = {}
+    for j in jobs:
+        try:
+            resolved[j.name] = config_mod.check(j.path, j.overrides)
+        except config_mod.ConfigError as e:
+            if len(jobs) > 1:
+                e.args = (f"{j.name}: {e.args[0]}", *e.args[1:])
+            raise
+    tasks = [(j, s) for j in jobs for s in j.seeds]
+    workers = max(1, min(workers or (os.cpu_count() or 1), len(tasks) or 1))
+    runs: dict[str, list] = {j.name: [] for j in jobs}
+    results: dict[str, Results] = {}
+
+    def finish(job: Job) -> None:
+        res = Results.from_runs(runs.pop(job.name), config_mod.with_seeds(resolved[job.name], list(job.seeds)))
+        results[job.name] = res
+        if on_result is not None:
+            on_result(job, res)
+
+    def done(job: Job, seed: int, run: dict) -> None:
+        runs[job.name].append(run)
+        if len(runs[job.name]) == len(job.seeds):
+            finish(job)
+
+    bar = Progress([(j.name, s) for j, s in tasks], noun="runs") if progress and tasks else None
+    try:
+        if ray_address:
+            _execute_ray(tasks, ray_address, bar, done)
+        else:
+            _execute_local(tasks, workers, bar, done)
+    finally:
+        if bar:
+            bar.close()
+    for j in jobs:
+        if j.name not in results:  # no seeds: an empty experiment
+            finish(j)
+    return {n: results[n] for n in names}
 
 
 def run(
@@ -160,9 +242,12 @@ def run(
     jobs: Optional[int] = None,
     progress: bool = False,
     ray_address: Optional[str] = None,
+    overrides: Optional[Iterable[str]] = None,
 ) -> Results:
     """Runs the experiment in `config_path` once per seed and returns the pooled results.
 
+    `overrides` are ``PATH=VALUE`` settings applied to the config before validation (as
+    ``onionlab run --set``; ``docs/config.md``), e.g. ``["tor.circ_window=500"]``.
     The config is validated first (raising :class:`onionlab.ConfigError` listing every
     problem). `seeds` defaults to the config's ``[experiment].seeds``. Seeds run in parallel
     worker processes (``jobs``, default ``min(len(seeds), os.cpu_count())``; with one job
@@ -170,27 +255,31 @@ def run(
     status line is drawn on stderr. With `out`, the results directory is written there.
     """
     path = os.path.abspath(os.fspath(config_path))
-    resolved_text = config_mod.check(path)
+    overrides = _overrides(overrides)
+    resolved_text = config_mod.check(path, overrides)
     resolved = config_mod.parse(resolved_text)
     seed_list = _seeds_from(resolved, seeds)
     if jobs is None:
         jobs = min(len(seed_list), os.cpu_count() or 1)
     if jobs < 1:
         raise ValueError(f"jobs: must be at least 1, got {jobs}")
-    jobs = min(jobs, len(seed_list))
-
-    bar = Progress(seed_list) if progress else None
-    try:
-        if ray_address:
-            runs = _run_ray(path, seed_list, ray_address, bar)
-        else:
-            runs = _run_local(path, seed_list, jobs, bar)
-    finally:
-        if bar:
-            bar.close()
-
-    res = Results.from_runs(runs, config_mod.with_seeds(resolved_text, seed_list))
+    name = str(resolved.get("experiment", {}).get("name", "experiment"))
+    job = Job(name, path, tuple(seed_list), overrides)
+    res = run_jobs([job], workers=jobs, progress=progress, ray_address=ray_address)[name]
     if out is not None:
         res.write(out)
         res.source = str(Path(out))
     return res
+
+
+def _overrides(overrides: Optional[Iterable[str]]) -> tuple[str, ...]:
+    """`overrides` as a tuple of ``PATH=VALUE`` strings (a lone string is a mistake)."""
+    if overrides is None:
+        return ()
+    if isinstance(overrides, str):
+        raise TypeError(f"overrides: give a list of PATH=VALUE strings, e.g. [{overrides!r}]")
+    out = tuple(overrides)
+    bad = [o for o in out if not isinstance(o, str)]
+    if bad:
+        raise TypeError(f"overrides: each must be a PATH=VALUE string, got {bad!r}")
+    return out

@@ -127,6 +127,41 @@ def pooled_summary(downloads: pd.DataFrame, runs: list[dict[str, Any]]) -> dict[
     }
 
 
+#: Two-sided 95% quantiles of Student's t for 1..30 degrees of freedom (beyond: 1.96).
+_T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def t975(dof: int) -> float:
+    """The 97.5% quantile of Student's t with `dof` degrees of freedom (a 95% two-sided
+    interval); 1.96, the normal's, beyond 30."""
+    if dof < 1:
+        raise ValueError(f"dof: must be at least 1, got {dof}")
+    return _T975[dof - 1] if dof <= len(_T975) else 1.96
+
+
+def seed_spread(downloads: pd.DataFrame, metrics: Iterable[str] = ("ttfb", "ttlb")) -> pd.DataFrame:
+    """How a class's median moves between seeds: per class and metric, the median over each
+    seed's completed downloads, then their mean over the seeds and the half-width of its 95%
+    confidence interval (Student's t over the seeds; NaN with one seed). One row per class:
+    ``seeds``, ``{metric}_median_seed_mean``, ``{metric}_median_ci95``."""
+    metrics = list(metrics)
+    done = completed(downloads)
+    rows = []
+    for cls in sorted(downloads["class"].dropna().unique()):
+        ok = done[done["class"] == cls]
+        row: dict[str, Any] = {"class": str(cls)}
+        for m in metrics:
+            per_seed = ok.groupby("seed")[m].median().dropna()
+            n = int(per_seed.size)
+            row["seeds"] = max(row.get("seeds", 0), n)
+            row[f"{m}_median_seed_mean"] = float(per_seed.mean()) if n else float("nan")
+            row[f"{m}_median_ci95"] = t975(n - 1) * float(per_seed.std(ddof=1)) / math.sqrt(n) if n >= 2 else float("nan")
+        rows.append(row)
+    cols = ["class", "seeds"] + [f"{m}_median_{k}" for m in metrics for k in ("seed_mean", "ci95")]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def ecdf(values: Iterable[float]) -> tuple[np.ndarray, np.ndarray]:
     """Sorted non-missing values and their empirical CDF (i/n)."""
     a = np.sort(np.asarray(pd.Series(values, dtype="float64").dropna(), dtype="float64"))

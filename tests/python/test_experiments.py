@@ -290,17 +290,18 @@ def test_run_many_writes_each_experiment_when_its_last_seed_finishes(tmp_path, m
     """A reproduction stopped part-way keeps what it finished: with one worker, the first
     experiment's results are on disk before the second experiment's run comes back."""
     import onionlab.reproduce as reproduce
+    import onionlab.runner as runner
 
     cfg = tmp_path / "tiny.toml"
     cfg.write_text(TINY.read_text().replace('duration = "2 min"', 'duration = "20 s"'))
     seen = []
-    real_wait = reproduce.wait
+    real_run = runner._run_in_process
 
-    def wait(*args, **kwargs):
+    def run_in_process(*args, **kwargs):
         seen.append({name for name in ("first", "second") if (tmp_path / "runs" / name / "summary.json").is_file()})
-        return real_wait(*args, **kwargs)
+        return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(reproduce, "wait", wait)
+    monkeypatch.setattr(runner, "_run_in_process", run_in_process)
     got = reproduce.run_many([("first", cfg, [1]), ("second", cfg, [2])], tmp_path, jobs=1)
     assert seen == [set(), {"first"}]
     assert set(got) == {"first", "second"} and (tmp_path / "runs" / "second" / "summary.json").is_file()

@@ -28,6 +28,16 @@ const WHOLE: &[&str] = &["relays", "relays_file", "clients", "servers"];
 #[derive(Debug, Default)]
 pub struct Origins(Vec<String>);
 
+impl Origins {
+    /// Drops the origins that are exactly one of `paths` (keys an override set anew, such
+    /// as `tor.circ_window`), so that a problem with such a value is not labelled as the
+    /// network file's.
+    pub fn forget<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+        let paths: Vec<&str> = paths.into_iter().collect();
+        self.0.retain(|o| !paths.contains(&o.as_str()));
+    }
+}
+
 /// Merges the file named by `root["network_file"]` (if any) into `root`. Problems with the
 /// file itself are pushed to `errors` at path `network_file`.
 pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<ConfigError>) -> Origins {

@@ -21,6 +21,7 @@
 pub mod include;
 pub mod markov;
 pub mod model;
+pub mod overrides;
 pub mod parse;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use onionlab_core::SimDuration;
 use serde::Serialize;
 
 pub use model::ExperimentConfig;
+pub use overrides::Override;
 pub use parse::{ConfigError, ConfigErrors};
 
 use model::*;
@@ -44,11 +46,17 @@ pub fn load_str(text: &str, base_dir: &Path) -> Result<ExperimentConfig, ConfigE
 /// Reads, parses and validates the config file at `path`. Relative file names resolve
 /// against the file's directory; the experiment name defaults to the file stem.
 pub fn load_file(path: &Path) -> Result<ExperimentConfig, ConfigErrors> {
+    load_file_with(path, &[])
+}
+
+/// [`load_file`] with `overrides` ([`Override`], `PATH=VALUE`) written into the file's
+/// tree, in order, before validation: the config is checked as if the file said so.
+pub fn load_file_with(path: &Path, overrides: &[Override]) -> Result<ExperimentConfig, ConfigErrors> {
     let text =
         std::fs::read_to_string(path).map_err(|e| ConfigError::new("", format!("cannot read config file {}: {e}", path.display())))?;
     let base_dir = path.parent().unwrap_or(Path::new(""));
     let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "experiment".into());
-    parse::parse_config(&text, base_dir, &name)
+    parse::parse_config_with(&text, base_dir, &name, overrides)
 }
 
 const NS_PER: [(u64, &str); 5] = [(60_000_000_000, "min"), (1_000_000_000, "s"), (1_000_000, "ms"), (1_000, "us"), (1, "ns")];

@@ -255,6 +255,18 @@ pub fn default_perf_sizes() -> SizeDist {
 /// Parses and validates `text`. Relative file names resolve against `base_dir`;
 /// `default_name` is the experiment name when `experiment.name` is absent.
 pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<ExperimentConfig, ConfigErrors> {
+    parse_config_with(text, base_dir, default_name, &[])
+}
+
+/// [`parse_config`] with `overrides` applied to the tree after a `network_file` is merged
+/// and before validation. A path an override cannot follow is a problem at that path; the
+/// rest of the config is still validated, so every problem is reported at once.
+pub fn parse_config_with(
+    text: &str,
+    base_dir: &Path,
+    default_name: &str,
+    overrides: &[crate::overrides::Override],
+) -> Result<ExperimentConfig, ConfigErrors> {
     let mut root = match text.parse::<Table>() {
         Ok(t) => t,
         Err(e) => return Err(syntax_error("", None, text, &e).into()),
@@ -266,9 +278,13 @@ pub fn parse_config(text: &str, base_dir: &Path, default_name: &str) -> Result<E
         default_throttling: ThrottlingConfig::None,
         default_tortoise: None,
     };
-    let origins = crate::include::merge_network_file(&mut root, base_dir, &mut cx.errors);
+    let mut origins = crate::include::merge_network_file(&mut root, base_dir, &mut cx.errors);
+    let override_errors = crate::overrides::apply_all(&mut root, overrides);
+    // A value an override wrote is the command line's, not the network file's.
+    origins.forget(overrides.iter().map(|o| o.path.as_str()));
     let cfg = cx.config(&root, default_name);
     crate::include::relabel(&mut cx.errors, &origins);
+    cx.errors.splice(0..0, override_errors);
     if cx.errors.is_empty() {
         Ok(cfg)
     } else {

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use onionlab_config::model::*;
-use onionlab_config::{load_file, load_str, to_toml, ConfigError, ConfigErrors};
+use onionlab_config::parse::parse_config_with;
+use onionlab_config::{load_file, load_str, to_toml, ConfigError, ConfigErrors, Override};
 use onionlab_core::SimDuration;
 
 fn fixtures() -> PathBuf {
@@ -1146,4 +1147,58 @@ fn fixed_paths_name_existing_distinct_relays() {
     err_at(&three("[\"guard\", \"guard\", \"exit\"]"), "clients[0].path[1]", &["already on the path"]);
     err_at(&with("[\"guard\", \"exit\"]"), "clients[0].path", &["three relay names"]);
     err_at(&with("[\"guard\", 2, \"exit\"]"), "clients[0].path[1]", &[]);
+}
+
+fn load_with(text: &str, overrides: &[&str]) -> Result<ExperimentConfig, ConfigErrors> {
+    let os: Vec<Override> = overrides.iter().map(|o| Override::parse(o).unwrap_or_else(|e| panic!("{o}: {e}"))).collect();
+    parse_config_with(text, &fixtures(), "experiment", &os)
+}
+
+#[test]
+fn overrides_are_validated_as_if_the_file_said_so() {
+    let cfg = load_with(
+        MINIMAL,
+        &[
+            "experiment.duration=30 s",
+            "tor.circ_window=500",
+            "clients[web].count=7",
+            "relays[*].bandwidth=3 MiB/s",
+            "mechanisms.scheduler=ewma",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.experiment.duration, SimDuration::from_secs(30));
+    assert_eq!(cfg.tor.circ_window, 500);
+    assert_eq!(cfg.clients[0].count, 7);
+    assert!(cfg.relays.iter().all(|r| r.bandwidth_rate == 3 << 20));
+    assert!(cfg.relays.iter().all(|r| matches!(r.scheduler, SchedulerConfig::Ewma { .. })));
+    // The same config written out in full is the same config.
+    let written = edit("duration = \"2 min\"", "duration = \"30 s\"")
+        .replace("count = 20", "count = 7")
+        .replace("bandwidth = \"2 MiB/s\"", "bandwidth = \"3 MiB/s\"")
+        .replace("bandwidth = \"512 KiB/s\"", "bandwidth = \"3 MiB/s\"")
+        + "\n[tor]\ncirc_window = 500\n[mechanisms]\nscheduler = \"ewma\"\n";
+    assert_eq!(to_toml(&cfg), to_toml(&load(&written).unwrap_or_else(|e| panic!("{e}"))));
+}
+
+#[test]
+fn a_bad_override_value_is_reported_at_its_field_with_the_rest() {
+    let errs = load_with(MINIMAL, &["tor.circ_window=-5", "experiment.duration=soon", "clients[bulk].count=1"]).unwrap_err();
+    // The override that cannot be followed comes first, then validation's own problems.
+    assert_eq!(errs.0[0].path, "clients[bulk].count");
+    assert!(errs.0[0].message.contains("no element named \"bulk\""), "{errs}");
+    assert!(errs.at("tor.circ_window").is_some(), "{errs}");
+    assert!(errs.at("experiment.duration").is_some(), "{errs}");
+    let errs = load_with(MINIMAL, &["tor.circ_windw=500"]).unwrap_err();
+    let e = errs.at("tor.circ_windw").unwrap_or_else(|| panic!("{errs}"));
+    assert!(e.message.contains("unknown key") && hint(e).contains("circ_window"), "{e}");
+}
+
+#[test]
+fn overrides_reach_a_network_files_content_and_their_problems_are_not_the_files() {
+    let cfg = load_with(NET_EXPERIMENT, &["clients[0].count=3", "tor.circ_max_cell_queue=900"]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.clients[0].count, 3);
+    assert_eq!(cfg.tor.circ_max_cell_queue, 900);
+    let errs = load_with(NET_EXPERIMENT, &["tor.circ_max_cell_queue=none"]).unwrap_err();
+    assert!(errs.at("tor.circ_max_cell_queue").is_some(), "{errs}");
 }

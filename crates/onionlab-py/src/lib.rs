@@ -105,8 +105,24 @@ fn transport_demo(
     Ok(out.unbind())
 }
 
-fn load_config(py: Python<'_>, path: &str) -> PyResult<onionlab_config::model::ExperimentConfig> {
-    onionlab_config::load_file(std::path::Path::new(path)).map_err(|errs| {
+/// Loads and validates the config at `path` with `overrides` (`PATH=VALUE`, applied in
+/// order; see `onionlab_config::overrides`). Every problem, an unparsable override's
+/// included, is raised at once as `ConfigError`.
+fn load_config(py: Python<'_>, path: &str, overrides: &[String]) -> PyResult<onionlab_config::model::ExperimentConfig> {
+    let mut parsed = Vec::with_capacity(overrides.len());
+    let mut bad = Vec::new();
+    for o in overrides {
+        match onionlab_config::Override::parse(o) {
+            Ok(o) => parsed.push(o),
+            Err(e) => bad.push(e),
+        }
+    }
+    let loaded = if bad.is_empty() {
+        onionlab_config::load_file_with(std::path::Path::new(path), &parsed)
+    } else {
+        Err(onionlab_config::ConfigErrors(bad))
+    };
+    loaded.map_err(|errs| {
         let problems = PyList::empty(py);
         for e in &errs.0 {
             let d = PyDict::new(py);
@@ -119,11 +135,13 @@ fn load_config(py: Python<'_>, path: &str) -> PyResult<onionlab_config::model::E
     })
 }
 
-/// Validates the experiment file at `path`; returns the fully resolved config as TOML.
-/// Raises `ConfigError` listing every problem.
+/// Validates the experiment file at `path` with `overrides` (a list of `PATH=VALUE`
+/// strings); returns the fully resolved config as TOML. Raises `ConfigError` listing every
+/// problem.
 #[pyfunction]
-fn check_config(py: Python<'_>, path: &str) -> PyResult<String> {
-    let cfg = load_config(py, path)?;
+#[pyo3(signature = (path, overrides=Vec::new()))]
+fn check_config(py: Python<'_>, path: &str, overrides: Vec<String>) -> PyResult<String> {
+    let cfg = load_config(py, path, &overrides)?;
     Ok(onionlab_config::to_toml(&cfg))
 }
 
@@ -175,14 +193,15 @@ fn name_column<'py, 'a>(d: &Bound<'py, PyDict>, name: &str, values: impl ExactSi
     d.set_item(name, ("dict", PyBytes::new(d.py(), &codes), names))
 }
 
-/// Runs one seed of the experiment at `path`. `progress(sim_done_s, sim_total_s, events)`
+/// Runs one seed of the experiment at `path` with `overrides` (`PATH=VALUE` strings, as for
+/// `check_config`). `progress(sim_done_s, sim_total_s, events)`
 /// is called about 100 times. Returns {"downloads": {column: ...}, "relays": {...},
 /// "connections": {...}, "channels": {...}, "summary": {...}}, each column encoded as the
 /// "result columns" comment above says.
 #[pyfunction]
-#[pyo3(signature = (path, seed, progress=None))]
-fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObject>) -> PyResult<Py<PyDict>> {
-    let cfg = load_config(py, path)?;
+#[pyo3(signature = (path, seed, progress=None, overrides=Vec::new()))]
+fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObject>, overrides: Vec<String>) -> PyResult<Py<PyDict>> {
+    let cfg = load_config(py, path, &overrides)?;
     let mut cb_err: Option<PyErr> = None;
     let out = {
         let mut cb = |done: f64, total: f64, events: u64| {
@@ -350,10 +369,10 @@ fn parse_duration(s: &str) -> PyResult<f64> {
 /// "servers", "nodes", "parse_seconds", "build_seconds"}. Raises `ConfigError` like
 /// `check_config`.
 #[pyfunction]
-#[pyo3(signature = (path, seed=1))]
-fn load_network(py: Python<'_>, path: &str, seed: u64) -> PyResult<Py<PyDict>> {
+#[pyo3(signature = (path, seed=1, overrides=Vec::new()))]
+fn load_network(py: Python<'_>, path: &str, seed: u64, overrides: Vec<String>) -> PyResult<Py<PyDict>> {
     let t0 = std::time::Instant::now();
-    let cfg = load_config(py, path)?;
+    let cfg = load_config(py, path, &overrides)?;
     let parse_s = t0.elapsed().as_secs_f64();
     let t1 = std::time::Instant::now();
     let s = py.allow_threads(|| onionlab_sim::load::load(&cfg, seed)).map_err(|e| PyValueError::new_err(e.to_string()))?;

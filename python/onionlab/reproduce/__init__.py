@@ -37,11 +37,8 @@ def module(name: str) -> ModuleType:
 
 # ---------------------------------------------------------------- shared plumbing
 
-import os
 import re
 import sys
-import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -115,8 +112,8 @@ def run_many(
     experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None, reuse: bool = False,
     reuse_from: Sequence[Path] = (),
 ) -> dict:
-    """Runs every (name, config path, seeds) as independent (config, seed) jobs on a pool
-    of worker processes, writes each experiment's results directory to ``out/runs/name``
+    """Runs every (name, config path, seeds) as independent (config, seed) runs on a pool
+    of worker processes (:func:`onionlab.runner.run_jobs`), writes each experiment's results directory to ``out/runs/name``
     and returns ``{name: Results}``. Configs are validated before anything runs.
 
     With ``reuse``, an experiment whose resolved config and seeds equal those of a results
@@ -127,12 +124,10 @@ def run_many(
     ``out/runs``; the directories themselves are only read), and implies ``reuse``. Each
     experiment is written as soon as its last seed finishes, so a command stopped part-way
     keeps what it finished for reuse."""
-    import multiprocessing
-
     from onionlab import config as config_mod
     from onionlab import results as results_mod
     from onionlab.results import Results
-    from onionlab.runner import _run_seed
+    from onionlab.runner import Job, run_jobs
 
     experiments = list(experiments)
     resolved = {name: config_mod.check(path) for name, path, _ in experiments}
@@ -159,39 +154,15 @@ def run_many(
         if reused:
             where = " and ".join(str(d / "runs") for d in sources)
             print(f"  reusing {len(reused)} of {len(experiments)} configurations from {where}", file=sys.stderr, flush=True)
-    experiments_to_run = [e for e in experiments if e[0] not in reused]
-    seeds_of = {name: seeds for name, _, seeds in experiments_to_run}
-    tasks = [(name, str(path), s) for name, path, seeds in experiments_to_run for s in seeds]
-    jobs = max(1, min(jobs or (os.cpu_count() or 1), len(tasks)))
-    runs: dict[str, list] = {name: [] for name, _, _ in experiments}
-    results = dict(reused)
+    to_run = [Job(name, str(path), tuple(seeds)) for name, path, seeds in experiments if name not in reused]
 
-    def finish(name: str) -> None:
-        res = Results.from_runs(runs[name], config_mod.with_seeds(resolved[name], seeds_of[name]))
-        d = out / "runs" / name
+    def write(job: Job, res: Results) -> None:
+        # Written as soon as its last seed is done, so a command that is stopped keeps
+        # every finished experiment for --reuse-runs.
+        d = out / "runs" / job.name
         res.write(d)
         res.source = str(d)
-        results[name] = res
 
-    t0 = time.perf_counter()
-    done_n = 0
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-        pending = {ex.submit(_run_seed, path, s): name for name, path, s in tasks}
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for f in done:
-                name = pending.pop(f)
-                runs[name].append(f.result())
-                done_n += 1
-                el = time.perf_counter() - t0
-                print(f"\r  {done_n}/{len(tasks)} runs, {el:.0f} s", end="", file=sys.stderr, flush=True)
-                if len(runs[name]) == len(seeds_of[name]):
-                    # Written as soon as its last seed is done, so a command that is
-                    # stopped keeps every finished experiment for --reuse-runs.
-                    finish(name)
-    print(file=sys.stderr)
-    for name in seeds_of:
-        if name not in results:  # no seeds: an empty experiment, as before
-            finish(name)
+    results = dict(reused)
+    results.update(run_jobs(to_run, workers=jobs, progress=True, on_result=write))
     return {name: results[name] for name, _, _ in experiments}
