@@ -32,6 +32,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
@@ -86,8 +87,13 @@ def toml_value(v: Any) -> str:
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
     if isinstance(v, Mapping):
-        return "{ " + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{_key(str(k))} = {toml_value(x)}" for k, x in v.items()) + " }"
     raise ValueError(f"{v!r} ({type(v).__name__}) is not a TOML value")
+
+
+def _key(k: str) -> str:
+    """A TOML key: bare where it may be, else quoted."""
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k, ensure_ascii=False)
 
 
 def _label(v: Any) -> str:
@@ -391,13 +397,14 @@ def figure(sw: Sweep):
                             marker="o", capsize=3, label=lab)
             ax.set_xticks(range(len(xs)))
             ax.set_xlim(-0.5, len(xs) - 0.5)
-            ax.set_xticklabels(xs, rotation=30, ha="right", fontsize=8)
+            ax.set_xticklabels([textwrap.fill(x, 22) for x in xs], fontsize=7)
             ax.set_title(f"{cls}: median {metric}", fontsize=9)
-            ax.set_ylabel("seconds (mean over seeds, 95% CI)", fontsize=8)
+            ax.set_ylabel("seconds", fontsize=8)
             if row == 1:
                 ax.set_xlabel(first, fontsize=8)
             if rest and row == 0 and col == 0:
                 ax.legend(fontsize=7)
+    fig.suptitle("Each class's median: mean over the seeds, 95% confidence interval", fontsize=9)
     fig.tight_layout()
     return fig
 

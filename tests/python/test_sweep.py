@@ -100,7 +100,8 @@ def test_vary_values_bare_or_as_a_toml_array():
 
 
 def test_toml_values_round_trip():
-    for v in ["5 min", 'quote " and \\ backslash', 500, 0.25, True, [1, 2], {"constant": "20 ms"}, [[1], ["a"]]]:
+    assert sweep_mod.toml_value({"kind": "split", "a.b": 1}) == '{ kind = "split", "a.b" = 1 }'
+    for v in ["5 min", 'quote " and \\ backslash', 500, 0.25, True, [1, 2], {"constant": "20 ms", "a.b": 1}, [[1], ["a"]]]:
         assert tomllib.loads(f"v = {sweep_mod.toml_value(v)}")["v"] == v
     with pytest.raises(ValueError):
         sweep_mod.toml_value(float("nan"))
