@@ -39,6 +39,7 @@ bench: install
 	$(CARGO) bench -p onionlab-net --bench transport
 	$(CARGO) bench -p onionlab-tor --bench tor_network
 	$(CARGO) bench -p onionlab-sim --bench experiment
+	$(CARGO) bench -p onionlab-mech --bench predictor_ocp
 	$(PYTHON) bench/throttling_medium.py
 
 # Style: rustfmt (rustfmt.toml: 140 columns), clippy with no warnings, and the API docs
