@@ -10,7 +10,10 @@ A results directory holds::
                         (seed, start, client): completed, failed, or still in progress when
                         the run ended (``error`` is ``stats.UNFINISHED``, ``received`` the
                         bytes it got)
-    relays.parquet      one row per relay per metrics interval (all seeds)
+    relays.parquet      one row per relay per metrics interval (all seeds): bytes, cells
+                        queued, bucket-empty time, client connections, throttle rate, and
+                        where its cells waited (cell-seconds in circuit queues, outbufs and
+                        on the wire; ``stats.wait_split``)
     connections.parquet one row per client connection per relay per interval, when the config
                         sets experiment.connection_metrics_interval (else absent)
     channels.parquet    one row per relay-to-relay channel end per interval, when the config
@@ -70,6 +73,10 @@ RELAYS_SCHEMA = pa.schema(
         ("client_connections", pa.int64()),
         ("throttled_connections", pa.int64()),
         ("throttle_rate", pa.float64()),
+        ("cells_queued", pa.int64()),
+        ("queue_wait_cell_s", pa.float64()),
+        ("outbuf_wait_cell_s", pa.float64()),
+        ("wire_wait_cell_s", pa.float64()),
     ]
 )
 

@@ -207,6 +207,32 @@ def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return df.astype("float64", errors="ignore")
 
 
+#: The relays table's wait columns (the Rust `onionlab_tor::wait` ledgers), by place.
+WAIT_PLACES = {"queue": "queue_wait_cell_s", "outbuf": "outbuf_wait_cell_s", "wire": "wire_wait_cell_s"}
+
+
+def wait_split(relays: pd.DataFrame, start: float = 0.0, by: tuple[str, ...] = ("relay",)) -> pd.DataFrame:
+    """Where cells wait at each relay (the design's queue-time split), from the ``relays``
+    table's intervals that start at or after ``start`` (seconds): per group of ``by``, the
+    cells that entered its circuit queues and the mean time per cell (Little's law:
+    cell-seconds over cells, in ms) in its circuit queues (``queue_ms``, where a circuit
+    scheduler can reorder them), outbufs (``outbuf_ms``) and on the wire to the next node
+    (``wire_ms``: the kernel, the link, and the next node's unread buffer), and their sum.
+    ``by=()`` pools every relay (each cell counted once per relay it crosses)."""
+    missing = [c for c in ("cells_queued", *WAIT_PLACES.values()) if c not in relays.columns]
+    if missing:
+        raise ValueError(f"relays: no {', '.join(missing)} column (results from before the wait columns?)")
+    r = relays[relays["interval_start"] >= start]
+    cols = ["cells_queued", *WAIT_PLACES.values()]
+    g = r.groupby(list(by))[cols].sum() if by else r[cols].sum().to_frame().T
+    out = pd.DataFrame({"cells": g["cells_queued"].astype("int64")}, index=g.index)
+    cells = g["cells_queued"].where(g["cells_queued"] > 0)
+    for place, col in WAIT_PLACES.items():
+        out[f"{place}_ms"] = 1000.0 * g[col] / cells
+    out["total_ms"] = out[[f"{p}_ms" for p in WAIT_PLACES]].sum(axis=1, min_count=len(WAIT_PLACES))
+    return out.reset_index(drop=not by)
+
+
 #: Payload bytes a DATA cell carries (tor's RELAY_PAYLOAD_SIZE): the circuits table counts cells.
 RELAY_PAYLOAD_SIZE = 498
 

@@ -252,6 +252,10 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     i64_column(&rl, "throttled_connections", r.iter().map(|x| x.throttled_connections))?;
     // Whole bytes/s, exact in a float (the table's type) below 2^53.
     f64_column(&rl, "throttle_rate", r.iter().map(|x| x.throttle_rate.map(|v| v as f64)))?;
+    i64_column(&rl, "cells_queued", r.iter().map(|x| x.cells_queued))?;
+    f64_column(&rl, "queue_wait_cell_s", r.iter().map(|x| Some(x.queue_wait_cell_s)))?;
+    f64_column(&rl, "outbuf_wait_cell_s", r.iter().map(|x| Some(x.outbuf_wait_cell_s)))?;
+    f64_column(&rl, "wire_wait_cell_s", r.iter().map(|x| Some(x.wire_wait_cell_s)))?;
 
     let cl = PyDict::new(py);
     let c = &out.connections;

@@ -58,6 +58,16 @@ pub struct RelayRow {
     /// The relay's throttling policy's current threshold rate (bytes/s): the rate above
     /// which it would throttle a client connection (`RelayHook::throttle_threshold`).
     pub throttle_rate: Option<u64>,
+    /// Cells that entered the relay's circuit queues in the interval (relayed from the
+    /// previous hop, or packaged at an exit).
+    pub cells_queued: u64,
+    /// Cell-seconds the relay's cells spent in the interval in its circuit queues, its
+    /// outbufs, and on the wire from it (kernel, link, the next node's unread buffer): the
+    /// design's queue-time split (`onionlab_tor::wait`). Divided by `cells_queued`, each is
+    /// Little's law's mean wait per cell there.
+    pub queue_wait_cell_s: f64,
+    pub outbuf_wait_cell_s: f64,
+    pub wire_wait_cell_s: f64,
 }
 
 /// One client connection at one relay over one connection-metrics interval.

@@ -110,6 +110,7 @@ pub fn run_inspected(
     let relays: Vec<_> = sim.tor.relays().to_vec();
     let refill_s = cfg.tor.refill_interval.as_secs_f64();
     let mut last_stats: Vec<_> = relays.iter().map(|&r| sim.tor.node_stats(r).clone()).collect();
+    let mut last_waits: Vec<_> = relays.iter().map(|&r| sim.tor.node_waits(r, sim.q.now()).unwrap_or_default()).collect();
     let mut downloads = Vec::new();
     let mut relay_rows = Vec::new();
     let mut conn_rows = Vec::new();
@@ -170,7 +171,14 @@ pub fn run_inspected(
                     let empty = (s.read_bucket_empty_intervals - l.read_bucket_empty_intervals)
                         .max(s.write_bucket_empty_intervals - l.write_bucket_empty_intervals);
                     let conns = sim.tor.client_connections(r);
+                    let w = sim.tor.node_waits(r, now).unwrap_or_default();
+                    let lw = &last_waits[k];
+                    let cell_s = |a: u128, b: u128| (a - b) as f64 * 1e-9;
                     relay_rows.push(RelayRow {
+                        cells_queued: w.circuit_queue.entered - lw.circuit_queue.entered,
+                        queue_wait_cell_s: cell_s(w.circuit_queue.area_ns, lw.circuit_queue.area_ns),
+                        outbuf_wait_cell_s: cell_s(w.outbuf.area_ns, lw.outbuf.area_ns),
+                        wire_wait_cell_s: cell_s(w.wire.area_ns, lw.wire.area_ns),
                         client_connections: conns.len() as u64,
                         throttled_connections: conns.iter().filter(|c| c.throttle.is_some()).count() as u64,
                         throttle_rate: sim.tor.hook_throttle_threshold(r),
@@ -183,6 +191,7 @@ pub fn run_inspected(
                         bucket_empty_s: empty as f64 * refill_s,
                     });
                     last_stats[k] = s;
+                    last_waits[k] = w;
                 }
                 if now + interval <= end {
                     sim.q.schedule_in(interval, APP_CLASS, TorEvent::App { token: METRICS_TOKEN });

@@ -457,3 +457,85 @@ fn channel_per_circuit_gives_every_circuit_channels_of_its_own() {
     let ends = |o: &onionlab_sim::RunOutput| o.channels.iter().filter(|c| c.interval_start == 60.0).count();
     assert!(ends(&b) > ends(&a), "PCTCP opens more channels: {} against {}", ends(&b), ends(&a));
 }
+
+/// One bulk circuit through a slow middle relay (100 KiB/s; 1 MiB/s elsewhere), 20 ms per
+/// hop: where its cells wait, by the relays' wait columns.
+fn one_slow_middle(scheduler: &str) -> onionlab_config::model::ExperimentConfig {
+    let text = format!(
+        r#"
+[experiment]
+duration = "40 s"
+warmup = "10 s"
+seeds = [1]
+[network]
+latency = {{ constant = "20 ms" }}
+[[relays]]
+name = "guard"
+bandwidth = "1 MiB/s"
+flags = ["Guard", "Fast", "Stable"]
+[[relays]]
+name = "middle"
+bandwidth = "100 KiB/s"
+flags = ["Fast"]
+[[relays]]
+name = "exit"
+bandwidth = "1 MiB/s"
+flags = ["Exit", "Fast"]
+[[clients]]
+name = "bulk"
+workload = "bulk"
+count = 1
+link = "100 Mbit"
+path = ["guard", "middle", "exit"]
+[servers]
+count = 1
+link = "1 Gbit"
+[workloads.bulk]
+type = "bulk"
+size = "1 GiB"
+[mechanisms]
+scheduler = "{scheduler}"
+"#
+    );
+    onionlab_config::load_str(&text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Little's law across the path: a stream keeps at most its window, 500 cells, between
+/// the exit packaging them and their SENDMEs coming back, so the time a cell spends at the
+/// three relays (circuit queue + outbuf + wire, each relay's cell-seconds over its cells)
+/// adds up to about 500 cells / the rate, less the cells already delivered whose SENDMEs
+/// are on their way back (a SENDME per 50 cells, three 20 ms hops back: about 25 + 60 ms
+/// x rate cells). And the backlog stands before the bottleneck: the guard, which forwards
+/// at the middle's pace with ten times its capacity, holds almost none of it. (Expectation
+/// set before the first run; that run gave 2.53 s against 2.46.)
+#[test]
+fn wait_columns_add_up_to_the_window_over_the_rate_and_show_the_bottleneck() {
+    let o = run(&one_slow_middle("round-robin"), 1, None).unwrap();
+    let rows: Vec<_> = o.relays.iter().filter(|r| r.interval_start >= 10.0).collect();
+    let per_cell = |name: &str| {
+        let rs: Vec<_> = rows.iter().filter(|r| &*r.relay == name).collect();
+        let cells: u64 = rs.iter().map(|r| r.cells_queued).sum();
+        let wait: f64 = rs.iter().map(|r| r.queue_wait_cell_s + r.outbuf_wait_cell_s + r.wire_wait_cell_s).sum();
+        for r in &rs {
+            assert!(r.queue_wait_cell_s >= 0.0 && r.outbuf_wait_cell_s >= 0.0 && r.wire_wait_cell_s >= 0.0, "{r:?}");
+        }
+        (cells, wait / cells as f64)
+    };
+    let (guard_cells, guard) = per_cell("guard");
+    let (_, middle) = per_cell("middle");
+    let (_, exit) = per_cell("exit");
+    let rate = guard_cells as f64 / 30.0; // cells/s through the guard, SENDMEs included
+    let expected = (500.0 - 25.0 - 0.060 * rate) / rate;
+    let total = guard + middle + exit;
+    assert!(
+        (total / expected - 1.0).abs() < 0.1,
+        "waits {guard:.3} + {middle:.3} + {exit:.3} = {total:.3} s, expected {expected:.3} s at {rate:.0} cells/s"
+    );
+    assert!(guard < 0.1 * (middle + exit), "guard {guard:.3} s, middle {middle:.3} s, exit {exit:.3} s");
+    // Most of it on the exit's wire: the middle reads at its bucket's pace, so what the
+    // exit wrote waits unread in the middle's receive buffer.
+    let exit_wire: f64 = rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.wire_wait_cell_s).sum();
+    let exit_all: f64 =
+        rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.queue_wait_cell_s + r.outbuf_wait_cell_s + r.wire_wait_cell_s).sum();
+    assert!(exit_wire > 0.8 * exit_all, "the exit's wire holds {exit_wire:.1} of its {exit_all:.1} cell-seconds");
+}

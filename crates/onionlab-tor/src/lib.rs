@@ -34,6 +34,7 @@ pub mod shaped;
 pub mod token_bucket;
 pub mod transit;
 pub mod vegas;
+pub mod wait;
 
 pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord, UNFINISHED};

@@ -45,6 +45,7 @@ use crate::node::{EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, T
 use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo, WeightsMethod};
 use crate::scheduler::{CircuitScheduler, SchedulerKind};
 use crate::token_bucket::{next_refill, TokenBucket};
+use crate::wait::Crossing;
 
 mod circuits;
 mod config;
@@ -312,6 +313,7 @@ impl TorNetwork {
             kist_last_run: None,
             rng: (kind == NodeKind::Client).then(|| self.rng_streams.parked("tor-client", name)),
             stats: NodeStats::default(),
+            waits: (kind == NodeKind::Relay).then(Box::default),
         });
         self.hooks.push(None);
         Ok(id)
@@ -725,6 +727,9 @@ impl TorNetwork {
         let was_empty = q.cells.is_empty();
         q.cells.push(run);
         let queued = q.cells.len();
+        if let Some(w) = self.nodes[c.nodes[pos] as usize].waits.as_mut() {
+            w.cross(Crossing::Queued, now, run.count as u64);
+        }
         if pos != 0 && pos != exit_pos {
             q.relayed += run.count as u64;
         }
@@ -993,11 +998,17 @@ impl TorNetwork {
             if qd.is_empty() {
                 continue;
             }
+            let (pos, dir) = queue_slot(qi);
+            let waits = self.nodes[c.nodes[pos] as usize].waits.as_mut();
+            let mut dropped = 0;
             while let Some(run) = qd.pop_front_run(u32::MAX) {
+                dropped += run.count as u64;
                 count_dropped(&mut self.counters, run);
             }
+            if let Some(w) = waits {
+                w.cross(Crossing::Dropped, now, dropped);
+            }
             *qd = Default::default();
-            let (pos, dir) = queue_slot(qi);
             if let Some(ch) = c.queue_chan(pos, dir) {
                 let ch = &mut self.chans[ch as usize];
                 let side = side_index(ch.side_of(c.nodes[pos]));

@@ -138,6 +138,9 @@ pub(crate) struct TorNode {
     pub predict: Prediction,
     /// Clients: path selection randomness.
     pub rng: Option<ParkedRng>,
+    /// Relays: where their cells wait ([`crate::wait`]); boxed and only on relays, so a
+    /// client costs a pointer (a full network has millions).
+    pub waits: Option<Box<crate::wait::WaitLedger>>,
 }
 
 /// A client's predicted-circuit state (tor's `circuit_predict_and_launch_new`).

@@ -31,6 +31,30 @@ impl TorNetwork {
         out
     }
 
+    /// Cells at each node by where they wait: in its circuit queues, its outbufs, and on
+    /// the wire from it (written, not yet read by the next node).
+    pub fn cells_waiting_per_node(&self) -> Vec<[u64; 3]> {
+        let mut out = vec![[0; 3]; self.nodes.len()];
+        for c in &self.circuits {
+            for (i, q) in c.queues.iter().enumerate() {
+                out[c.nodes[queue_slot(i).0] as usize][0] += q.cells.len();
+            }
+        }
+        for ch in &self.chans {
+            for (i, e) in ch.ends.iter().enumerate() {
+                out[ch.nodes[i] as usize][1] += e.outbuf.len();
+                out[ch.nodes[i] as usize][2] += e.wire.len();
+            }
+        }
+        out
+    }
+
+    /// Where a relay's cells wait, integrated up to `now` ([`crate::wait`]); `None` for
+    /// clients and servers.
+    pub fn node_waits(&self, n: NodeId, now: SimTime) -> Option<crate::wait::WaitSnapshot> {
+        self.nodes[n as usize].waits.as_ref().map(|w| w.snapshot(now))
+    }
+
     /// Cells in circuit queues, outbufs and on the wire.
     pub fn cells_in_flight(&self) -> u64 {
         let queued: u64 = self.circuits.iter().flat_map(|c| c.queues.iter()).map(|q| q.cells.len()).sum();
@@ -52,6 +76,15 @@ impl TorNetwork {
                 c.cells_dropped,
                 self.cells_in_flight()
             ));
+        }
+        // Each relay's wait ledger counts exactly the cells in its queues, outbufs and on
+        // the wire from it.
+        for (n, actual) in self.cells_waiting_per_node().iter().enumerate() {
+            if let Some(w) = self.nodes[n].waits.as_ref() {
+                if w.cells() != *actual {
+                    return Err(format!("node {n}: cells in queues / outbufs / wire {actual:?}, its wait ledger counts {:?}", w.cells()));
+                }
+            }
         }
         let mut uses = vec![0u32; self.chans.len()];
         for (i, circ) in self.circuits.iter().enumerate() {

@@ -14,6 +14,7 @@ use crate::circuit::{queue_index, Circuit, CircuitState};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
 use crate::node::{bucket_share, IoRef, NodeId, TorNode};
 use crate::scheduler::CircuitScheduler;
+use crate::wait::Crossing;
 use onionlab_core::{EventQueue, SimTime};
 use onionlab_net::{Network, Side};
 
@@ -163,6 +164,12 @@ impl TorNetwork {
         } else {
             end.in_read_ring = false;
         }
+        if cells > 0 {
+            let writer = self.chans[chan as usize].nodes[1 - si];
+            if let Some(w) = self.nodes[writer as usize].waits.as_mut() {
+                w.cross(Crossing::Read, q.now(), cells);
+            }
+        }
         // Decode whole cells from what the peer wrote, in order.
         while cells > 0 {
             let peer = &mut self.chans[chan as usize].ends[1 - si];
@@ -305,11 +312,16 @@ impl TorNetwork {
         }
         let room = (high - end.outbuf_bytes()).div_ceil(CELL_WIRE_BYTES);
         let ChanEnd { sched, outbuf, .. } = end;
+        let before = outbuf.len();
         sched.fill(
             room,
             now,
             &mut ChannelCells { circuits: &mut self.circuits, outbuf, node, chan, unblock_at, unblocked: &mut self.unblocked, now },
         );
+        let picked = outbuf.len() - before;
+        if let (true, Some(w)) = (picked > 0, self.nodes[node as usize].waits.as_mut()) {
+            w.cross(Crossing::Picked, now, picked);
+        }
     }
 
     /// Wakes the streams of circuits whose queues fell to `cellq_low` (their exit reads
@@ -428,7 +440,12 @@ fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, 
     if let Some(b) = end.conn_write.as_mut() {
         b.take(w);
     }
+    let before = end.outbuf.len();
     end.note_written(w);
+    if let Some(l) = n.waits.as_mut() {
+        // Cells whose first byte went to the kernel.
+        l.cross(Crossing::Written, q.now(), before - end.outbuf.len());
+    }
     WriteStep::Wrote
 }
 
@@ -478,7 +495,13 @@ impl KistChannels for KistView<'_> {
         let ChanEnd { sched, outbuf, .. } = &mut self.chans[chan as usize].ends[side_index(side)];
         let (circuits, node, unblock_at, unblocked) = (&mut *self.circuits, self.node, self.unblock_at, &mut *self.unblocked);
         // One cell in the scheduler's order.
-        crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked, now }) == 1
+        let picked =
+            crate::scheduler::fill_by_picks(sched, 1, now, &mut ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked, now })
+                == 1;
+        if let (true, Some(w)) = (picked, self.relay.waits.as_mut()) {
+            w.cross(Crossing::Picked, now, 1);
+        }
+        picked
     }
 
     fn outbuf_bytes(&self, i: usize) -> u64 {
