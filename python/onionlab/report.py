@@ -17,6 +17,7 @@ from typing import Iterable, Union
 
 import pandas as pd
 
+from onionlab import stats
 from onionlab.compare import summary_table
 from onionlab.plot import METRICS, cdf_figure, labels_for
 from onionlab.results import Results, as_results
@@ -78,7 +79,8 @@ def runs_table(res: Results) -> pd.DataFrame:
 
 def relay_table(res: Results) -> pd.DataFrame:
     """Per relay, averaged over intervals and seeds: bytes written per second, queued cells,
-    and the fraction of time its token buckets were empty."""
+    the fraction of time its token buckets were empty, and the mean time a cell waited in
+    its circuit queues, outbufs and on the wire (:func:`onionlab.stats.wait_split`)."""
     r = res.relays
     if r.empty:
         return pd.DataFrame()
@@ -94,6 +96,11 @@ def relay_table(res: Results) -> pd.DataFrame:
             "bucket empty (%)": 100 * g["bucket_empty_s"].mean() / step,
         }
     )
+    # Where its cells waited, mean per cell (results from before the wait columns lack them).
+    if all(c in r.columns for c in ("cells_queued", *stats.WAIT_PLACES.values())) and r["cells_queued"].notna().all():
+        w = stats.wait_split(r).set_index("relay")
+        for place in stats.WAIT_PLACES:
+            out[f"{place} wait (ms/cell)"] = w[f"{place}_ms"]
     return out
 
 
