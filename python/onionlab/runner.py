@@ -75,10 +75,6 @@ class Job:
     overrides: tuple[str, ...] = ()
 
 
-#: One run of a batch: (job name, seed).
-Key = tuple[str, int]
-
-
 def _seeds_from(resolved: dict[str, Any], seeds: Optional[Iterable[int] | int]) -> list[int]:
     if seeds is None:
         out = list(resolved.get("experiment", {}).get("seeds", [1]))
@@ -102,10 +98,24 @@ def _run_in_process(job: Job, seed: int, bar: Optional[Progress]) -> dict:
     return _core.run_experiment(job.path, seed, bar.callback(key) if bar else None, list(job.overrides))
 
 
-def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Progress], done: Callable[[Job, int, dict], None]) -> None:
+def _result(get: Callable[[], dict], job: Job, label: bool) -> dict:
+    """A run's result; with `label`, a failure names its experiment (in a batch the seed
+    alone does not say which failed)."""
+    if not label:
+        return get()
+    try:
+        return get()
+    except (ValueError, RuntimeError) as e:
+        if type(e) not in (ValueError, RuntimeError):  # a ConfigError keeps its problem list
+            raise
+        raise type(e)(f"{job.name}: {e}") from None
+
+
+def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Progress], done: Callable[[Job, int, dict], None],
+                   label: bool = False) -> None:
     if workers <= 1:
         for job, seed in tasks:
-            run = _run_in_process(job, seed, bar)
+            run = _result(lambda: _run_in_process(job, seed, bar), job, label)
             if bar:
                 bar.finish_seed((job.name, seed))
             done(job, seed, run)
@@ -137,7 +147,7 @@ def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Pro
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for f in finished:
                 job, seed = pending.pop(f)
-                run = f.result()
+                run = _result(f.result, job, label)
                 if bar:
                     bar.finish_seed((job.name, seed))
                 done(job, seed, run)
@@ -153,7 +163,8 @@ def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Pro
             q.close()
 
 
-def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None]) -> None:
+def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None],
+                 label: bool = False) -> None:
     try:
         import ray  # type: ignore
     except ImportError:
@@ -171,7 +182,7 @@ def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progr
         ready, pending = ray.wait(pending, num_returns=1)
         for r in ready:
             job, seed = refs[r]
-            run = ray.get(r)
+            run = _result(lambda: ray.get(r), job, label)
             if bar:
                 bar.finish_seed((job.name, seed))
             done(job, seed, run)
@@ -222,10 +233,11 @@ def run_jobs(
 
     bar = Progress([(j.name, s) for j, s in tasks], noun="runs") if progress and tasks else None
     try:
+        label = len(jobs) > 1
         if ray_address:
-            _execute_ray(tasks, ray_address, bar, done)
+            _execute_ray(tasks, ray_address, bar, done, label)
         else:
-            _execute_local(tasks, workers, bar, done)
+            _execute_local(tasks, workers, bar, done, label)
     finally:
         if bar:
             bar.close()
