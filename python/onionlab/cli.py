@@ -137,11 +137,29 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _results_dirs(dirs: list[str]) -> list:
+    """The results in `dirs`; a sweep directory (``onionlab sweep``) stands for its points,
+    labelled by their settings."""
+    from onionlab.results import load
+    from onionlab.sweep import load as load_sweep
+
+    out = []
+    for d in dirs:
+        if os.path.isfile(os.path.join(d, "sweep.json")):
+            sw = load_sweep(d)
+            for p in sw.info["points"]:
+                res = sw.results[p["name"]]
+                res.summary["experiment"] = p["label"]
+                out.append(res)
+        else:
+            out.append(load(d))
+    return out
+
+
 def _compare(args: argparse.Namespace) -> int:
     from onionlab.compare import compare, format_table
-    from onionlab.results import load
 
-    results = [load(d) for d in args.dirs]
+    results = _results_dirs(args.dirs)
     table = compare(results, out=args.output)
     print(format_table(table))
     if args.output is not None:
@@ -151,9 +169,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from onionlab.report import report
-    from onionlab.results import load
 
-    results = [load(d) for d in args.dirs]
+    results = _results_dirs(args.dirs)
     print(f"wrote {report(results, args.output)}")
     return 0
 
@@ -214,12 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.set_defaults(func=_plot)
 
     cp = sub.add_parser("compare", help="compare several results directories (table and overlaid CDFs)")
-    cp.add_argument("dirs", nargs="+", metavar="DIR")
+    cp.add_argument("dirs", nargs="+", metavar="DIR", help="results directories; a sweep directory stands for all its points")
     cp.add_argument("-o", "--output", metavar="OUTDIR", help="write ttfb.png, ttlb.png and compare.csv here")
     cp.set_defaults(func=_compare)
 
     rp = sub.add_parser("report", help="one self-contained HTML page about one or more results directories")
-    rp.add_argument("dirs", nargs="+", metavar="DIR")
+    rp.add_argument("dirs", nargs="+", metavar="DIR", help="results directories; a sweep directory stands for all its points")
     rp.add_argument("-o", "--output", required=True, metavar="FILE.html")
     rp.set_defaults(func=_report)
 

@@ -224,3 +224,16 @@ def test_cli_sweep_prints_the_table(short, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "circ_window=500" in out and "circ_window=1000" in out and "2 points x 1 seeds" in out
     assert (tmp_path / "s" / "points" / "01-circ_window=1000" / "downloads.parquet").is_file()
+
+
+def test_compare_and_report_take_a_sweep_directory_as_its_points(swept, tmp_path, capsys, monkeypatch):
+    out, sw = swept
+    assert main(["compare", str(out), "-o", str(tmp_path / "cmp")]) == 0
+    table = pd.read_csv(tmp_path / "cmp" / "compare.csv", index_col=0)
+    assert list(table.index) == ["scheduler=round-robin", "scheduler=ewma"]
+    assert main(["report", str(out), "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert "scheduler=ewma" in page and "queue wait (ms/cell)" in page
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["sweep", str(TINY), "-o", str(tmp_path / "s"), "--vary", "tor.circ_window=500", "--ray", "auto", "--no-progress"]) == 2
+    assert "pip install" in capsys.readouterr().err
