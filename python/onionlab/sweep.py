@@ -432,11 +432,11 @@ def add_parser(sub) -> None:
     s = sub.add_parser(
         "sweep",
         help="run a config over a grid of settings (every point over the same seeds) and tabulate them",
-        description="Runs CONFIG at every combination of the --vary settings, each over the same seeds, all runs in "
+        description="Runs the config FILE at every combination of the --vary settings, each over the same seeds, all runs in "
         "parallel (or on a ray cluster), and writes one results directory per point, sweep.csv (one row per point "
-        "and class, medians with 95%% intervals over the seeds) and figures.",
+        "and class, medians with 95% intervals over the seeds) and figures.",
     )
-    s.add_argument("file", help="experiment config (TOML; see docs/config.md)")
+    s.add_argument("file", metavar="FILE", help="experiment config (TOML; see docs/config.md)")
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="sweep directory to write")
     s.add_argument("--vary", action="append", required=True, metavar="PATH=V1,V2,...",
                    help="a field and its values (repeatable; the grid is every combination): "
