@@ -248,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         mod = reproduce.module(name)
         pp = papers.add_parser(name, help=mod.DESCRIPTION, description=mod.DESCRIPTION)
         pp.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for configs, results, tables and figures")
+        pp.add_argument("--ray", metavar="ADDRESS", help="run on the ray cluster at ADDRESS (needs ray; DIR on a filesystem its workers share)")
         mod.add_arguments(pp)
         pp.set_defaults(func=_reproduce)
 

@@ -111,3 +111,24 @@ def test_ray_missing_is_a_clear_error(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["run", str(TINY), "-o", str(tmp_path / "o"), "--ray", "auto", "--no-progress"]) == 2
     assert "pip install" in capsys.readouterr().err
+
+
+def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
+    """--ray reaches the batch runner of every reproduction; without ray it is a clear error."""
+    import onionlab.runner
+
+    seen = []
+
+    def run_jobs(jobs, workers=None, progress=False, ray_address=None, on_result=None):
+        seen.append(ray_address)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(onionlab.runner, "run_jobs", run_jobs)
+    for paper in ("tortoise", "throttling", "predictor"):
+        assert main(["reproduce", paper, "--quick", "-o", str(tmp_path / paper), "--ray", "ray://head:10001"]) == 2
+        assert "stop here" in capsys.readouterr().err
+    assert seen == ["ray://head:10001"] * 3
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert main(["reproduce", "ewma", "--quick", "-o", str(tmp_path / "ewma"), "--ray", "auto"]) == 2
+    assert "pip install" in capsys.readouterr().err

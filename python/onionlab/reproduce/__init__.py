@@ -103,14 +103,15 @@ def reuse_sources(dirs: Optional[Sequence[str | Path]], option: str = "--reuse-r
 
 
 def reuse_options(args) -> dict:
-    """:func:`run_many`'s ``reuse`` and ``reuse_from`` from a reproduction's
-    ``--reuse-runs`` and ``--reuse-runs-from`` (checked by :func:`reuse_sources`)."""
-    return {"reuse": args.reuse_runs, "reuse_from": reuse_sources(args.reuse_runs_from)}
+    """:func:`run_many`'s ``reuse``, ``reuse_from`` and ``ray_address`` from a
+    reproduction's ``--reuse-runs``, ``--reuse-runs-from`` (checked by
+    :func:`reuse_sources`) and ``--ray``."""
+    return {"reuse": args.reuse_runs, "reuse_from": reuse_sources(args.reuse_runs_from), "ray_address": getattr(args, "ray", None)}
 
 
 def run_many(
     experiments: Iterable[tuple[str, Path, list[int]]], out: Path, jobs: Optional[int] = None, reuse: bool = False,
-    reuse_from: Sequence[Path] = (),
+    reuse_from: Sequence[Path] = (), ray_address: Optional[str] = None,
 ) -> dict:
     """Runs every (name, config path, seeds) as independent (config, seed) runs on a pool
     of worker processes (:func:`onionlab.runner.run_jobs`), writes each experiment's results directory to ``out/runs/name``
@@ -123,7 +124,9 @@ def run_many(
     directories to search the same way after ``out`` (their runs are copied into
     ``out/runs``; the directories themselves are only read), and implies ``reuse``. Each
     experiment is written as soon as its last seed finishes, so a command stopped part-way
-    keeps what it finished for reuse."""
+    keeps what it finished for reuse. With ``ray_address``, the runs go to that ray cluster
+    instead of local workers (the output directory, where the configs are written, must be
+    on a filesystem the cluster's workers share)."""
     from onionlab import config as config_mod
     from onionlab import results as results_mod
     from onionlab.results import Results
@@ -164,5 +167,5 @@ def run_many(
         res.source = str(d)
 
     results = dict(reused)
-    results.update(run_jobs(to_run, workers=jobs, progress=True, on_result=write))
+    results.update(run_jobs(to_run, workers=jobs, progress=True, ray_address=ray_address, on_result=write))
     return {name: results[name] for name, _, _ in experiments}

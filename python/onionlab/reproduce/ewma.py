@@ -176,13 +176,13 @@ def full_network_config(scheduler: str, quick: bool) -> str:
     return text + f'\n[mechanisms]\nscheduler = "{scheduler}"\n'
 
 
-def _run(out: Path, name: str, text: str, seeds: list[int] | None) -> pd.DataFrame:
+def _run(out: Path, name: str, text: str, seeds: list[int] | None, ray: str | None = None) -> pd.DataFrame:
     import onionlab
 
     path = out / "configs" / f"{name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    res = onionlab.run(path, seeds=seeds, out=out / "runs" / name)
+    res = onionlab.run(path, seeds=seeds, out=out / "runs" / name, ray_address=ray)
     return res.downloads
 
 
@@ -224,7 +224,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
     bulk: dict[str, np.ndarray] = {}
     sweep: dict[float, float] = {}
     for kind in ["round-robin", "ewma"]:
-        dl = _run(out, f"line-{kind}", line_config(f"line-{kind}", _scheduler_toml(kind), quick, seeds), seeds)
+        dl = _run(out, f"line-{kind}", line_config(f"line-{kind}", _scheduler_toml(kind), quick, seeds), seeds, getattr(args, "ray", None))
         web[kind] = _first(dl, "web", n_web)["ttlb"].to_numpy()
         bulk[kind] = _first(dl, "bulk", n_bulk)["ttlb"].to_numpy()
         if kind == "ewma":
@@ -283,7 +283,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
         if h in sweep:
             continue
         name = f"line-ewma-h{h:g}"
-        dl = _run(out, name, line_config(name, _scheduler_toml("ewma", h), quick, seeds), seeds)
+        dl = _run(out, name, line_config(name, _scheduler_toml("ewma", h), quick, seeds), seeds, getattr(args, "ray", None))
         sweep[h] = float(np.median(_first(dl, "web", n_web)["ttlb"]))
     sweep_table = pd.DataFrame(
         [{"halflife_s": "round-robin", "web_median_s": med["round-robin"]}]
@@ -306,7 +306,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
     if not args.no_full_network:
         full: dict[str, pd.DataFrame] = {}
         for kind in ["round-robin", "ewma", "kist"]:
-            full[kind] = _run(out, f"full-{kind}", full_network_config(kind, quick), [1])
+            full[kind] = _run(out, f"full-{kind}", full_network_config(kind, quick), [1], getattr(args, "ray", None))
         rows = []
         fig, ax = plt.subplots(1, 2, figsize=(10, 4))
         for kind, style in [("round-robin", "-"), ("ewma", "--"), ("kist", ":")]:

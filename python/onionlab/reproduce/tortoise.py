@@ -239,7 +239,7 @@ def main(out: Path, args) -> int:
     seeds = list(range(1, args.seeds + 1))
     jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale, args.client_links, args.operator_entry)), seeds) for n in names]
     print(f"tortoise: {len(jobs)} experiments x {len(seeds)} seeds", flush=True)
-    results = run_many(jobs, out, args.jobs)
+    results = run_many(jobs, out, args.jobs, ray_address=getattr(args, "ray", None))
 
     rows, anon_rows, pers = [], [], {}
     for n in names:
