@@ -84,17 +84,10 @@ def _print_run_summary(res) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from onionlab.runner import run
+    from onionlab.runner import run, seeds_from_options
 
     _, cfg = _check(args.file, args.set)
-    seeds = None
-    if args.seed:
-        seeds = list(args.seed)
-    elif args.seeds is not None:
-        if args.seeds < 1:
-            raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
-        first = int(cfg.get("experiment", {}).get("seeds", [1])[0])
-        seeds = list(range(first, first + args.seeds))
+    seeds = seeds_from_options(args.seed, args.seeds, cfg)
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
     kwargs = {"overrides": args.set} if args.set else {}

@@ -92,6 +92,20 @@ def _seeds_from(resolved: dict[str, Any], seeds: Optional[Iterable[int] | int]) 
     return out
 
 
+def seeds_from_options(seed: Optional[list[int]], seeds: Optional[int], config: dict[str, Any]) -> Optional[list[int]]:
+    """The seeds the command-line options ask for: ``--seed S ...`` exactly, ``--seeds N``
+    as N seeds counting from the config's first (`config`: a parsed resolved config), or
+    None for the config's own."""
+    if seed:
+        return list(seed)
+    if seeds is None:
+        return None
+    if seeds < 1:
+        raise ValueError(f"--seeds: must be at least 1, got {seeds}")
+    first = int(config.get("experiment", {}).get("seeds", [1])[0])
+    return list(range(first, first + seeds))
+
+
 def _run_in_process(job: Job, seed: int, bar: Optional[Progress]) -> dict:
     """One run in this process (one worker: no pool, and Ctrl-C stops it at once)."""
     key = (job.name, seed)

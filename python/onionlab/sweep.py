@@ -454,19 +454,15 @@ def add_parser(sub) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from onionlab.runner import seeds_from_options
+
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
     seeds = None
-    if args.seed:
-        seeds = list(args.seed)
-    elif args.seeds is not None:
-        if args.seeds < 1:
-            raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
+    if args.seed or args.seeds is not None:
         if not os.path.isfile(args.file):
             raise FileNotFoundError(f"{args.file}: no such config file")
-        base = config_mod.parse(config_mod.check(args.file, args.set or []))
-        first = int(base.get("experiment", {}).get("seeds", [1])[0])
-        seeds = list(range(first, first + args.seeds))
+        seeds = seeds_from_options(args.seed, args.seeds, config_mod.parse(config_mod.check(args.file, args.set or [])))
     sw = sweep(args.file, args.vary, seeds=seeds, out=args.output, overrides=args.set, jobs=args.jobs,
                progress=not args.no_progress, ray_address=args.ray, resume=args.resume)
     print(format_table(sw))

@@ -212,6 +212,8 @@ def test_bad_points_are_reported_before_anything_runs(short, tmp_path, monkeypat
     assert "no element named \"heavy\" (in every point)" in capsys.readouterr().err
     assert main(["sweep", str(short), "-o", str(tmp_path), "--vary", "experiment.seeds=1,2"]) == 2
     assert main(["sweep", str(short), "-o", str(tmp_path), "--vary", "tor.circ_window=1", "--jobs", "0"]) == 2
+    assert main(["sweep", str(short), "-o", str(tmp_path), "--vary", "tor.circ_window=1", "--seeds", "0"]) == 2
+    assert "--seeds: must be at least 1" in capsys.readouterr().err
     assert main(["sweep", str(tmp_path / "none.toml"), "-o", str(tmp_path), "--vary", "tor.circ_window=1"]) == 2
     with pytest.raises(ValueError, match="resume"):
         onionlab.run_sweep(short, ["tor.circ_window=1"], resume=True)
