@@ -17,6 +17,7 @@ pub mod alloc;
 pub mod counters;
 pub mod event;
 pub mod head_deque;
+pub mod little;
 pub mod rng;
 pub mod time;
 pub mod trace;

@@ -10,6 +10,7 @@
 //! `written - acked <= sndbuf` (unacked and unsent bytes both occupy the send buffer, as in
 //! Linux), `delivered - read <= rcvbuf`.
 
+use onionlab_core::little::Tally;
 use onionlab_core::{HeadDeque, SimDuration, SimTime};
 
 use crate::host::{Batch, HostId};
@@ -137,6 +138,10 @@ pub(crate) struct Flow {
     pub min_rtt: Option<SimDuration>,
     // Statistics.
     pub window_cuts: u64,
+    /// Bytes delivered to the receiver's buffer and read from it, with their times
+    /// ([`onionlab_core::little`]): how long bytes wait unread. Only on connections asked
+    /// for ([`crate::Network::track_unread`]); boxed, so an untracked flow pays a pointer.
+    pub unread_ledger: Option<Box<[Tally; 2]>>,
 }
 
 impl Flow {
@@ -169,6 +174,7 @@ impl Flow {
             pending_acks: HeadDeque::new(),
             ack_event_at: None,
             window_cuts: 0,
+            unread_ledger: None,
         }
     }
 

@@ -51,6 +51,7 @@
 //! - **Handshake details.** A connection takes one RTT to establish (SYN, SYN-ACK); the
 //!   first data leaves with the handshake's final ACK. TLS handshakes belong to the layer above.
 
+use onionlab_core::little::Tally;
 use onionlab_core::{rng::SimRng, Counters, EventClass, EventQueue, RngStreams, SimTime};
 use rand::Rng;
 
@@ -380,6 +381,27 @@ impl Network {
         self.apply_due_acks(now, flow_id(conn, side));
     }
 
+    /// Keeps, from now on, how long the bytes of `conn` (both directions) wait in their
+    /// receiver's buffer until the application reads them ([`Network::unread_area`]).
+    pub fn track_unread(&mut self, now: SimTime, conn: ConnId) {
+        for side in [Side::Initiator, Side::Acceptor] {
+            let f = &mut self.flows[flow_id(conn, side) as usize];
+            let mut l = [Tally::default(); 2];
+            // Bytes already waiting count from now.
+            l[0].cross(now, f.delivered - f.read);
+            f.unread_ledger = Some(Box::new(l));
+        }
+    }
+
+    /// For the bytes `side` of `conn` wrote: the bytes its peer has been delivered since
+    /// tracking began and the byte-nanoseconds they have waited unread in its buffer up to
+    /// `now` (the current time); `None` unless [`Network::track_unread`] was asked.
+    pub fn unread_area(&self, conn: ConnId, side: Side, now: SimTime) -> Option<(u64, u128)> {
+        let l = self.flows[flow_id(conn, side) as usize].unread_ledger.as_ref()?;
+        let (_, area) = onionlab_core::little::area(l[0], l[1], now);
+        Some((l[0].count, area))
+    }
+
     /// Bytes waiting in the receive buffer of `side` of `conn`.
     pub fn readable_bytes(&self, conn: ConnId, side: Side) -> u64 {
         let f = &self.flows[flow_id(conn, side.other()) as usize];
@@ -396,6 +418,9 @@ impl Network {
         let f = &mut self.flows[fid as usize];
         let n = max.min(f.delivered - f.read);
         f.read += n;
+        if let Some(l) = f.unread_ledger.as_mut() {
+            l[1].cross(q.now(), n);
+        }
         // Receiver-side silly-window avoidance: tell the sender only when the window it
         // knows is less than half the buffer and the real one has grown past half.
         let free = rcvbuf - (f.delivered - f.read);
@@ -843,6 +868,12 @@ impl Network {
         f.delivered += b.bytes as u64;
         self.counters.add(self.ids.bytes_delivered, b.bytes as u64);
         let closed = f.closed;
+        if let Some(l) = f.unread_ledger.as_mut() {
+            l[0].cross(now, b.bytes as u64);
+            if closed {
+                l[1].cross(now, f.delivered - f.read);
+            }
+        }
         if closed {
             f.read = f.delivered; // Nobody reads a closed connection.
         }

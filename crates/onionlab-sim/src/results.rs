@@ -68,6 +68,11 @@ pub struct RelayRow {
     pub queue_wait_cell_s: f64,
     pub outbuf_wait_cell_s: f64,
     pub wire_wait_cell_s: f64,
+    /// The part of `wire_wait_cell_s` its cells spent unread in the next relay's receive
+    /// buffer (that relay's read bucket held them back): byte-seconds over the cell's 543
+    /// bytes, on channels to relays (clients read at once). The rest of the wire is the
+    /// kernel's send buffer and the link.
+    pub unread_wait_cell_s: f64,
 }
 
 /// One client connection at one relay over one connection-metrics interval.

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use onionlab_config::model::{ExperimentConfig, Workload};
 use onionlab_core::{EventClass, RngStreams, SimDuration, SimTime};
+use onionlab_tor::cell::CELL_WIRE_BYTES;
 use onionlab_tor::{NodeId, StreamRecord, TorEvent, TorNetwork, TorSim, UNFINISHED};
 use onionlab_workload::{ClientBehaviour, Next};
 use rand::Rng;
@@ -179,6 +180,7 @@ pub fn run_inspected(
                         queue_wait_cell_s: cell_s(w.circuit_queue.area_ns, lw.circuit_queue.area_ns),
                         outbuf_wait_cell_s: cell_s(w.outbuf.area_ns, lw.outbuf.area_ns),
                         wire_wait_cell_s: cell_s(w.wire.area_ns, lw.wire.area_ns),
+                        unread_wait_cell_s: cell_s(w.unread_byte_ns, lw.unread_byte_ns) / CELL_WIRE_BYTES as f64,
                         client_connections: conns.len() as u64,
                         throttled_connections: conns.iter().filter(|c| c.throttle.is_some()).count() as u64,
                         throttle_rate: sim.tor.hook_throttle_threshold(r),

@@ -538,4 +538,14 @@ fn wait_columns_add_up_to_the_window_over_the_rate_and_show_the_bottleneck() {
     let exit_all: f64 =
         rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.queue_wait_cell_s + r.outbuf_wait_cell_s + r.wire_wait_cell_s).sum();
     assert!(exit_wire > 0.8 * exit_all, "the exit's wire holds {exit_wire:.1} of its {exit_all:.1} cell-seconds");
+    // And on the wire, unread: the kernel and the link hold a cell for about 20 ms (the
+    // latency) and a few ms more; the rest is the middle's receive buffer.
+    let exit_unread: f64 = rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.unread_wait_cell_s).sum();
+    let exit_cells: u64 = rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.cells_queued).sum();
+    let kernel_and_link = (exit_wire - exit_unread) / exit_cells as f64;
+    assert!((0.02..0.1).contains(&kernel_and_link), "kernel and link: {kernel_and_link:.3} s per cell");
+    for r in &rows {
+        // Unread is part of the wire (in bytes / 543, so allow for the cells' partial ends).
+        assert!(r.unread_wait_cell_s >= 0.0 && r.unread_wait_cell_s <= r.wire_wait_cell_s * 1.01 + 1e-9, "{r:?}");
+    }
 }

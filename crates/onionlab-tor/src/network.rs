@@ -1192,6 +1192,13 @@ impl TorNetwork {
         }
         ch.close();
         let nodes = ch.nodes;
+        // What its bytes waited unread stays counted at the relays that wrote them (idle:
+        // nothing waits now).
+        for (i, &n) in nodes.iter().enumerate() {
+            if let (Some(w), Some((_, area))) = (self.nodes[n as usize].waits.as_mut(), self.net.unread_area(ch.conn, side_at(i), now)) {
+                w.unread_closed_byte_ns += area;
+            }
+        }
         // The TCP connection closes with the channel; the transport reuses its slot.
         self.net.close(now, ch.conn);
         let key = (nodes[0].min(nodes[1]), nodes[0].max(nodes[1]));

@@ -23,6 +23,7 @@
 //! run of cells. Divided by the cells that passed through in an interval it is Little's
 //! law's mean wait per cell.
 
+use onionlab_core::little::{area, Tally};
 use onionlab_core::SimTime;
 
 /// A boundary between two places (or a place and the outside).
@@ -42,17 +43,13 @@ pub enum Crossing {
 
 const CROSSINGS: usize = 5;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Tally {
-    cells: u64,
-    /// Sum over the cells of their crossing times, in cell-nanoseconds.
-    time_sum: u128,
-}
-
 /// A node's crossings; see the module docs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitLedger {
     tallies: [Tally; CROSSINGS],
+    /// Byte-nanoseconds the relay's bytes waited unread at the next relay on channels
+    /// closed so far (open channels' are read from the transport).
+    pub unread_closed_byte_ns: u128,
 }
 
 /// One place at one instant.
@@ -72,34 +69,29 @@ pub struct WaitSnapshot {
     pub circuit_queue: PlaceSnapshot,
     pub outbuf: PlaceSnapshot,
     pub wire: PlaceSnapshot,
+    /// Part of the wire: byte-nanoseconds the relay's bytes waited in the next relay's
+    /// receive buffer, unread (its read bucket holds them back); on channels to relays only,
+    /// as clients read at once. In bytes, as the transport counts.
+    pub unread_byte_ns: u128,
 }
 
 impl WaitLedger {
     /// `n` cells cross `b` at `now`.
     #[inline]
     pub fn cross(&mut self, b: Crossing, now: SimTime, n: u64) {
-        let t = &mut self.tallies[b as usize];
-        t.cells += n;
-        t.time_sum += u128::from(now.as_nanos()) * u128::from(n);
+        self.tallies[b as usize].cross(now, n);
     }
 
     fn place(&self, now: SimTime, into: &[Crossing], out_of: &[Crossing]) -> PlaceSnapshot {
-        let sum = |bs: &[Crossing]| {
-            bs.iter().fold((0u64, 0u128), |(c, s), &b| (c + self.tallies[b as usize].cells, s + self.tallies[b as usize].time_sum))
-        };
-        let (entered, in_sum) = sum(into);
-        let (left, out_sum) = sum(out_of);
-        debug_assert!(left <= entered, "more cells left a place than entered it");
-        let cells = entered - left;
-        // Every term is a sum of crossing times no later than `now`, so the result is
-        // non-negative; computed in that order it never underflows.
-        let area_ns = out_sum + u128::from(cells) * u128::from(now.as_nanos()) - in_sum;
-        PlaceSnapshot { entered, cells, area_ns }
+        let sum = |bs: &[Crossing]| bs.iter().fold(Tally::default(), |t, &b| t + self.tallies[b as usize]);
+        let (into, out_of) = (sum(into), sum(out_of));
+        let (cells, area_ns) = area(into, out_of, now);
+        PlaceSnapshot { entered: into.count, cells, area_ns }
     }
 
     /// Cells in the circuit queues, the outbufs and on the wire now.
     pub fn cells(&self) -> [u64; 3] {
-        let c = |b: Crossing| self.tallies[b as usize].cells;
+        let c = |b: Crossing| self.tallies[b as usize].count;
         use Crossing::*;
         [c(Queued) - c(Picked) - c(Dropped), c(Picked) - c(Written), c(Written) - c(Read)]
     }
@@ -111,6 +103,7 @@ impl WaitLedger {
             circuit_queue: self.place(now, &[Queued], &[Picked, Dropped]),
             outbuf: self.place(now, &[Picked], &[Written]),
             wire: self.place(now, &[Written], &[Read]),
+            unread_byte_ns: self.unread_closed_byte_ns,
         }
     }
 }

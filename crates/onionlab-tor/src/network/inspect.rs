@@ -52,7 +52,14 @@ impl TorNetwork {
     /// Where a relay's cells wait, integrated up to `now` ([`crate::wait`]); `None` for
     /// clients and servers.
     pub fn node_waits(&self, n: NodeId, now: SimTime) -> Option<crate::wait::WaitSnapshot> {
-        self.nodes[n as usize].waits.as_ref().map(|w| w.snapshot(now))
+        let node = &self.nodes[n as usize];
+        let mut s = node.waits.as_ref()?.snapshot(now);
+        for &(chan, side) in &node.chans {
+            if let Some((_, area)) = self.net.unread_area(self.chans[chan as usize].conn, side, now) {
+                s.unread_byte_ns += area;
+            }
+        }
+        Some(s)
     }
 
     /// Cells in circuit queues, outbufs and on the wire.
