@@ -14,14 +14,17 @@
 //!
 //! **Must not touch:** anything that decides when a cell moves; it only watches.
 //!
-//! No time is kept per cell. For each boundary the ledger keeps the cells that crossed it
-//! and the sum of their crossing times (cells x nanoseconds). Over the cells that have left
-//! a place, the time they spent in it is the sum of their leaving times minus the sum of
-//! their arrival times, whatever order they left in; a cell still there has spent `now`
-//! minus its arrival. So the cell-seconds spent in a place up to `now` are
-//! `left_sum - entered_sum + in_place x now`, exact, for one multiply-add per crossing of a
-//! run of cells. Divided by the cells that passed through in an interval it is Little's
-//! law's mean wait per cell.
+//! No time is kept per cell: for each boundary the ledger keeps the cells that crossed it
+//! and the sum of their crossing times ([`onionlab_core::little`]), which gives the
+//! cell-seconds spent in each place exactly, for one multiply-add per run of cells crossing.
+//! Divided by the cells that passed through in an interval it is Little's law's mean wait
+//! per cell.
+//!
+//! Within the wire, the part a relay's bytes spend unread in the next relay's receive
+//! buffer is kept by the transport, in bytes, for channels between relays
+//! (`onionlab_net::Network::track_unread`) and added to the snapshot by
+//! [`crate::TorNetwork::node_waits`]; the rest of the wire is the kernel's send buffer and
+//! the link.
 
 use onionlab_core::little::{area, Tally};
 use onionlab_core::SimTime;
