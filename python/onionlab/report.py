@@ -101,8 +101,9 @@ def relay_table(res: Results) -> pd.DataFrame:
         w = stats.wait_split(r).set_index("relay")
         for place in stats.WAIT_PLACES:
             out[f"{place} wait (ms/cell)"] = w[f"{place}_ms"]
-        if "unread_ms" in w:
-            out["of which unread (ms/cell)"] = w["unread_ms"]
+        for part in stats.WIRE_PARTS:
+            if f"{part}_ms" in w:
+                out[f"wire: {part} (ms/cell)"] = w[f"{part}_ms"]
     return out
 
 

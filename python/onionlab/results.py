@@ -77,6 +77,8 @@ RELAYS_SCHEMA = pa.schema(
         ("queue_wait_cell_s", pa.float64()),
         ("outbuf_wait_cell_s", pa.float64()),
         ("wire_wait_cell_s", pa.float64()),
+        ("kernel_wait_cell_s", pa.float64()),
+        ("link_wait_cell_s", pa.float64()),
         ("unread_wait_cell_s", pa.float64()),
     ]
 )

@@ -209,8 +209,9 @@ def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 #: The relays table's wait columns (the Rust `onionlab_tor::wait` ledgers), by place.
 WAIT_PLACES = {"queue": "queue_wait_cell_s", "outbuf": "outbuf_wait_cell_s", "wire": "wire_wait_cell_s"}
-#: The part of the wire spent unread in the next relay's receive buffer.
-UNREAD = "unread_wait_cell_s"
+#: The wire in parts, on channels between relays: the relay's kernel, the link, unread in
+#: the next relay's receive buffer.
+WIRE_PARTS = {"kernel": "kernel_wait_cell_s", "link": "link_wait_cell_s", "unread": "unread_wait_cell_s"}
 
 
 def wait_split(relays: pd.DataFrame, start: float = 0.0, by: tuple[str, ...] = ("relay",)) -> pd.DataFrame:
@@ -220,22 +221,25 @@ def wait_split(relays: pd.DataFrame, start: float = 0.0, by: tuple[str, ...] = (
     cell-seconds over cells, in ms) in its circuit queues (``queue_ms``, where a circuit
     scheduler can reorder them), outbufs (``outbuf_ms``) and on the wire to the next node
     (``wire_ms``: the kernel, the link, and the next node's unread buffer), and their sum;
-    ``unread_ms`` is the part of ``wire_ms`` spent unread in the next relay's receive
-    buffer (where that relay's read bucket held the cells back).
+    ``kernel_ms``, ``link_ms`` and ``unread_ms`` split the wire on channels between relays
+    (the relay's kernel send buffer; serialisation, propagation and the next relay's
+    downlink; its receive buffer, where its read bucket holds the cells back). Channels to
+    clients are not split, so on a guard the parts add up to less than ``wire_ms``.
     ``by=()`` pools every relay (each cell counted once per relay it crosses)."""
     missing = [c for c in ("cells_queued", *WAIT_PLACES.values()) if c not in relays.columns]
     if missing:
         raise ValueError(f"relays: no {', '.join(missing)} column (results from before the wait columns?)")
     r = relays[relays["interval_start"] >= start]
-    cols = ["cells_queued", *WAIT_PLACES.values()] + ([UNREAD] if UNREAD in r.columns else [])
+    parts = {p: c for p, c in WIRE_PARTS.items() if c in r.columns}
+    cols = ["cells_queued", *WAIT_PLACES.values(), *parts.values()]
     g = r.groupby(list(by))[cols].sum() if by else r[cols].sum().to_frame().T
     out = pd.DataFrame({"cells": g["cells_queued"].astype("int64")}, index=g.index)
     cells = g["cells_queued"].where(g["cells_queued"] > 0)
     for place, col in WAIT_PLACES.items():
         out[f"{place}_ms"] = 1000.0 * g[col] / cells
     out["total_ms"] = out[[f"{p}_ms" for p in WAIT_PLACES]].sum(axis=1, min_count=len(WAIT_PLACES))
-    if UNREAD in g:
-        out["unread_ms"] = 1000.0 * g[UNREAD] / cells
+    for part, col in parts.items():
+        out[f"{part}_ms"] = 1000.0 * g[col] / cells
     return out.reset_index(drop=not by)
 
 

@@ -279,15 +279,17 @@ def test_wait_split_is_cell_seconds_over_cells_per_relay_and_pooled():
             "queue_wait_cell_s": [9.0, 2.0, 0.5, 1.0],
             "outbuf_wait_cell_s": [9.0, 0.4, 0.0, 0.0],
             "wire_wait_cell_s": [9.0, 4.0, 1.0, 0.0],
+            "kernel_wait_cell_s": [0.5, 0.2, 0.2, 0.0],
+            "link_wait_cell_s": [0.5, 0.8, 0.8, 0.0],
             "unread_wait_cell_s": [8.0, 3.0, 0.0, 0.0],
         }
     )
     got = stats.wait_split(relays, start=1.0).set_index("relay")
     # a from 1 s: 200 cells, 3 / 0.4 / 4 cell-seconds -> 15 / 2 / 20 ms per cell.
-    # Of the wire's 20 ms, 3 cell-seconds / 200 cells = 15 ms unread.
-    assert got.loc["a"].tolist() == pytest.approx([200, 15.0, 2.0, 20.0, 37.0, 15.0])
-    assert got.loc["b"].tolist() == pytest.approx([50, 10.0, 0.0, 20.0, 30.0, 0.0])
+    # The wire's 20 ms at a: 1 ms in the kernel, 4 on the link, 15 unread.
+    assert got.loc["a"].tolist() == pytest.approx([200, 15.0, 2.0, 20.0, 37.0, 1.0, 4.0, 15.0])
+    assert got.loc["b"].tolist() == pytest.approx([50, 10.0, 0.0, 20.0, 30.0, 4.0, 16.0, 0.0])
     pooled = stats.wait_split(relays, start=1.0, by=())
-    assert pooled.iloc[0].tolist() == pytest.approx([250, 3.5 / 250 * 1000, 1.6, 5.0 / 250 * 1000, (3.5 + 0.4 + 5.0) / 250 * 1000, 12.0])
+    assert pooled.iloc[0].tolist() == pytest.approx([250, 14.0, 1.6, 20.0, 35.6, 1.6, 6.4, 12.0])
     with pytest.raises(ValueError, match="wait columns"):
         stats.wait_split(relays.drop(columns=["wire_wait_cell_s"]))

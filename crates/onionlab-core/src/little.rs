@@ -3,7 +3,7 @@
 //! **Owns:** [`Tally`], the count of items (cells, bytes) that crossed a boundary and the sum
 //! of their crossing times, and [`area`], the item-nanoseconds spent between two
 //! boundaries. **Must not touch:** what the items are or where the boundaries lie; the
-//! Tor model's wait ledgers and the transport's unread ledger use it.
+//! Tor model's wait ledgers and the transport's flow wait ledgers use it.
 //!
 //! Over items that have left a place, the time they spent in it is the sum of their
 //! leaving times minus the sum of their arrival times, whatever order they left in; an item

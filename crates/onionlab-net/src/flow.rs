@@ -55,6 +55,26 @@ impl Default for TransportConfig {
     }
 }
 
+/// Where a connection's bytes in one direction waited, in byte-nanoseconds since tracking
+/// began ([`crate::Network::wait_areas`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowWaits {
+    /// Written by the application, not yet sent: the sender's kernel send buffer.
+    pub kernel_byte_ns: u128,
+    /// Sent, not yet delivered: serialisation, propagation, the receiver's downlink.
+    pub link_byte_ns: u128,
+    /// Delivered, not yet read by the receiving application.
+    pub unread_byte_ns: u128,
+}
+
+impl std::ops::AddAssign for FlowWaits {
+    fn add_assign(&mut self, o: FlowWaits) {
+        self.kernel_byte_ns += o.kernel_byte_ns;
+        self.link_byte_ns += o.link_byte_ns;
+        self.unread_byte_ns += o.unread_byte_ns;
+    }
+}
+
 /// What KIST and diagnostics can see of a socket, as `TCP_INFO` and `SIOCOUTQNSD` show it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SocketInfo {
@@ -72,6 +92,12 @@ pub struct SocketInfo {
     /// Smallest RTT seen, if any.
     pub min_rtt: Option<SimDuration>,
 }
+
+/// Boundaries of a flow's wait ledger ([`Flow::wait_ledger`]).
+pub const WRITTEN: usize = 0;
+pub const SENT: usize = 1;
+pub const DELIVERED: usize = 2;
+pub const READ: usize = 3;
 
 /// An acknowledgement on its way back to the sender, applied when it is due (see
 /// [`crate::network`]'s lazy acknowledgements).
@@ -138,10 +164,12 @@ pub(crate) struct Flow {
     pub min_rtt: Option<SimDuration>,
     // Statistics.
     pub window_cuts: u64,
-    /// Bytes delivered to the receiver's buffer and read from it, with their times
-    /// ([`onionlab_core::little`]): how long bytes wait unread. Only on connections asked
-    /// for ([`crate::Network::track_unread`]); boxed, so an untracked flow pays a pointer.
-    pub unread_ledger: Option<Box<[Tally; 2]>>,
+    /// Bytes written, sent, delivered and read ([`WRITTEN`], [`SENT`], [`DELIVERED`],
+    /// [`READ`]), with the sums of their times ([`onionlab_core::little`]): how long bytes
+    /// wait in the sender's kernel, on the link and unread at the receiver. Only on
+    /// connections asked for ([`crate::Network::track_waits`]); boxed, so an untracked flow
+    /// pays a pointer.
+    pub wait_ledger: Option<Box<[Tally; 4]>>,
 }
 
 impl Flow {
@@ -174,7 +202,7 @@ impl Flow {
             pending_acks: HeadDeque::new(),
             ack_event_at: None,
             window_cuts: 0,
-            unread_ledger: None,
+            wait_ledger: None,
         }
     }
 

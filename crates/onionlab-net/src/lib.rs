@@ -18,7 +18,7 @@ pub mod latency;
 pub mod network;
 pub mod transfers;
 
-pub use flow::{SocketInfo, TransportConfig};
+pub use flow::{FlowWaits, SocketInfo, TransportConfig};
 pub use host::{HostId, HostSpec};
 pub use latency::LatencyModel;
 pub use network::{jain_index, ConnId, LinkRecord, NetError, NetEvent, NetNotice, Network, Side, NET_EVENT_CLASS};

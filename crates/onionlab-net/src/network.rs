@@ -51,6 +51,7 @@
 //! - **Handshake details.** A connection takes one RTT to establish (SYN, SYN-ACK); the
 //!   first data leaves with the handshake's final ACK. TLS handshakes belong to the layer above.
 
+use crate::flow::{FlowWaits, DELIVERED, READ, SENT, WRITTEN};
 use onionlab_core::little::Tally;
 use onionlab_core::{rng::SimRng, Counters, EventClass, EventQueue, RngStreams, SimTime};
 use rand::Rng;
@@ -357,6 +358,9 @@ impl Network {
         let f = &mut self.flows[fid as usize];
         let n = bytes.min(f.sndbuf_free(&self.cfg));
         f.written += n;
+        if let Some(l) = f.wait_ledger.as_mut() {
+            l[WRITTEN].cross(q.now(), n);
+        }
         if n < bytes {
             f.want_writable = true;
         }
@@ -381,25 +385,28 @@ impl Network {
         self.apply_due_acks(now, flow_id(conn, side));
     }
 
-    /// Keeps, from now on, how long the bytes of `conn` (both directions) wait in their
-    /// receiver's buffer until the application reads them ([`Network::unread_area`]).
-    pub fn track_unread(&mut self, now: SimTime, conn: ConnId) {
+    /// Keeps, from now on, how long the bytes of `conn` (both directions) wait in the
+    /// sender's kernel, on the link and unread at the receiver ([`Network::wait_areas`]).
+    pub fn track_waits(&mut self, now: SimTime, conn: ConnId) {
         for side in [Side::Initiator, Side::Acceptor] {
             let f = &mut self.flows[flow_id(conn, side) as usize];
-            let mut l = [Tally::default(); 2];
-            // Bytes already waiting count from now.
-            l[0].cross(now, f.delivered - f.read);
-            f.unread_ledger = Some(Box::new(l));
+            // Bytes already on their way count from now, each in the place it is in.
+            let mut l = [Tally::default(); 4];
+            l[WRITTEN].cross(now, f.written - f.read);
+            l[SENT].cross(now, f.sent - f.read);
+            l[DELIVERED].cross(now, f.delivered - f.read);
+            f.wait_ledger = Some(Box::new(l));
         }
     }
 
-    /// For the bytes `side` of `conn` wrote: the bytes its peer has been delivered since
-    /// tracking began and the byte-nanoseconds they have waited unread in its buffer up to
-    /// `now` (the current time); `None` unless [`Network::track_unread`] was asked.
-    pub fn unread_area(&self, conn: ConnId, side: Side, now: SimTime) -> Option<(u64, u128)> {
-        let l = self.flows[flow_id(conn, side) as usize].unread_ledger.as_ref()?;
-        let (_, area) = onionlab_core::little::area(l[0], l[1], now);
-        Some((l[0].count, area))
+    /// For the bytes `side` of `conn` wrote since [`Network::track_waits`]: the byte-
+    /// nanoseconds they spent up to `now` (the current time) in the sender's kernel (written,
+    /// not yet sent), on the link (sent, not yet delivered: serialisation, propagation, the
+    /// receiver's downlink) and unread in the receiver's buffer; `None` if not tracked.
+    pub fn wait_areas(&self, conn: ConnId, side: Side, now: SimTime) -> Option<FlowWaits> {
+        let l = self.flows[flow_id(conn, side) as usize].wait_ledger.as_ref()?;
+        let area = |a: usize, b: usize| onionlab_core::little::area(l[a], l[b], now).1;
+        Some(FlowWaits { kernel_byte_ns: area(WRITTEN, SENT), link_byte_ns: area(SENT, DELIVERED), unread_byte_ns: area(DELIVERED, READ) })
     }
 
     /// Bytes waiting in the receive buffer of `side` of `conn`.
@@ -418,8 +425,8 @@ impl Network {
         let f = &mut self.flows[fid as usize];
         let n = max.min(f.delivered - f.read);
         f.read += n;
-        if let Some(l) = f.unread_ledger.as_mut() {
-            l[1].cross(q.now(), n);
+        if let Some(l) = f.wait_ledger.as_mut() {
+            l[READ].cross(q.now(), n);
         }
         // Receiver-side silly-window avoidance: tell the sender only when the window it
         // knows is less than half the buffer and the real one has grown past half.
@@ -685,6 +692,9 @@ impl Network {
                 continue;
             }
             f.note_sent(n);
+            if let Some(l) = f.wait_ledger.as_mut() {
+                l[SENT].cross(now, n);
+            }
             let (end_seq, dst) = (f.sent, f.dst);
             let more = f.sendable(&self.cfg) > 0;
             if !more {
@@ -868,10 +878,10 @@ impl Network {
         f.delivered += b.bytes as u64;
         self.counters.add(self.ids.bytes_delivered, b.bytes as u64);
         let closed = f.closed;
-        if let Some(l) = f.unread_ledger.as_mut() {
-            l[0].cross(now, b.bytes as u64);
+        if let Some(l) = f.wait_ledger.as_mut() {
+            l[DELIVERED].cross(now, b.bytes as u64);
             if closed {
-                l[1].cross(now, f.delivered - f.read);
+                l[READ].cross(now, f.delivered - f.read);
             }
         }
         if closed {

@@ -68,10 +68,13 @@ pub struct RelayRow {
     pub queue_wait_cell_s: f64,
     pub outbuf_wait_cell_s: f64,
     pub wire_wait_cell_s: f64,
-    /// The part of `wire_wait_cell_s` its cells spent unread in the next relay's receive
-    /// buffer (that relay's read bucket held them back): byte-seconds over the cell's 543
-    /// bytes, on channels to relays (clients read at once). The rest of the wire is the
-    /// kernel's send buffer and the link.
+    /// `wire_wait_cell_s` in parts, on channels to relays (byte-seconds over a cell's 543
+    /// bytes; clients read what arrives at once, and channels to them are not split): in
+    /// the relay's kernel send buffer, on the link (serialisation, propagation, the next
+    /// relay's downlink), and unread in the next relay's receive buffer (its read bucket
+    /// held them back).
+    pub kernel_wait_cell_s: f64,
+    pub link_wait_cell_s: f64,
     pub unread_wait_cell_s: f64,
 }
 

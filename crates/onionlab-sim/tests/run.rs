@@ -540,12 +540,18 @@ fn wait_columns_add_up_to_the_window_over_the_rate_and_show_the_bottleneck() {
     assert!(exit_wire > 0.8 * exit_all, "the exit's wire holds {exit_wire:.1} of its {exit_all:.1} cell-seconds");
     // And on the wire, unread: the kernel and the link hold a cell for about 20 ms (the
     // latency) and a few ms more; the rest is the middle's receive buffer.
-    let exit_unread: f64 = rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.unread_wait_cell_s).sum();
+    let exit_sum = |f: fn(&&onionlab_sim::RelayRow) -> f64| rows.iter().filter(|r| &*r.relay == "exit").map(f).sum::<f64>();
+    let (kernel, link, unread) = (exit_sum(|r| r.kernel_wait_cell_s), exit_sum(|r| r.link_wait_cell_s), exit_sum(|r| r.unread_wait_cell_s));
     let exit_cells: u64 = rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.cells_queued).sum();
-    let kernel_and_link = (exit_wire - exit_unread) / exit_cells as f64;
-    assert!((0.02..0.1).contains(&kernel_and_link), "kernel and link: {kernel_and_link:.3} s per cell");
+    let per_cell = |x: f64| x / exit_cells as f64;
+    assert!((0.02..0.1).contains(&per_cell(kernel + link)), "kernel {:.4} s + link {:.4} s per cell", per_cell(kernel), per_cell(link));
+    assert!(per_cell(link) >= 0.02, "a cell spends at least the 20 ms latency on the link: {:.4} s", per_cell(link));
+    // The parts, counted in bytes, add up to the wire counted in cells (to within a cell's
+    // partial ends).
+    assert!(((kernel + link + unread) / exit_wire - 1.0).abs() < 0.01, "{kernel:.1} + {link:.1} + {unread:.1} against {exit_wire:.1}");
     for r in &rows {
-        // Unread is part of the wire (in bytes / 543, so allow for the cells' partial ends).
-        assert!(r.unread_wait_cell_s >= 0.0 && r.unread_wait_cell_s <= r.wire_wait_cell_s * 1.01 + 1e-9, "{r:?}");
+        let parts = r.kernel_wait_cell_s + r.link_wait_cell_s + r.unread_wait_cell_s;
+        assert!(r.kernel_wait_cell_s >= 0.0 && r.link_wait_cell_s >= 0.0 && r.unread_wait_cell_s >= 0.0, "{r:?}");
+        assert!(parts <= r.wire_wait_cell_s * 1.01 + 1e-6, "{r:?}");
     }
 }

@@ -1192,11 +1192,11 @@ impl TorNetwork {
         }
         ch.close();
         let nodes = ch.nodes;
-        // What its bytes waited unread stays counted at the relays that wrote them (idle:
-        // nothing waits now).
+        // Where its bytes waited stays counted at the relays that wrote them (idle: nothing
+        // waits now).
         for (i, &n) in nodes.iter().enumerate() {
-            if let (Some(w), Some((_, area))) = (self.nodes[n as usize].waits.as_mut(), self.net.unread_area(ch.conn, side_at(i), now)) {
-                w.unread_closed_byte_ns += area;
+            if let (Some(w), Some(areas)) = (self.nodes[n as usize].waits.as_mut(), self.net.wait_areas(ch.conn, side_at(i), now)) {
+                w.closed_channels += areas;
             }
         }
         // The TCP connection closes with the channel; the transport reuses its slot.

@@ -20,14 +20,14 @@
 //! Divided by the cells that passed through in an interval it is Little's law's mean wait
 //! per cell.
 //!
-//! Within the wire, the part a relay's bytes spend unread in the next relay's receive
-//! buffer is kept by the transport, in bytes, for channels between relays
-//! (`onionlab_net::Network::track_unread`) and added to the snapshot by
-//! [`crate::TorNetwork::node_waits`]; the rest of the wire is the kernel's send buffer and
-//! the link.
+//! The wire's parts (the relay's kernel, the link, unread in the next relay's receive
+//! buffer) are kept by the transport, in bytes, for channels between relays
+//! (`onionlab_net::Network::track_waits`) and added to the snapshot by
+//! [`crate::TorNetwork::node_waits`].
 
 use onionlab_core::little::{area, Tally};
 use onionlab_core::SimTime;
+use onionlab_net::FlowWaits;
 
 /// A boundary between two places (or a place and the outside).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,9 +50,9 @@ const CROSSINGS: usize = 5;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WaitLedger {
     tallies: [Tally; CROSSINGS],
-    /// Byte-nanoseconds the relay's bytes waited unread at the next relay on channels
-    /// closed so far (open channels' are read from the transport).
-    pub unread_closed_byte_ns: u128,
+    /// Where the relay's bytes waited on the wire of channels to relays closed so far
+    /// (open channels' are read from the transport).
+    pub closed_channels: FlowWaits,
 }
 
 /// One place at one instant.
@@ -72,10 +72,10 @@ pub struct WaitSnapshot {
     pub circuit_queue: PlaceSnapshot,
     pub outbuf: PlaceSnapshot,
     pub wire: PlaceSnapshot,
-    /// Part of the wire: byte-nanoseconds the relay's bytes waited in the next relay's
-    /// receive buffer, unread (its read bucket holds them back); on channels to relays only,
-    /// as clients read at once. In bytes, as the transport counts.
-    pub unread_byte_ns: u128,
+    /// The wire in parts, on channels to relays (in bytes, as the transport counts):
+    /// byte-nanoseconds the relay's bytes spent in its kernel, on the link, and unread in
+    /// the next relay's receive buffer (its read bucket holds them back).
+    pub wire_bytes: FlowWaits,
 }
 
 impl WaitLedger {
@@ -106,7 +106,7 @@ impl WaitLedger {
             circuit_queue: self.place(now, &[Queued], &[Picked, Dropped]),
             outbuf: self.place(now, &[Picked], &[Written]),
             wire: self.place(now, &[Written], &[Read]),
-            unread_byte_ns: self.unread_closed_byte_ns,
+            wire_bytes: self.closed_channels,
         }
     }
 }

@@ -324,9 +324,10 @@ impl TorNetwork {
         let (ha, hb) = (self.nodes[a as usize].host, self.nodes[b as usize].host);
         let conn = self.net.connect(q, ha, hb).expect("hosts of two distinct nodes");
         if self.nodes[a as usize].waits.is_some() && self.nodes[b as usize].waits.is_some() {
-            // Between relays: how long cells wait unread at the next relay (the wait
-            // ledgers' `unread` part of the wire; clients read what arrives at once).
-            self.net.track_unread(q.now(), conn);
+            // Between relays: how long cells wait in the kernel, on the link and unread at
+            // the next relay (the wire's parts in the wait ledgers; clients read what
+            // arrives at once, and a relay's channels to them are not split).
+            self.net.track_waits(q.now(), conn);
         }
         let id = self.chans.len() as u32;
         let mut ends = [

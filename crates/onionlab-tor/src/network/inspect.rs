@@ -55,8 +55,8 @@ impl TorNetwork {
         let node = &self.nodes[n as usize];
         let mut s = node.waits.as_ref()?.snapshot(now);
         for &(chan, side) in &node.chans {
-            if let Some((_, area)) = self.net.unread_area(self.chans[chan as usize].conn, side, now) {
-                s.unread_byte_ns += area;
+            if let Some(areas) = self.net.wait_areas(self.chans[chan as usize].conn, side, now) {
+                s.wire_bytes += areas;
             }
         }
         Some(s)
