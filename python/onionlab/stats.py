@@ -223,14 +223,16 @@ def wait_split(relays: pd.DataFrame, start: float = 0.0, by: tuple[str, ...] = (
     (``wire_ms``: the kernel, the link, and the next node's unread buffer), and their sum;
     ``kernel_ms``, ``link_ms`` and ``unread_ms`` split the wire on channels between relays
     (the relay's kernel send buffer; serialisation, propagation and the next relay's
-    downlink; its receive buffer, where its read bucket holds the cells back). Channels to
-    clients are not split, so on a guard the parts add up to less than ``wire_ms``.
+    downlink; its receive buffer, where its read bucket holds the cells back), in runs with
+    ``experiment.wire_waits = true``. Channels to clients are not split, so on a guard the
+    parts add up to less than ``wire_ms``.
     ``by=()`` pools every relay (each cell counted once per relay it crosses)."""
     missing = [c for c in ("cells_queued", *WAIT_PLACES.values()) if c not in relays.columns]
     if missing:
         raise ValueError(f"relays: no {', '.join(missing)} column (results from before the wait columns?)")
     r = relays[relays["interval_start"] >= start]
-    parts = {p: c for p, c in WIRE_PARTS.items() if c in r.columns}
+    # The wire's parts exist where the run set experiment.wire_waits.
+    parts = {p: c for p, c in WIRE_PARTS.items() if c in r.columns and r[c].notna().any()}
     cols = ["cells_queued", *WAIT_PLACES.values(), *parts.values()]
     g = r.groupby(list(by))[cols].sum() if by else r[cols].sum().to_frame().T
     out = pd.DataFrame({"cells": g["cells_queued"].astype("int64")}, index=g.index)

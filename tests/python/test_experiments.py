@@ -284,7 +284,8 @@ def test_plot_compare_report_real(tiny_dir, tmp_path):
     assert (tmp_path / "cmp" / "ttlb.png").read_bytes()[:8] == PNG
     page = report([tiny_dir, tmp_path / "seed5"], tmp_path / "report.html").read_text()
     assert '<img alt=\'ttlb CDF\' src="data:image/png;base64,' in page and "guard1" in page
-    assert "queue wait (ms/cell)" in page and "wire wait (ms/cell)" in page and "wire: unread (ms/cell)" in page
+    assert "queue wait (ms/cell)" in page and "wire wait (ms/cell)" in page
+    assert "wire: unread" not in page, "the wire is split only with experiment.wire_waits"
 
 
 def test_run_many_writes_each_experiment_when_its_last_seed_finishes(tmp_path, monkeypatch):

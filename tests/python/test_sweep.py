@@ -239,3 +239,18 @@ def test_compare_and_report_take_a_sweep_directory_as_its_points(swept, tmp_path
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["sweep", str(TINY), "-o", str(tmp_path / "s"), "--vary", "tor.circ_window=500", "--ray", "auto", "--no-progress"]) == 2
     assert "pip install" in capsys.readouterr().err
+
+
+def test_wire_waits_split_the_wire_when_asked(short, tmp_path):
+    from onionlab import stats
+    from onionlab.report import report
+
+    res = onionlab.run(short, seeds=[1], overrides=["experiment.wire_waits=true"], out=tmp_path / "w")
+    w = stats.wait_split(res.relays, start=10).set_index("relay")
+    assert {"kernel_ms", "link_ms", "unread_ms"} <= set(w.columns)
+    # tiny.toml's 20 ms between hosts: every cell between relays spends at least that on the link.
+    between_relays = w.loc[["middle1", "middle2"]]
+    assert (between_relays["link_ms"] >= 20.0).all(), between_relays
+    assert "wire: unread (ms/cell)" in report([tmp_path / "w"], tmp_path / "r.html").read_text()
+    off = stats.wait_split(onionlab.run(short, seeds=[1]).relays, start=10)
+    assert "unread_ms" not in off.columns

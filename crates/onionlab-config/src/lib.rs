@@ -165,6 +165,7 @@ struct DocExperiment<'a> {
     channel_metrics_interval: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     circuit_metrics_interval: Option<String>,
+    wire_waits: bool,
 }
 
 /// `tor.congestion_control` as written back: a name, or the Vegas table in full.
@@ -409,6 +410,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 connection_metrics_interval: e.connection_metrics_interval.map(format_duration),
                 channel_metrics_interval: e.channel_metrics_interval.map(format_duration),
                 circuit_metrics_interval: e.circuit_metrics_interval.map(format_duration),
+                wire_waits: e.wire_waits,
             },
             tor: DocTor {
                 refill_interval: format_duration(t.refill_interval),

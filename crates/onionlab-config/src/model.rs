@@ -53,6 +53,9 @@ pub struct ExperimentSection {
     /// table.
     #[serde(serialize_with = "ser_opt_duration")]
     pub circuit_metrics_interval: Option<SimDuration>,
+    /// Split the relays table's wire wait into kernel, link and unread (time sums on every
+    /// flow between relays: about 3 % more instructions). Default false.
+    pub wire_waits: bool,
 }
 
 /// Tor and transport parameters (defaults: tor's, see onionlab-tor's `TorConfig`).

@@ -145,6 +145,7 @@ const EXPERIMENT_KEYS: &[&str] = &[
     "connection_metrics_interval",
     "channel_metrics_interval",
     "circuit_metrics_interval",
+    "wire_waits",
 ];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
@@ -856,6 +857,7 @@ impl Ctx<'_> {
         let connection_metrics_interval = self.opt(t, p, "connection_metrics_interval", Ctx::pos_duration);
         let channel_metrics_interval = self.opt(t, p, "channel_metrics_interval", Ctx::pos_duration);
         let circuit_metrics_interval = self.opt(t, p, "circuit_metrics_interval", Ctx::pos_duration);
+        let wire_waits = self.opt(t, p, "wire_waits", Ctx::boolean).unwrap_or(false);
         ExperimentSection {
             name,
             duration: duration.unwrap_or(SimDuration::ZERO),
@@ -865,6 +867,7 @@ impl Ctx<'_> {
             connection_metrics_interval,
             channel_metrics_interval,
             circuit_metrics_interval,
+            wire_waits,
         }
     }
 

@@ -175,6 +175,10 @@ pub struct Network {
     /// Streams derive from (seed, "net-host", name), so creation order does not matter.
     host_rng: Vec<Option<SimRng>>,
     flows: Vec<Flow>,
+    /// Some connection's waits are tracked ([`Network::track_waits`]). Checked before a
+    /// flow's ledger, whose field sits in a line of the flow nothing else on the hot path
+    /// reads: untracked runs pay a predictable branch, not a cache line.
+    waits_tracked: bool,
     /// Connections the application closed, in closing order, each with the earliest time
     /// its slot may be reused; reused by [`connect`](Self::connect) once quiescent.
     closing: std::collections::VecDeque<(ConnId, SimTime)>,
@@ -216,6 +220,7 @@ impl Network {
             host_names: Default::default(),
             host_rng: Vec::new(),
             flows: Vec::new(),
+            waits_tracked: false,
             closing: Default::default(),
             notices: Vec::new(),
             link_log: Vec::new(),
@@ -358,8 +363,10 @@ impl Network {
         let f = &mut self.flows[fid as usize];
         let n = bytes.min(f.sndbuf_free(&self.cfg));
         f.written += n;
-        if let Some(l) = f.wait_ledger.as_mut() {
-            l[WRITTEN].cross(q.now(), n);
+        if self.waits_tracked {
+            if let Some(l) = f.wait_ledger.as_mut() {
+                l[WRITTEN].cross(q.now(), n);
+            }
         }
         if n < bytes {
             f.want_writable = true;
@@ -388,6 +395,7 @@ impl Network {
     /// Keeps, from now on, how long the bytes of `conn` (both directions) wait in the
     /// sender's kernel, on the link and unread at the receiver ([`Network::wait_areas`]).
     pub fn track_waits(&mut self, now: SimTime, conn: ConnId) {
+        self.waits_tracked = true;
         for side in [Side::Initiator, Side::Acceptor] {
             let f = &mut self.flows[flow_id(conn, side) as usize];
             // Bytes already on their way count from now, each in the place it is in.
@@ -425,8 +433,10 @@ impl Network {
         let f = &mut self.flows[fid as usize];
         let n = max.min(f.delivered - f.read);
         f.read += n;
-        if let Some(l) = f.wait_ledger.as_mut() {
-            l[READ].cross(q.now(), n);
+        if self.waits_tracked {
+            if let Some(l) = f.wait_ledger.as_mut() {
+                l[READ].cross(q.now(), n);
+            }
         }
         // Receiver-side silly-window avoidance: tell the sender only when the window it
         // knows is less than half the buffer and the real one has grown past half.
@@ -692,8 +702,10 @@ impl Network {
                 continue;
             }
             f.note_sent(n);
-            if let Some(l) = f.wait_ledger.as_mut() {
-                l[SENT].cross(now, n);
+            if self.waits_tracked {
+                if let Some(l) = f.wait_ledger.as_mut() {
+                    l[SENT].cross(now, n);
+                }
             }
             let (end_seq, dst) = (f.sent, f.dst);
             let more = f.sendable(&self.cfg) > 0;
@@ -878,10 +890,12 @@ impl Network {
         f.delivered += b.bytes as u64;
         self.counters.add(self.ids.bytes_delivered, b.bytes as u64);
         let closed = f.closed;
-        if let Some(l) = f.wait_ledger.as_mut() {
-            l[DELIVERED].cross(now, b.bytes as u64);
-            if closed {
-                l[READ].cross(now, f.delivered - f.read);
+        if self.waits_tracked {
+            if let Some(l) = f.wait_ledger.as_mut() {
+                l[DELIVERED].cross(now, b.bytes as u64);
+                if closed {
+                    l[READ].cross(now, f.delivered - f.read);
+                }
             }
         }
         if closed {

@@ -256,9 +256,9 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     f64_column(&rl, "queue_wait_cell_s", r.iter().map(|x| Some(x.queue_wait_cell_s)))?;
     f64_column(&rl, "outbuf_wait_cell_s", r.iter().map(|x| Some(x.outbuf_wait_cell_s)))?;
     f64_column(&rl, "wire_wait_cell_s", r.iter().map(|x| Some(x.wire_wait_cell_s)))?;
-    f64_column(&rl, "kernel_wait_cell_s", r.iter().map(|x| Some(x.kernel_wait_cell_s)))?;
-    f64_column(&rl, "link_wait_cell_s", r.iter().map(|x| Some(x.link_wait_cell_s)))?;
-    f64_column(&rl, "unread_wait_cell_s", r.iter().map(|x| Some(x.unread_wait_cell_s)))?;
+    f64_column(&rl, "kernel_wait_cell_s", r.iter().map(|x| x.kernel_wait_cell_s))?;
+    f64_column(&rl, "link_wait_cell_s", r.iter().map(|x| x.link_wait_cell_s))?;
+    f64_column(&rl, "unread_wait_cell_s", r.iter().map(|x| x.unread_wait_cell_s))?;
 
     let cl = PyDict::new(py);
     let c = &out.connections;

@@ -132,6 +132,7 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         num_entry_guards: t.num_entry_guards as usize,
         use_entry_guards: t.use_entry_guards,
         channel_per_circuit: t.channel_per_circuit,
+        wire_waits: cfg.experiment.wire_waits,
         request_bytes: t.request_bytes,
         circ_window: t.circ_window,
         circ_window_increment: t.circ_window_increment,

@@ -73,9 +73,10 @@ pub struct RelayRow {
     /// the relay's kernel send buffer, on the link (serialisation, propagation, the next
     /// relay's downlink), and unread in the next relay's receive buffer (its read bucket
     /// held them back).
-    pub kernel_wait_cell_s: f64,
-    pub link_wait_cell_s: f64,
-    pub unread_wait_cell_s: f64,
+    /// `None` unless `experiment.wire_waits`.
+    pub kernel_wait_cell_s: Option<f64>,
+    pub link_wait_cell_s: Option<f64>,
+    pub unread_wait_cell_s: Option<f64>,
 }
 
 /// One client connection at one relay over one connection-metrics interval.

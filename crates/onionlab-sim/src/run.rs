@@ -175,14 +175,15 @@ pub fn run_inspected(
                     let w = sim.tor.node_waits(r, now).unwrap_or_default();
                     let lw = &last_waits[k];
                     let cell_s = |a: u128, b: u128| (a - b) as f64 * 1e-9;
+                    let wire_split = |a: u128, b: u128| cfg.experiment.wire_waits.then(|| cell_s(a, b) / CELL_WIRE_BYTES as f64);
                     relay_rows.push(RelayRow {
                         cells_queued: w.circuit_queue.entered - lw.circuit_queue.entered,
                         queue_wait_cell_s: cell_s(w.circuit_queue.area_ns, lw.circuit_queue.area_ns),
                         outbuf_wait_cell_s: cell_s(w.outbuf.area_ns, lw.outbuf.area_ns),
                         wire_wait_cell_s: cell_s(w.wire.area_ns, lw.wire.area_ns),
-                        kernel_wait_cell_s: cell_s(w.wire_bytes.kernel_byte_ns, lw.wire_bytes.kernel_byte_ns) / CELL_WIRE_BYTES as f64,
-                        link_wait_cell_s: cell_s(w.wire_bytes.link_byte_ns, lw.wire_bytes.link_byte_ns) / CELL_WIRE_BYTES as f64,
-                        unread_wait_cell_s: cell_s(w.wire_bytes.unread_byte_ns, lw.wire_bytes.unread_byte_ns) / CELL_WIRE_BYTES as f64,
+                        kernel_wait_cell_s: wire_split(w.wire_bytes.kernel_byte_ns, lw.wire_bytes.kernel_byte_ns),
+                        link_wait_cell_s: wire_split(w.wire_bytes.link_byte_ns, lw.wire_bytes.link_byte_ns),
+                        unread_wait_cell_s: wire_split(w.wire_bytes.unread_byte_ns, lw.wire_bytes.unread_byte_ns),
                         client_connections: conns.len() as u64,
                         throttled_connections: conns.iter().filter(|c| c.throttle.is_some()).count() as u64,
                         throttle_rate: sim.tor.hook_throttle_threshold(r),

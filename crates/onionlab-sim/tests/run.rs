@@ -461,12 +461,17 @@ fn channel_per_circuit_gives_every_circuit_channels_of_its_own() {
 /// One bulk circuit through a slow middle relay (100 KiB/s; 1 MiB/s elsewhere), 20 ms per
 /// hop: where its cells wait, by the relays' wait columns.
 fn one_slow_middle(scheduler: &str) -> onionlab_config::model::ExperimentConfig {
+    one_slow_middle_with(scheduler, true)
+}
+
+fn one_slow_middle_with(scheduler: &str, wire_waits: bool) -> onionlab_config::model::ExperimentConfig {
     let text = format!(
         r#"
 [experiment]
 duration = "40 s"
 warmup = "10 s"
 seeds = [1]
+wire_waits = {wire_waits}
 [network]
 latency = {{ constant = "20 ms" }}
 [[relays]]
@@ -540,7 +545,8 @@ fn wait_columns_add_up_to_the_window_over_the_rate_and_show_the_bottleneck() {
     assert!(exit_wire > 0.8 * exit_all, "the exit's wire holds {exit_wire:.1} of its {exit_all:.1} cell-seconds");
     // And on the wire, unread: the kernel and the link hold a cell for about 20 ms (the
     // latency) and a few ms more; the rest is the middle's receive buffer.
-    let exit_sum = |f: fn(&&onionlab_sim::RelayRow) -> f64| rows.iter().filter(|r| &*r.relay == "exit").map(f).sum::<f64>();
+    let exit_sum =
+        |f: fn(&&onionlab_sim::RelayRow) -> Option<f64>| rows.iter().filter(|r| &*r.relay == "exit").map(|r| f(r).unwrap()).sum::<f64>();
     let (kernel, link, unread) = (exit_sum(|r| r.kernel_wait_cell_s), exit_sum(|r| r.link_wait_cell_s), exit_sum(|r| r.unread_wait_cell_s));
     let exit_cells: u64 = rows.iter().filter(|r| &*r.relay == "exit").map(|r| r.cells_queued).sum();
     let per_cell = |x: f64| x / exit_cells as f64;
@@ -550,8 +556,16 @@ fn wait_columns_add_up_to_the_window_over_the_rate_and_show_the_bottleneck() {
     // partial ends).
     assert!(((kernel + link + unread) / exit_wire - 1.0).abs() < 0.01, "{kernel:.1} + {link:.1} + {unread:.1} against {exit_wire:.1}");
     for r in &rows {
-        let parts = r.kernel_wait_cell_s + r.link_wait_cell_s + r.unread_wait_cell_s;
-        assert!(r.kernel_wait_cell_s >= 0.0 && r.link_wait_cell_s >= 0.0 && r.unread_wait_cell_s >= 0.0, "{r:?}");
-        assert!(parts <= r.wire_wait_cell_s * 1.01 + 1e-6, "{r:?}");
+        let (k, l, u) = (r.kernel_wait_cell_s.unwrap(), r.link_wait_cell_s.unwrap(), r.unread_wait_cell_s.unwrap());
+        assert!(k >= 0.0 && l >= 0.0 && u >= 0.0, "{r:?}");
+        assert!(k + l + u <= r.wire_wait_cell_s * 1.01 + 1e-6, "{r:?}");
     }
+    // Off by default: the whole wire only, and the same run otherwise.
+    let plain = run(&one_slow_middle_with("round-robin", false), 1, None).unwrap();
+    assert!(plain.relays.iter().all(|r| r.kernel_wait_cell_s.is_none() && r.unread_wait_cell_s.is_none()));
+    assert_eq!(plain.downloads, o.downloads);
+    let strip = |rs: &[onionlab_sim::RelayRow]| -> Vec<(f64, f64, u64)> {
+        rs.iter().map(|r| (r.queue_wait_cell_s, r.wire_wait_cell_s, r.cells_queued)).collect()
+    };
+    assert_eq!(strip(&plain.relays), strip(&o.relays));
 }

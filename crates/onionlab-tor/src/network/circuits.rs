@@ -323,7 +323,7 @@ impl TorNetwork {
         }
         let (ha, hb) = (self.nodes[a as usize].host, self.nodes[b as usize].host);
         let conn = self.net.connect(q, ha, hb).expect("hosts of two distinct nodes");
-        if self.nodes[a as usize].waits.is_some() && self.nodes[b as usize].waits.is_some() {
+        if self.cfg.wire_waits && self.nodes[a as usize].waits.is_some() && self.nodes[b as usize].waits.is_some() {
             // Between relays: how long cells wait in the kernel, on the link and unread at
             // the next relay (the wire's parts in the wait ledgers; clients read what
             // arrives at once, and a relay's channels to them are not split).

@@ -152,6 +152,10 @@ pub struct TorConfig {
     /// writes). Default false: tor multiplexes all circuits between two nodes over one
     /// channel. PCTCP's IPsec layer is not modelled (neither did the PredicTor paper).
     pub channel_per_circuit: bool,
+    /// Keep how long each relay's bytes wait in its kernel, on the link and unread at the
+    /// next relay ([`crate::wait`]; time sums on every channel between relays). Default
+    /// false: the wire is measured whole.
+    pub wire_waits: bool,
     /// Size of a client's request (an HTTP GET), carried with BEGIN as optimistic data.
     pub request_bytes: u64,
     /// `CIRCWINDOW_START` and `CIRCWINDOW_INCREMENT`.
@@ -181,6 +185,7 @@ impl Default for TorConfig {
             num_entry_guards: 1,
             use_entry_guards: true,
             channel_per_circuit: false,
+            wire_waits: false,
             request_bytes: 500,
             circ_window: crate::flow_control::CIRCWINDOW_START,
             circ_window_increment: crate::flow_control::CIRCWINDOW_INCREMENT,
