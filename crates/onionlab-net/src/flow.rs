@@ -93,7 +93,7 @@ pub struct SocketInfo {
     pub min_rtt: Option<SimDuration>,
 }
 
-/// Boundaries of a flow's wait ledger ([`Flow::wait_ledger`]).
+/// Boundaries of a flow's wait ledger (`Flow::wait_ledger`).
 pub const WRITTEN: usize = 0;
 pub const SENT: usize = 1;
 pub const DELIVERED: usize = 2;
