@@ -167,7 +167,8 @@ def _slug(text: str) -> str:
 def grid(varied: list[tuple[str, list[Setting]]]) -> list[Point]:
     """Every combination of the settings, the first varied field outermost. A point's label
     names each field by its last key (or its whole path where two last keys are equal)."""
-    short = [re.split(r"[.\[]", p.rstrip("]"))[-1] if "[" not in p.rsplit(".", 1)[-1] else p for p, _ in varied]
+    last = [p.rsplit(".", 1)[-1] for p, _ in varied]
+    short = [k if "[" not in k else p for k, (p, _) in zip(last, varied)]
     short = [s if short.count(s) == 1 else p for s, (p, _) in zip(short, varied)]
     points = []
     combos = list(itertools.product(*[settings for _, settings in varied]))
