@@ -208,6 +208,7 @@ def run_jobs(
     progress: bool = False,
     ray_address: Optional[str] = None,
     on_result: Optional[Callable[[Job, Results], None]] = None,
+    resolved: Optional[dict[str, str]] = None,
 ) -> dict[str, Results]:
     """Runs a batch of experiments as independent (experiment, seed) runs, spread over
     `workers` local processes (default: the CPUs; with one, in this process) or over the
@@ -216,13 +217,16 @@ def run_jobs(
     Every config is validated (with its overrides) before anything runs; a
     :class:`~onionlab.ConfigError` names the experiment. ``on_result(job, results)`` is
     called as soon as an experiment's last seed is done (a batch stopped part-way keeps
-    what it finished, if ``on_result`` writes it)."""
+    what it finished, if ``on_result`` writes it). `resolved` maps job names to resolved
+    configs a caller has already validated (``config.check``); those are not checked again."""
     jobs = list(jobs)
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"jobs: duplicate names in {names}")
-    resolved = {}
+    resolved = dict(resolved or {})
     for j in jobs:
+        if j.name in resolved:
+            continue
         try:
             resolved[j.name] = config_mod.check(j.path, j.overrides)
         except config_mod.ConfigError as e:

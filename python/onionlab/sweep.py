@@ -306,14 +306,14 @@ def sweep(
         name_override = f"experiment.name={toml_value(f'{base_name} [{pt.label}]')}"
         jobs_list.append(Job(pt.name, str(path), tuple(seed_list), (*fixed, *pt.overrides, name_override)))
 
-    _validate(jobs_list)
+    resolved = _validate(jobs_list)
     loaded: dict = {}
     if resume:
         for j in jobs_list:
             d = out_dir / "points" / j.name
             cfg = d / "config.toml"
             if cfg.is_file():
-                want = config_mod.with_seeds(config_mod.check(j.path, j.overrides), list(j.seeds))
+                want = config_mod.with_seeds(resolved[j.name], list(j.seeds))
                 if cfg.read_text(encoding="utf-8").rstrip("\n") == want.rstrip("\n"):
                     res = results_mod.load(d)
                     res.source = str(d)
@@ -329,7 +329,7 @@ def sweep(
 
     results = dict(loaded)
     results.update(run_jobs([j for j in jobs_list if j.name not in loaded], workers=jobs, progress=progress,
-                            ray_address=ray_address, on_result=write))
+                            ray_address=ray_address, on_result=write, resolved=resolved))
     info = _describe(path, fixed, varied, seed_list, points)
     sw = Sweep(info, {pt.name: results[pt.name] for pt in points}, out_dir)
     if out_dir is not None:
@@ -337,18 +337,20 @@ def sweep(
     return sw
 
 
-def _validate(jobs: list) -> None:
-    """Checks every point before anything runs. A problem is reported once, with the points
-    it occurs in (most problems of a varied value occur in some points only)."""
+def _validate(jobs: list) -> dict[str, str]:
+    """Checks every point before anything runs and returns each point's resolved config. A
+    problem is reported once, with the points it occurs in (most problems of a varied value
+    occur in some points only)."""
     found: dict[tuple, list[str]] = {}
+    resolved = {}
     for j in jobs:
         try:
-            config_mod.check(j.path, j.overrides)
+            resolved[j.name] = config_mod.check(j.path, j.overrides)
         except config_mod.ConfigError as e:
             for p in config_mod.problems(e):
                 found.setdefault((p.get("path", ""), p["message"], p.get("hint")), []).append(j.name)
     if not found:
-        return
+        return resolved
     problems = []
     for (path, message, hint), names in found.items():
         where = "in every point" if len(names) == len(jobs) else "in point" + ("s " if len(names) > 1 else " ") + ", ".join(names)

@@ -119,7 +119,7 @@ def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
 
     seen = []
 
-    def run_jobs(jobs, workers=None, progress=False, ray_address=None, on_result=None):
+    def run_jobs(jobs, workers=None, progress=False, ray_address=None, on_result=None, resolved=None):
         seen.append(ray_address)
         raise RuntimeError("stop here")
 

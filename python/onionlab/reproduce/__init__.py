@@ -167,5 +167,5 @@ def run_many(
         res.source = str(d)
 
     results = dict(reused)
-    results.update(run_jobs(to_run, workers=jobs, progress=True, ray_address=ray_address, on_result=write))
+    results.update(run_jobs(to_run, workers=jobs, progress=True, ray_address=ray_address, on_result=write, resolved=resolved))
     return {name: results[name] for name, _, _ in experiments}
