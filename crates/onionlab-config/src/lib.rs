@@ -308,6 +308,11 @@ struct DocClient<'a> {
     service: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Option<&'a Vec<String>>,
+    /// Omitted for groups that start with the run (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_spread: Option<String>,
 }
 
 fn is_normal_service(s: &&'static str) -> bool {
@@ -487,6 +492,8 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                     relay_operators: g.relay_operators.as_ref(),
                     service: g.service,
                     path: g.path.as_ref(),
+                    start: (g.start > SimDuration::ZERO).then(|| format_duration(g.start)),
+                    start_spread: g.start_spread.map(format_duration),
                 })
                 .collect(),
             servers: DocServers {

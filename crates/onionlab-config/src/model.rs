@@ -316,6 +316,15 @@ pub struct ClientGroup {
     /// Relay names (guard, middle, exit) every circuit of the group takes instead of
     /// path selection, for experiments on a given topology.
     pub path: Option<Vec<String>>,
+    /// When the group's clients begin: each one's first action comes `start` plus a
+    /// stagger drawn uniformly from `[0, start_spread)` into the run. Default 0: clients
+    /// that join later (a flash crowd, an attacker's connections) set it.
+    #[serde(serialize_with = "ser_duration")]
+    pub start: SimDuration,
+    /// The window the group's first actions are staggered over. `None`: the run's own
+    /// (the warm-up, or the first 10 s without one).
+    #[serde(serialize_with = "ser_opt_duration")]
+    pub start_spread: Option<SimDuration>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

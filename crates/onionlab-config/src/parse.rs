@@ -188,7 +188,7 @@ const RELAY_KEYS: &[&str] = &[
     "address",
 ];
 const CLIENT_KEYS: &[&str] =
-    &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators", "service", "path"];
+    &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators", "service", "path", "start", "start_spread"];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
 const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];
@@ -702,7 +702,7 @@ impl Ctx<'_> {
             Some(Value::Table(t)) => t.keys().map(String::as_str).collect(),
             _ => Vec::new(),
         };
-        let clients = self.clients(root.get("clients"), &workload_names, locations);
+        let clients = self.clients(root.get("clients"), &workload_names, locations, experiment.duration);
         for (i, g) in clients.iter().enumerate() {
             let Some(path) = &g.path else { continue };
             for (j, name) in path.iter().enumerate() {
@@ -1390,7 +1390,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn clients(&mut self, v: Option<&Value>, workloads: &[&str], locations: Option<usize>) -> Vec<ClientGroup> {
+    fn clients(&mut self, v: Option<&Value>, workloads: &[&str], locations: Option<usize>, duration: SimDuration) -> Vec<ClientGroup> {
         let p = "clients";
         let example = "add a [[clients]] table with name, workload and count";
         let Some(v) = v else {
@@ -1438,6 +1438,15 @@ impl Ctx<'_> {
             let path = t.get("path").and_then(|v| self.relay_path(v, &join(&cp, "path")));
             let service =
                 t.get("service").map_or(Some("normal"), |v| self.choice(v, &join(&cp, "service"), SERVICE_CLASSES)).unwrap_or("normal");
+            let start = self.opt(t, &cp, "start", Ctx::duration).unwrap_or(SimDuration::ZERO);
+            if start >= duration && t.contains_key("start") {
+                self.err_hint(
+                    join(&cp, "start"),
+                    format!("start ({}) must be before the end of the run ({})", format_duration(start), format_duration(duration)),
+                    "the group's clients would never act; start them earlier or lengthen the run",
+                );
+            }
+            let start_spread = self.opt(t, &cp, "start_spread", Ctx::pos_duration);
             out.push(ClientGroup {
                 name: name.to_string(),
                 workload: workload.to_string(),
@@ -1448,6 +1457,8 @@ impl Ctx<'_> {
                 relay_operators,
                 service,
                 path,
+                start,
+                start_spread,
             });
         }
         out

@@ -1202,3 +1202,20 @@ fn overrides_reach_a_network_files_content_and_their_problems_are_not_the_files(
     let errs = load_with(NET_EXPERIMENT, &["tor.circ_max_cell_queue=none"]).unwrap_err();
     assert!(errs.at("tor.circ_max_cell_queue").is_some(), "{errs}");
 }
+
+#[test]
+fn a_group_may_start_later_over_its_own_spread() {
+    let with = |lines: &str| edit("count = 20\n", &format!("count = 20\n{lines}\n"));
+    let c = load(MINIMAL).unwrap();
+    assert_eq!((c.clients[0].start, c.clients[0].start_spread), (SimDuration::ZERO, None), "defaults");
+    let c = load(&with("start = \"90 s\"\nstart_spread = \"5 s\"")).unwrap();
+    assert_eq!(c.clients[0].start, SimDuration::from_secs(90));
+    assert_eq!(c.clients[0].start_spread, Some(SimDuration::from_secs(5)));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "survives the round trip");
+    // MINIMAL runs for 2 minutes.
+    let e = err_at(&with("start = \"2 min\""), "clients[0].start", &["must be before the end of the run", "2 min"]);
+    assert!(hint(&e).contains("never act"), "{e}");
+    err_at(&with("start = \"soon\""), "clients[0].start", &["bad duration"]);
+    err_at(&with("start_spread = \"0 s\""), "clients[0].start_spread", &["longer than 0"]);
+    err_at(&with("start = 5"), "clients[0].start", &[]);
+}

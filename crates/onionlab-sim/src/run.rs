@@ -88,7 +88,10 @@ pub fn run_inspected(
         sim.q.schedule_in(after, APP_CLASS, TorEvent::App { token: i as u64 });
     };
     for (i, b) in behaviours.iter_mut().enumerate() {
-        let offset = SimDuration::from_nanos(b.with_rng(|r| r.random_range(0..spread.as_nanos().max(1))));
+        // A group that joins later starts at its `start`, staggered over its own spread.
+        let group = &cfg.clients[clients[i].1];
+        let spread = group.start_spread.unwrap_or(spread);
+        let offset = group.start + SimDuration::from_nanos(b.with_rng(|r| r.random_range(0..spread.as_nanos().max(1))));
         let next = b.first(offset);
         schedule(&mut sim, &mut pending, i, next);
     }

@@ -569,3 +569,39 @@ fn wait_columns_add_up_to_the_window_over_the_rate_and_show_the_bottleneck() {
     };
     assert_eq!(strip(&plain.relays), strip(&o.relays));
 }
+
+#[test]
+fn a_group_that_starts_later_leaves_the_network_alone_until_then() {
+    // tiny.toml plus five web clients joining at 60 s, staggered over 5 s.
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let base = std::fs::read_to_string(&p).unwrap().replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"5 s\"");
+    let late = base.replace(
+        "[servers]",
+        "[[clients]]\nname = \"late\"\nworkload = \"web\"\ncount = 5\nstart = \"60 s\"\nstart_spread = \"5 s\"\n\n[servers]",
+    );
+    let load = |t: &str| onionlab_config::load_str(t, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let (without, with) = (run(&load(&base), 1, None).unwrap(), run(&load(&late), 1, None).unwrap());
+    let late_downloads: Vec<_> = with.downloads.iter().filter(|d| &*d.class == "late").collect();
+    assert!(late_downloads.len() >= 5, "{} late downloads", late_downloads.len());
+    assert!(late_downloads.iter().all(|d| d.start >= 60.0), "a late client fetched before its start");
+    let mut firsts: std::collections::BTreeMap<&str, f64> = Default::default();
+    for d in &late_downloads {
+        let f = firsts.entry(&*d.client).or_insert(f64::INFINITY);
+        *f = f.min(d.start);
+    }
+    assert_eq!(firsts.len(), 5, "every late client fetched");
+    assert!(firsts.values().all(|&s| (60.0..65.0).contains(&s)), "first fetches outside [60, 65) s: {firsts:?}");
+    // No connection of theirs carried a byte before 60 s.
+    assert!(with.connections.iter().filter(|c| &*c.class == "late").all(|c| c.interval_start >= 60.0 || c.bytes_written + c.bytes_read == 0));
+    // Before they join, every other client's downloads are exactly those of the run without
+    // them (each entity draws from its own random stream).
+    let before = |out: &onionlab_sim::RunOutput| -> Vec<String> {
+        out.downloads
+            .iter()
+            .filter(|d| &*d.class != "late" && d.ttlb.is_some_and(|t| d.start + t < 60.0))
+            .map(|d| format!("{} {} {:?} {:?}", d.client, d.start, d.ttfb, d.ttlb))
+            .collect()
+    };
+    assert!(before(&without).len() > 50);
+    assert_eq!(before(&without), before(&with));
+}
