@@ -23,7 +23,7 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "anonymity_by_class.csv", "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
+              "anonymity_by_class.csv", "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "attack4.csv", "attack4_connections.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
     channels = pd.read_csv(quick / "channels.csv")
     assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
@@ -103,7 +103,7 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
 
 def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     written = pd.read_csv(quick / "findings.csv")
-    assert len(written) == 4 * 3 + 1 + 3 + 2 and set(written["holds"]) <= {True, False}
+    assert len(written) == 4 * 3 + 1 + 3 + 2 + 2 and set(written["holds"]) <= {True, False}
     # One seed in the quick run: each seeded verdict is that seed's.
     seeded = written[written["seeds"].notna()]
     assert (seeded["seeds"] == 1).all() and (seeded["seeds_holding"] == seeded["holds"].astype(int)).all()
@@ -802,3 +802,26 @@ def test_anonymity_summary_counts_a_misled_attacker_as_learning_nothing():
     by = summarise(anon, ["attack", "algorithm", "class"]).set_index("class")
     assert by.at["web", "mean_loss_bits"] == 2.0 and by.at["web", "mean_correct_loss_bits"] == pytest.approx(4 / 3)
     assert by.at["bulk", "mean_correct_loss_bits"] == 5.0 and by.at["bulk", "clients"] == 1
+
+
+def test_attack4_steps_up_the_attacked_guards_connections_and_scores_every_algorithm(quick):
+    from onionlab.config import tomllib
+    from onionlab.reproduce.throttling.configs import seconds
+
+    a4 = pd.read_csv(quick / "attack4.csv")
+    assert set(a4["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
+    assert {"all", "bulk", "web"} <= set(a4["class"])
+    assert ((a4["auc"].isna()) | a4["auc"].between(0, 1)).all()
+    assert (a4["positives"] > 0).any()
+    cfgs = sorted((quick / "configs").glob("attack4-split-*.toml"))
+    assert len(cfgs) == 2, cfgs  # the two busiest guards, one run each
+    cfg = tomllib.loads(cfgs[0].read_text())
+    attackers = [g for g in cfg["clients"] if g["name"].startswith("attack4")]
+    guard = cfgs[0].stem.removeprefix("attack4-split-")
+    assert [g["path"][0] for g in attackers] == [guard] * 3
+    counts = [g["count"] for g in attackers]
+    assert counts[1] == 2 * counts[0] and counts[2] == 4 * counts[0]  # N0, 2 N0, 4 N0: the guard's count doubles each step
+    starts = [seconds(g["start"]) for g in attackers]
+    assert starts == sorted(starts) and starts[0] > 60  # after the quick run's 1-minute warm-up
+    f = pd.read_csv(quick / "findings.csv")
+    assert {"attack4_adaptive", "attack4_static_vanilla_nothing"} <= set(f["finding"])

@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
+from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, summarise, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
@@ -191,6 +192,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Under flagging, 2 x the size throttles a connection only where it exceeds about B/N x H / ln 2 (the guard's "
         'meta-EWMA); on a network with a large fair share add larger sizes, e.g. "1 MiB,4 MiB,8 MiB"',
     )
+    p.add_argument(
+        "--attack4-factor", type=float, default=DEFAULT_FACTOR, metavar="F",
+        help=f"attack 4: each of its three steps multiplies the attacked guard's client connections by F (default {DEFAULT_FACTOR:g}: "
+        "the attacker opens as many connections as the guard had, then twice, then four times as many)",
+    )
+    p.add_argument(
+        "--attack4-guards", type=int, default=DEFAULT_GUARDS, metavar="N",
+        help=f"attack 4: how many guards are attacked, one run each, the busiest first (default {DEFAULT_GUARDS}; 0 skips attack 4)",
+    )
     p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     p.add_argument(
         "--reuse-runs", action="store_true",
@@ -214,6 +224,10 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     if args.sweep_seeds < 1:
         raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
+    if not (math.isfinite(args.attack4_factor) and args.attack4_factor > 1):
+        raise ValueError(f"--attack4-factor: must be a number above 1, got {args.attack4_factor:g}")
+    if args.attack4_guards < 0:
+        raise ValueError(f"--attack4-guards: must be at least 0, got {args.attack4_guards}")
     if args.entry_guards < 1:
         raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
     if args.relays and args.sample != "quantiles":
@@ -314,7 +328,10 @@ def main(out: Path, args) -> int:
     summarise(anon, ["attack", "algorithm", "class"]).to_csv(out / "anonymity_by_class.csv", index=False)
     probe_res = probe(out, args, relays_file)
     a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
-    verdicts = findings(per_seed_numbers(results, warmup_s), anon, a3)
+    a4 = None
+    if args.attack4_guards:
+        a4, _ = attack4(out, args, relays_file, relays, relay_bw, chosen, seeds[: min(len(seeds), 2)], results[("medium", "vanilla")])
+    verdicts = findings(per_seed_numbers(results, warmup_s), anon, a3, a4)
     verdicts.to_csv(out / "findings.csv", index=False)
 
     summary = {
@@ -326,6 +343,7 @@ def main(out: Path, args) -> int:
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),
         "attack3_sizes": list(dict.fromkeys(a3["response_size"])),
+        "attack4": a4.to_dict(orient="records") if a4 is not None else None,
         "throttle_state": state.to_dict(orient="records"),
         "findings": json.loads(verdicts.to_json(orient="records")),
     }
@@ -333,8 +351,11 @@ def main(out: Path, args) -> int:
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
+    if a4 is not None:
+        print("\nAttack 4 (opening connections to a guard; AUC 0.5: no information, 1: the guard confirmed):")
+        print(a4[["algorithm", "class", "positives", "negatives", "auc", "true_positive_rate", "false_positive_rate", "positive_ratio", "negative_ratio"]].to_string(index=False))
     print_findings(verdicts)
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, channels.csv, throttle_state.csv, findings.csv, summary.json")
+    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, attack3.csv, attack4*.csv, channels.csv, throttle_state.csv, findings.csv, summary.json")
     return 0
 
 

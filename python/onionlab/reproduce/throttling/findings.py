@@ -34,6 +34,18 @@ What each claim means here (the paper states them in words; these are our readin
   that separates (the attacker knows the system-wide policy and picks its size), and
   bit-splitting must give nothing at every size. Attack 3 is judged pooled only: its runs
   are few.
+* ``attack4_adaptive`` / ``attack4_static_vanilla_nothing``: opening connections to a
+  guard confirms it as a flooded circuit's guard under bit-splitting, flagging and
+  threshold (the paper: the adversary "can therefore uniquely determine the entry guard";
+  here each one's AUC at least 0.75, the attacker ranking a true guard's connection as
+  slowed more than a decoy's three times in four), and tells nothing under static
+  throttling or vanilla (spec 7.3's inference: their rates do not depend on N; AUC within
+  0.5 +- 0.1). The targets are flooded circuits, the bulk clients' (attack 4 builds on
+  attack 2, whose server floods its target: "The one thing not controlled by the
+  adversary in Attack 2 is a guard's criterion for throttling"). Both thresholds were
+  fixed before the first attack 4 run; the target set was first all clients and became
+  the flooded ones after it (``attack4.csv`` has both; the verdicts were the same).
+  Judged pooled only.
 
 **Owns:** those readings and the verdicts. **Must not touch:** running anything or the
 numbers themselves (``metrics``, ``anonymity`` compute them).
@@ -173,10 +185,32 @@ def _attack3_verdicts(a3: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     }
 
 
-def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None) -> pd.DataFrame:
+#: Attack 4's readings (module docs): the AUC an adaptive algorithm must reach, and the band
+#: around 0.5 that static and vanilla must stay in.
+ATTACK4_WORKS_AUC = 0.75
+ATTACK4_NOTHING_BAND = 0.1
+
+
+#: Attack 4's targets: flooded circuits (module docs).
+ATTACK4_TARGETS = "bulk"
+
+
+def _attack4_verdicts(a4: pd.DataFrame) -> dict[str, tuple[bool, str]]:
+    at = a4[a4["class"] == ATTACK4_TARGETS].set_index("algorithm")["auc"]
+
+    def fmt(algs) -> str:
+        return "AUC (flooded targets): " + ", ".join(f"{a} {float(at.get(a, math.nan)):.2f}" for a in algs)
+
+    adaptive, plain = ["split", "flag", "thresh"], ["static", "vanilla"]
+    works = all(float(at.get(a, math.nan)) >= ATTACK4_WORKS_AUC for a in adaptive)
+    nothing = all(abs(float(at.get(a, math.nan)) - 0.5) <= ATTACK4_NOTHING_BAND for a in plain)
+    return {"attack4_adaptive": (works, fmt(adaptive)), "attack4_static_vanilla_nothing": (nothing, fmt(plain))}
+
+
+def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None, a4: pd.DataFrame | None = None) -> pd.DataFrame:
     """The verdicts (:data:`FINDINGS_COLUMNS`) from :func:`per_seed_numbers`, the per-client
-    anonymity rows (``anonymity.csv``) and attack 3's table (``attack3.csv``; None leaves
-    attack 3 out)."""
+    anonymity rows (``anonymity.csv``), attack 3's table (``attack3.csv``; None leaves
+    attack 3 out) and attack 4's (``attack4.csv``; None leaves it out)."""
     seeds = sorted(s for s in numbers["seed"].unique() if s)
     rows = []
 
@@ -203,6 +237,9 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None)
     if a3 is not None:
         for finding, verdict in _attack3_verdicts(a3).items():
             add(finding, "medium", verdict, None)
+    if a4 is not None:
+        for finding, verdict in _attack4_verdicts(a4).items():
+            add(finding, "medium", verdict, None)
     out = pd.DataFrame(rows, columns=FINDINGS_COLUMNS)
     out["seeds_holding"] = out["seeds_holding"].astype("Int64")
     out["seeds"] = out["seeds"].astype("Int64")
@@ -228,7 +265,8 @@ def findings_of_directory(out: Path) -> pd.DataFrame:
                 raise FileNotFoundError(f"{d}: not found (the main run of {alg} at {load} load)")
             results[(load, alg)] = results_mod.load(d)
     a3 = pd.read_csv(out / "attack3.csv") if (out / "attack3.csv").is_file() else None
-    return findings(per_seed_numbers(results, warmup_s), pd.read_csv(out / "anonymity.csv"), a3)
+    a4 = pd.read_csv(out / "attack4.csv") if (out / "attack4.csv").is_file() else None
+    return findings(per_seed_numbers(results, warmup_s), pd.read_csv(out / "anonymity.csv"), a3, a4)
 
 
 def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

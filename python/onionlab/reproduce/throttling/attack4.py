@@ -1,0 +1,230 @@
+"""Attack 4 of the paper's section 5.2, measured: confirming a circuit's guard by opening
+many connections to it. The paper argues it but does not simulate it; this is ours.
+
+The argument (spec 7.3): what the adversary cannot control in attack 2 is each guard's
+criterion for throttling, ``splitRate = B / N`` for bit-splitting and flagging and
+``selectIndex = floor(T N)`` for threshold, and "all of these are controlled by the number
+of circuits at the guard", which the adversary raises by opening "a large number of
+connections to each guard node until a decrease in the target circuit's throughput is
+observed". Static throttling's rate does not depend on N, and vanilla has no throttle, so
+neither should show anything (inferred, spec 7.3).
+
+**The experiment.** A medium-load run of each algorithm with the chosen parameters, as the
+main runs, plus an attacker: at each of ``STEPS`` times t_k, spread evenly over the measured
+part of the run, more attacker clients join (``[[clients]] start``), every circuit of theirs
+through the attacked guard X (``path``) and carrying almost nothing (1 KiB a minute, enough
+to keep the circuit and its connection open). Each step multiplies X's client connections by
+``factor`` (default 2: N0, 2 N0, 4 N0 attacker clients join, so X holds 2, 4 and 8 times its
+own N0). N0 is what X held before the attack in the vanilla run; the attacker learns it by
+probing (under bit-splitting B/N reveals N, and B is in the consensus). The paper's attacker
+opens connections "until a decrease in the target circuit's throughput is observed": a
+fixed number per step would not do, since a throttle binds only once B/N falls below what a
+target carries anyway. So X's connection count rises in steps and nothing else about the
+network changes. Before t_1 the run is exactly the main run (each client draws from its own
+random stream; a Rust test checks this).
+
+**What the attacker sees** is each target circuit's throughput at its server, here the
+bytes the guard sends down the target's connection (the connection table, every
+``SAMPLE_S`` seconds). For each step it compares the window of ``w`` seconds after t_k with
+the one before (w = half the gap between steps): the score of a connection is the mean over
+steps of ``log((after + 1) / (before + 1))``, over the steps where it carried bytes in both
+windows (a connection without such a step tells nothing and is left out). A connection
+through X that slows at every step scores low.
+
+**What is measured.** Positives are the connections through X, negatives every other
+connection in the same run. Per algorithm and client class: the AUC, the chance the
+attacker ranks a true-guard connection below (slower than) a decoy (0.5: no information;
+1: always), and the true and false positive rates of the rule "slowed by at least 20 % on
+average" (score < log 0.8). Guards attacked: the ``guards`` guards with the most client
+connections in the medium-load vanilla run, one run each.
+
+**Owns:** the attacker's clients, the windows and the scores. **Must not touch:** the
+algorithms or the main runs' configs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from onionlab.reproduce import reuse_options, run_many, write_config
+from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, client_settings, config_text, mechanism_line, seconds
+
+#: Attacker steps per run.
+STEPS = 3
+#: Connection-table sampling interval of the attack runs (seconds).
+SAMPLE_S = 10.0
+#: The detection rule: a connection whose throughput fell by at least this fraction on average.
+DROP = 0.2
+#: How much each step multiplies the attacked guard's client connections, by default.
+DEFAULT_FACTOR = 2.0
+#: Guards attacked, by default: the busiest ones, so that most positives are real targets.
+DEFAULT_GUARDS = 2
+
+
+def step_times(duration_s: float, warmup_s: float) -> tuple[list[float], float]:
+    """The attacker's step times t_1..t_STEPS, evenly inside (warm-up, end), and the window
+    length w, half the gap between steps."""
+    gap = (duration_s - warmup_s) / (STEPS + 1)
+    return [warmup_s + k * gap for k in range(1, STEPS + 1)], gap / 2
+
+
+def step_sizes(n0: int, factor: float) -> list[int]:
+    """Attacker clients joining at each step so that a guard holding `n0` client connections
+    holds n0 * factor**k after step k (at least one more each step)."""
+    held, sizes = n0, []
+    for k in range(1, STEPS + 1):
+        target = max(held + 1, math.floor(n0 * factor**k + 0.5))
+        sizes.append(target - held)
+        held = target
+    return sizes
+
+
+def attacker_clients(guard: str, middle: str, exit_: str, times: list[float], sizes: list[int]) -> str:
+    """The attacker's client groups: ``sizes[k]`` clients joining at step time ``times[k]``,
+    over a 5 s spread, every circuit through (guard, middle, exit), each fetching 1 KiB a
+    minute."""
+    groups = "".join(
+        f"""
+[[clients]]
+name = "attack4-{k + 1}"
+workload = "attack4"
+count = {n}
+link_up = "$LINK_UP"
+link_down = "$LINK_DOWN"
+path = ["{guard}", "{middle}", "{exit_}"]
+start = "{t:g} s"
+start_spread = "5 s"
+"""
+        for k, (t, n) in enumerate(zip(times, sizes))
+    )
+    return groups + """
+[workloads.attack4]
+type = "web"
+size = "1 KiB"
+think = { dist = "fixed", value = "60 s" }
+"""
+
+
+def busiest_guards(res, n: int, start_s: float, end_s: float) -> list[tuple[str, int]]:
+    """The `n` relays with the most distinct client connections carrying bytes in
+    [start_s, end_s) of a run's connection table (its first seed), most first (ties by name),
+    each with that count."""
+    c = res.connections
+    c = c[(c["interval_start"] >= start_s) & (c["interval_start"] < end_s) & (c["seed"] == c["seed"].min())]
+    counts = c.groupby("relay")["client"].nunique().reset_index()
+    counts = counts.sort_values(["client", "relay"], ascending=[False, True])
+    return [(r.relay, int(r.client)) for r in counts.head(n).itertuples()]
+
+
+def helpers_for(guard: str, relays: list[dict], relay_bw: dict[str, float]) -> tuple[str, str]:
+    """The attacker's middle and exit for circuits through `guard`: the largest exit and the
+    largest other relay, neither of them the guard."""
+    by_bw = sorted((r for r in relays if r["name"] != guard), key=lambda r: (-relay_bw[r["name"]], r["name"]))
+    exit_ = next((r["name"] for r in by_bw if "Exit" in r.get("flags", [])), None)
+    if exit_ is None:
+        raise ValueError(f"attack 4: no exit relay besides {guard!r} in the sample")
+    middle = next((r["name"] for r in by_bw if r["name"] != exit_), None)
+    if middle is None:
+        raise ValueError(f"attack 4: the sample needs three relays for a path through {guard!r}")
+    return middle, exit_
+
+
+def connection_scores(res, times: list[float], window: float) -> pd.DataFrame:
+    """Per (seed, guard, client) connection of the run's own clients (not the attacker's):
+    ``score``, the mean over steps of log((after + 1) / (before + 1)) bytes sent to the
+    client, over the steps where both windows carried bytes; ``steps``, how many did."""
+    c = res.connections
+    c = c[~c["class"].str.startswith("attack4")]
+    keys = ["seed", "relay", "client", "class"]
+    t = c["interval_start"].to_numpy()
+    parts = []
+    for k, tk in enumerate(times):
+        before = (t >= tk - window) & (t < tk)
+        after = (t >= tk) & (t < tk + window)
+        for side, mask in (("before", before), ("after", after)):
+            s = c[mask].groupby(keys, sort=False)["bytes_written"].sum().rename(side)
+            parts.append(s.to_frame().assign(step=k).set_index("step", append=True))
+    if not parts:
+        return pd.DataFrame(columns=[*keys, "score", "steps"])
+    w = pd.concat(parts).groupby(level=list(range(len(keys) + 1))).sum(min_count=1)
+    w = w.dropna()
+    w = w[(w["before"] > 0) & (w["after"] > 0)]
+    w["log_ratio"] = np.log((w["after"] + 1.0) / (w["before"] + 1.0))
+    g = w.groupby(level=list(range(len(keys))))["log_ratio"]
+    return pd.DataFrame({"score": g.mean(), "steps": g.size()}).reset_index()
+
+
+def auc(pos: np.ndarray, neg: np.ndarray) -> float:
+    """P(a positive scores below a negative), ties counted half: the Mann-Whitney U over
+    the product of the sizes. NaN if either side is empty."""
+    if len(pos) == 0 or len(neg) == 0:
+        return math.nan
+    allv = np.concatenate([pos, neg])
+    ranks = pd.Series(allv).rank(method="average").to_numpy()
+    # Sum of the positives' ranks counts pairs where the positive is larger; flip for "below".
+    u_above = ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2
+    return 1.0 - u_above / (len(pos) * len(neg))
+
+
+def summarise(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per algorithm and client class (and "all"): positives, negatives, AUC, the detection
+    rule's true and false positive rates, and the mean throughput ratio (after / before) of
+    each side. ``scores`` has one row per connection with ``algorithm``, ``attacked`` (the
+    guard attacked in its run) and ``relay``."""
+    rows = []
+    cut = math.log(1 - DROP)
+    for alg in ALGORITHMS:
+        a = scores[scores["algorithm"] == alg]
+        for cls in ["all", *sorted(a["class"].unique())]:
+            s = a if cls == "all" else a[a["class"] == cls]
+            is_pos = (s["relay"] == s["attacked"]).to_numpy()
+            pos, neg = s["score"].to_numpy()[is_pos], s["score"].to_numpy()[~is_pos]
+            rows.append({
+                "algorithm": alg, "class": cls, "positives": len(pos), "negatives": len(neg),
+                "auc": auc(pos, neg),
+                "true_positive_rate": float((pos < cut).mean()) if len(pos) else math.nan,
+                "false_positive_rate": float((neg < cut).mean()) if len(neg) else math.nan,
+                "positive_ratio": float(np.exp(pos.mean())) if len(pos) else math.nan,
+                "negative_ratio": float(np.exp(neg.mean())) if len(neg) else math.nan,
+            })
+    return pd.DataFrame(rows)
+
+
+def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dict[str, float], chosen: dict, seeds: list[int], vanilla_medium) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs attack 4 (see the module docs) at medium load for every algorithm against the
+    busiest ``args.attack4_guards`` guards, `seeds` each, and writes ``attack4.csv`` (the
+    summary) and ``attack4_connections.csv`` (every scored connection). Returns both."""
+    duration_s, warmup_s = seconds(args.duration), seconds(args.warmup)
+    times, window = step_times(duration_s, warmup_s)
+    guards = busiest_guards(vanilla_medium, args.attack4_guards, times[0] - window, times[0])
+    exps, meta = [], {}
+    for guard, n0 in guards:
+        middle, exit_ = helpers_for(guard, relays, relay_bw)
+        sizes = step_sizes(n0, args.attack4_factor)
+        extra = attacker_clients(guard, middle, exit_, times, sizes)
+        for alg in ALGORITHMS:
+            name = f"attack4-{alg}-{guard}"
+            text = config_text(
+                name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file,
+                extra_clients=extra, conn_interval=f"{SAMPLE_S:g} s", **client_settings(args),
+            )
+            exps.append((name, write_config(out, name, text), seeds))
+            meta[name] = (alg, guard, n0, sizes)
+    print(f"attack 4: {len(exps)} configurations x {len(seeds)} seeds; each of {STEPS} steps multiplies the guard's client "
+          f"connections by {args.attack4_factor:g}: " + "; ".join(f"{g} (N0 {n0})" for g, n0 in guards), flush=True)
+    runs = run_many(exps, out, args.jobs, **reuse_options(args))
+    parts = []
+    for name, (alg, guard, n0, sizes) in meta.items():
+        parts.append(connection_scores(runs[name], times, window).assign(algorithm=alg, attacked=guard, attacked_n0=n0))
+    scores = pd.concat(parts, ignore_index=True)
+    scores.to_csv(out / "attack4_connections.csv", index=False)
+    summary = summarise(scores)
+    summary["factor"] = args.attack4_factor
+    summary["guards"] = "; ".join(f"{g} N0 {n0} +{'+'.join(str(k) for k in step_sizes(n0, args.attack4_factor))}" for g, n0 in guards)
+    summary = summary.round(3)
+    summary.to_csv(out / "attack4.csv", index=False)
+    return summary, scores

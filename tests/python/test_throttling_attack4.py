@@ -1,0 +1,128 @@
+"""Attack 4 (opening connections to confirm a guard): the attacker's steps, its scores and
+their AUC, against hand-worked cases; its verdicts; its option's errors."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from onionlab.cli import main
+from onionlab.reproduce.throttling.attack4 import attacker_clients, auc, busiest_guards, connection_scores, helpers_for, step_sizes, step_times, summarise
+from onionlab.reproduce.throttling.findings import findings
+
+from test_throttling_findings import A3, PAPER_ANON, PAPER_ORDER, anonymity, numbers, verdict
+
+
+def test_each_step_multiplies_the_guards_connections():
+    # 100 connections, doubled three times: 100 + 100 = 200, + 200 = 400, + 400 = 800.
+    assert step_sizes(100, 2.0) == [100, 200, 400]
+    assert step_sizes(10, 1.5) == [5, 8, 11]  # 15, 22.5 -> 23 (rounded), 33.75 -> 34
+    # A factor too small to add a whole connection still adds one per step.
+    assert step_sizes(3, 1.01) == [1, 1, 1]
+
+
+def test_steps_are_even_inside_the_measured_part_and_windows_do_not_overlap():
+    times, w = step_times(1200.0, 240.0)  # the reproduction's 20 minutes with 4 of warm-up
+    assert times == [480.0, 720.0, 960.0] and w == 120.0
+    assert times[0] - w >= 240.0 and times[-1] + w <= 1200.0
+
+
+def test_attacker_groups_join_at_each_step_through_the_attacked_guard():
+    text = attacker_clients("G", "M", "E", [480.0, 720.0], [5, 10])
+    assert text.count("[[clients]]") == 2
+    assert 'name = "attack4-2"' in text and "count = 10" in text and 'start = "720 s"' in text
+    assert text.count('path = ["G", "M", "E"]') == 2
+
+
+def test_auc_is_the_chance_a_true_guard_slowed_more_than_a_decoy():
+    assert auc(np.array([-1.0, -2.0]), np.array([0.0, 0.5])) == 1.0
+    assert auc(np.array([1.0]), np.array([0.0, -1.0])) == 0.0
+    # Against 1, 3, 5: above one, tied with one (half), below one: (0 + 0.5 + 1) / 3.
+    assert auc(np.array([3.0]), np.array([1.0, 3.0, 5.0])) == pytest.approx(0.5)
+    assert math.isnan(auc(np.array([]), np.array([1.0])))
+
+
+def _connections(rows):
+    return pd.DataFrame(rows, columns=["seed", "relay", "client", "class", "interval_start", "bytes_written"])
+
+
+class _Run:
+    def __init__(self, connections):
+        self.connections = connections
+
+
+def test_scores_compare_each_steps_window_after_with_the_one_before():
+    times, w = [100.0, 200.0], 50.0
+    rows = []
+    for t in range(40, 260, 10):
+        # At X: 1000 B per sample, halved at each step. Elsewhere: steady. A web client
+        # silent before the first step and after the second: no step with both windows.
+        level = 1000 if t < 100 else 500 if t < 200 else 250
+        rows.append((1, "X", "bulk0", "bulk", float(t), level))
+        rows.append((1, "Y", "bulk1", "bulk", float(t), 800))
+        rows.append((1, "X", "web0", "web", float(t), 300 if 100 <= t < 150 else 0))
+        rows.append((1, "X", "a1", "attack4-1", float(t), 5))  # the attacker's own: left out
+    s = connection_scores(_Run(_connections(rows)), times, w).set_index("client")
+    assert set(s.index) == {"bulk0", "bulk1"}
+    assert s.at["bulk0", "score"] == pytest.approx(math.log(2501 / 5001) / 2 + math.log(1251 / 2501) / 2)
+    assert s.at["bulk0", "steps"] == 2
+    assert s.at["bulk1", "score"] == pytest.approx(0.0)
+
+
+def test_summary_counts_the_attacked_guards_connections_as_positives():
+    scores = pd.DataFrame({
+        "algorithm": ["split"] * 4, "class": ["bulk", "bulk", "bulk", "web"], "relay": ["X", "X", "Y", "Y"],
+        "attacked": ["X"] * 4, "score": [math.log(0.5), math.log(0.9), 0.0, math.log(0.7)],
+    })
+    t = summarise(scores).set_index(["algorithm", "class"])
+    b = t.loc[("split", "bulk")]
+    assert (b["positives"], b["negatives"]) == (2, 1)
+    assert b["auc"] == 1.0 and b["true_positive_rate"] == 0.5 and b["false_positive_rate"] == 0.0  # 0.9 is not a 20 % drop
+    a = t.loc[("split", "all")]
+    assert (a["positives"], a["negatives"]) == (2, 2) and a["auc"] == pytest.approx(0.75)
+    assert a["positive_ratio"] == pytest.approx(math.sqrt(0.45))
+    assert math.isnan(t.loc[("vanilla", "all"), "auc"])  # no rows: nothing measured
+
+
+def test_the_busiest_guards_and_the_attackers_helpers():
+    c = _connections([(1, "A", f"c{i}", "web", 10.0, 1) for i in range(3)] + [(1, "B", f"c{i}", "web", 10.0, 1) for i in range(5)]
+                     + [(1, "C", f"c{i}", "web", 10.0, 1) for i in range(9)] + [(2, "A", f"d{i}", "web", 10.0, 1) for i in range(20)]
+                     + [(1, "A", f"e{i}", "web", 99.0, 1) for i in range(20)])
+    assert busiest_guards(_Run(c), 2, 0.0, 50.0) == [("C", 9), ("B", 5)]  # seed 1 only, inside the window
+    relays = [{"name": "G", "flags": ["Guard"]}, {"name": "E1", "flags": ["Exit"]}, {"name": "E2", "flags": ["Exit"]}, {"name": "M", "flags": []}]
+    bw = {"G": 9.0, "E1": 5.0, "E2": 1.0, "M": 3.0}
+    assert helpers_for("G", relays, bw) == ("M", "E1")
+    assert helpers_for("E1", relays, bw) == ("G", "E2")  # a guard may be the attacker's middle
+    with pytest.raises(ValueError, match="no exit relay besides 'E1'"):
+        helpers_for("E1", relays[:2], bw)
+
+
+def _a4(aucs: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"algorithm": a, "class": cls, "auc": v} for a, v in aucs.items() for cls in ("bulk", "all")])
+
+
+def test_attack4_verdicts_read_the_flooded_targets_auc():
+    base = numbers({0: PAPER_ORDER, 1: PAPER_ORDER})
+    anon = anonymity({1: PAPER_ANON})
+    works = _a4({"split": 0.95, "flag": 0.8, "thresh": 0.75, "static": 0.52, "vanilla": 0.45})
+    t = findings(base, anon, A3, works)
+    assert verdict(t, "attack4_adaptive", "medium")["holds"]
+    assert verdict(t, "attack4_static_vanilla_nothing", "medium")["holds"]
+    assert verdict(t, "attack4_adaptive", "medium")["detail"] == "AUC (flooded targets): split 0.95, flag 0.80, thresh 0.75"
+    # One adaptive algorithm below 0.75 fails the first; static outside 0.5 +- 0.1 the second.
+    t = findings(base, anon, A3, _a4({"split": 0.95, "flag": 0.6, "thresh": 0.9, "static": 0.65, "vanilla": 0.5}))
+    assert not verdict(t, "attack4_adaptive", "medium")["holds"]
+    assert not verdict(t, "attack4_static_vanilla_nothing", "medium")["holds"]
+    # Without attack 4's table there are no attack 4 rows.
+    assert not findings(base, anon, A3)["finding"].str.startswith("attack4").any()
+
+
+@pytest.mark.parametrize("flag,value,words", [
+    ("--attack4-factor", "1", "--attack4-factor: must be a number above 1"),
+    ("--attack4-factor", "nan", "--attack4-factor: must be a number above 1"),
+    ("--attack4-guards", "-1", "--attack4-guards: must be at least 0"),
+])
+def test_bad_attack4_options_are_named(tmp_path, capsys, flag, value, words):
+    assert main(["reproduce", "throttling", "--quick", "-o", str(tmp_path / "o"), flag, value]) != 0
+    assert words in capsys.readouterr().err
