@@ -23,7 +23,7 @@ def quick(tmp_path_factory):
 
 def test_writes_every_output(quick):
     for f in ("table1.csv", "figure3.png", "sweep.csv", "chosen.json", "anonymity.csv", "anonymity_summary.csv",
-              "anonymity_by_class.csv", "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "attack4.csv", "attack4_connections.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
+              "anonymity_by_class.csv", "figure4a.png", "figure4b.png", "figure4c.png", "figure4c-flood.png", "summary.json", "attack3.csv", "attack4.csv", "attack4_circuits.csv", "channels.csv", "throttle_state.csv", "findings.csv", "configs/medium-flag.toml"):
         assert (quick / f).is_file(), f
     channels = pd.read_csv(quick / "channels.csv")
     assert set(channels["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from onionlab.cli import main
-from onionlab.reproduce.throttling.attack4 import attacker_clients, auc, busiest_guards, connection_scores, helpers_for, step_sizes, step_times, summarise
+from onionlab.reproduce.throttling.attack4 import attacker_clients, auc, busiest_guards, circuit_scores, helpers_for, step_sizes, step_times, summarise
 from onionlab.reproduce.throttling.findings import findings
 
 from test_throttling_findings import A3, PAPER_ANON, PAPER_ORDER, anonymity, numbers, verdict
@@ -48,26 +48,35 @@ def _connections(rows):
 
 
 class _Run:
-    def __init__(self, connections):
+    def __init__(self, connections=None, circuits=None):
         self.connections = connections
+        self.circuits = circuits
 
 
 def test_scores_compare_each_steps_window_after_with_the_one_before():
     times, w = [100.0, 200.0], 50.0
     rows = []
     for t in range(40, 260, 10):
-        # At X: 1000 B per sample, halved at each step. Elsewhere: steady. A web client
-        # silent before the first step and after the second: no step with both windows.
-        level = 1000 if t < 100 else 500 if t < 200 else 250
-        rows.append((1, "X", "bulk0", "bulk", float(t), level))
-        rows.append((1, "Y", "bulk1", "bulk", float(t), 800))
-        rows.append((1, "X", "web0", "web", float(t), 300 if 100 <= t < 150 else 0))
-        rows.append((1, "X", "a1", "attack4-1", float(t), 5))  # the attacker's own: left out
-    s = connection_scores(_Run(_connections(rows)), times, w).set_index("client")
-    assert set(s.index) == {"bulk0", "bulk1"}
-    assert s.at["bulk0", "score"] == pytest.approx(math.log(2501 / 5001) / 2 + math.log(1251 / 2501) / 2)
+        # Through X: 100 cells per sample, halved at each step. Through Y: steady. A web
+        # circuit silent before the first step and after the second: no step with both
+        # windows. The attacker's own circuits are left out.
+        level = 100 if t < 100 else 50 if t < 200 else 25
+        rows.append((1, "bulk0", "bulk", 3, 0.0, "X,m,e", float(t), level))
+        rows.append((1, "bulk1", "bulk", 4, 0.0, "Y,m,e", float(t), 80))
+        rows.append((1, "web0", "web", 5, 0.0, "X,m,e", float(t), 30 if 100 <= t < 150 else 0))
+        rows.append((1, "a1", "attack4-1", 6, 0.0, "X,m,e", float(t), 1))
+        # Opened at 70 s, inside the first step's window before: only the second step counts.
+        if t >= 70:
+            rows.append((1, "bulk2", "bulk", 7, 70.0, "X,m,e", float(t), 10 if t < 200 else 5))
+    circuits = pd.DataFrame(rows, columns=["seed", "client", "class", "circuit", "created", "path", "interval_start", "cells_delivered"])
+    s = circuit_scores(_Run(circuits=circuits), times, w).set_index("client")
+    assert set(s.index) == {"bulk0", "bulk1", "bulk2"}
+    assert s.at["bulk2", "steps"] == 1 and s.at["bulk2", "score"] == pytest.approx(math.log(26 / 51))
+    assert s.at["bulk0", "relay"] == "X" and s.at["bulk1", "relay"] == "Y"
+    assert s.at["bulk0", "score"] == pytest.approx(math.log(251 / 501) / 2 + math.log(126 / 251) / 2)
     assert s.at["bulk0", "steps"] == 2
     assert s.at["bulk1", "score"] == pytest.approx(0.0)
+    assert circuit_scores(_Run(circuits=circuits.iloc[:0]), times, w).empty
 
 
 def test_summary_counts_the_attacked_guards_connections_as_positives():
@@ -89,7 +98,7 @@ def test_the_busiest_guards_and_the_attackers_helpers():
     c = _connections([(1, "A", f"c{i}", "web", 10.0, 1) for i in range(3)] + [(1, "B", f"c{i}", "web", 10.0, 1) for i in range(5)]
                      + [(1, "C", f"c{i}", "web", 10.0, 1) for i in range(9)] + [(2, "A", f"d{i}", "web", 10.0, 1) for i in range(20)]
                      + [(1, "A", f"e{i}", "web", 99.0, 1) for i in range(20)])
-    assert busiest_guards(_Run(c), 2, 0.0, 50.0) == [("C", 9), ("B", 5)]  # seed 1 only, inside the window
+    assert busiest_guards(_Run(connections=c), 2, 0.0, 50.0) == [("C", 9), ("B", 5)]  # seed 1 only, inside the window
     relays = [{"name": "G", "flags": ["Guard"]}, {"name": "E1", "flags": ["Exit"]}, {"name": "E2", "flags": ["Exit"]}, {"name": "M", "flags": []}]
     bw = {"G": 9.0, "E1": 5.0, "E2": 1.0, "M": 3.0}
     assert helpers_for("G", relays, bw) == ("M", "E1")

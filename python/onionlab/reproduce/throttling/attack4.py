@@ -23,20 +23,21 @@ target carries anyway. So X's connection count rises in steps and nothing else a
 network changes. Before t_1 the run is exactly the main run (each client draws from its own
 random stream; a Rust test checks this).
 
-**What the attacker sees** is each target circuit's throughput at its server, here the
-bytes the guard sends down the target's connection (the connection table, every
-``SAMPLE_S`` seconds). For each step it compares the window of ``w`` seconds after t_k with
-the one before (w = half the gap between steps): the score of a connection is the mean over
-steps of ``log((after + 1) / (before + 1))``, over the steps where it carried bytes in both
-windows (a connection without such a step tells nothing and is left out). A connection
-through X that slows at every step scores low.
+**What the attacker sees** is each target circuit's throughput at its server: the DATA
+cells the circuit delivers (the circuits table, every ``SAMPLE_S`` seconds; a circuit keeps
+its guard for life, where a client's traffic moves between its guards as it builds new
+circuits). For each step it compares the window of ``w`` seconds after t_k with the one
+before (w = half the gap between steps): the score of a circuit is the mean over steps of
+``log((after + 1) / (before + 1))``, over the steps where it carried cells in both windows
+(a circuit without such a step tells nothing and is left out). A circuit through X that
+slows at every step scores low.
 
-**What is measured.** Positives are the connections through X, negatives every other
-connection in the same run. Per algorithm and client class: the AUC, the chance the
-attacker ranks a true-guard connection below (slower than) a decoy (0.5: no information;
-1: always), and the true and false positive rates of the rule "slowed by at least 20 % on
-average" (score < log 0.8). Guards attacked: the ``guards`` guards with the most client
-connections in the medium-load vanilla run, one run each.
+**What is measured.** Positives are the circuits through X, negatives every other circuit
+in the same run. Per algorithm and client class: the AUC, the chance the attacker ranks a
+true-guard circuit below (slower than) a decoy (0.5: no information; 1: always), and the
+true and false positive rates of the rule "slowed by at least 20 % on average" (score <
+log 0.8). Guards attacked: the ``guards`` guards with the most client connections in the
+medium-load vanilla run, one run each.
 
 **Owns:** the attacker's clients, the windows and the scores. **Must not touch:** the
 algorithms or the main runs' configs.
@@ -55,9 +56,9 @@ from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, client_sett
 
 #: Attacker steps per run.
 STEPS = 3
-#: Connection-table sampling interval of the attack runs (seconds).
+#: Circuits-table sampling interval of the attack runs (seconds).
 SAMPLE_S = 10.0
-#: The detection rule: a connection whose throughput fell by at least this fraction on average.
+#: The detection rule: a circuit whose throughput fell by at least this fraction on average.
 DROP = 0.2
 #: How much each step multiplies the attacked guard's client connections, by default.
 DEFAULT_FACTOR = 2.0
@@ -133,26 +134,30 @@ def helpers_for(guard: str, relays: list[dict], relay_bw: dict[str, float]) -> t
     return middle, exit_
 
 
-def connection_scores(res, times: list[float], window: float) -> pd.DataFrame:
-    """Per (seed, guard, client) connection of the run's own clients (not the attacker's):
-    ``score``, the mean over steps of log((after + 1) / (before + 1)) bytes sent to the
-    client, over the steps where both windows carried bytes; ``steps``, how many did."""
-    c = res.connections
-    c = c[~c["class"].str.startswith("attack4")]
-    keys = ["seed", "relay", "client", "class"]
+def circuit_scores(res, times: list[float], window: float) -> pd.DataFrame:
+    """Per circuit of the run's own clients (not the attacker's): its ``relay`` (the guard),
+    ``score``, the mean over steps of log((after + 1) / (before + 1)) DATA cells delivered,
+    over the steps where the circuit was open through both windows and carried cells in
+    both, and ``steps``, how many did. The table must be sampled every ``SAMPLE_S``."""
+    c = res.circuits
+    keys = ["seed", "client", "class", "circuit", "created", "relay"]
+    if c.empty:
+        return pd.DataFrame(columns=[*keys, "score", "steps"])
+    c = c[~c["class"].str.startswith("attack4")].assign(relay=lambda d: d["path"].str.split(",").str[0])
     t = c["interval_start"].to_numpy()
     parts = []
+    # A window counts only if the circuit was open all through it (a row for each of its
+    # samples): one that opened or closed inside a window would look faster or slower.
+    samples = round(window / SAMPLE_S)
     for k, tk in enumerate(times):
-        before = (t >= tk - window) & (t < tk)
-        after = (t >= tk) & (t < tk + window)
-        for side, mask in (("before", before), ("after", after)):
-            s = c[mask].groupby(keys, sort=False)["bytes_written"].sum().rename(side)
+        for side, mask in (("before", (t >= tk - window) & (t < tk)), ("after", (t >= tk) & (t < tk + window))):
+            g = c[mask].groupby(keys, sort=False)["cells_delivered"]
+            s = g.sum().where(g.size() == samples).rename(side)
             parts.append(s.to_frame().assign(step=k).set_index("step", append=True))
-    if not parts:
-        return pd.DataFrame(columns=[*keys, "score", "steps"])
-    w = pd.concat(parts).groupby(level=list(range(len(keys) + 1))).sum(min_count=1)
-    w = w.dropna()
+    w = pd.concat(parts).groupby(level=list(range(len(keys) + 1))).sum(min_count=1).dropna()
     w = w[(w["before"] > 0) & (w["after"] > 0)]
+    if w.empty:
+        return pd.DataFrame(columns=[*keys, "score", "steps"])
     w["log_ratio"] = np.log((w["after"] + 1.0) / (w["before"] + 1.0))
     g = w.groupby(level=list(range(len(keys))))["log_ratio"]
     return pd.DataFrame({"score": g.mean(), "steps": g.size()}).reset_index()
@@ -173,7 +178,7 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
 def summarise(scores: pd.DataFrame) -> pd.DataFrame:
     """Per algorithm and client class (and "all"): positives, negatives, AUC, the detection
     rule's true and false positive rates, and the mean throughput ratio (after / before) of
-    each side. ``scores`` has one row per connection with ``algorithm``, ``attacked`` (the
+    each side. ``scores`` has one row per circuit with ``algorithm``, ``attacked`` (the
     guard attacked in its run) and ``relay``."""
     rows = []
     cut = math.log(1 - DROP)
@@ -197,7 +202,7 @@ def summarise(scores: pd.DataFrame) -> pd.DataFrame:
 def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dict[str, float], chosen: dict, seeds: list[int], vanilla_medium) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Runs attack 4 (see the module docs) at medium load for every algorithm against the
     busiest ``args.attack4_guards`` guards, `seeds` each, and writes ``attack4.csv`` (the
-    summary) and ``attack4_connections.csv`` (every scored connection). Returns both."""
+    summary) and ``attack4_circuits.csv`` (every scored circuit). Returns both."""
     duration_s, warmup_s = seconds(args.duration), seconds(args.warmup)
     times, window = step_times(duration_s, warmup_s)
     guards = busiest_guards(vanilla_medium, args.attack4_guards, times[0] - window, times[0])
@@ -210,7 +215,7 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
             name = f"attack4-{alg}-{guard}"
             text = config_text(
                 name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file,
-                extra_clients=extra, conn_interval=f"{SAMPLE_S:g} s", **client_settings(args),
+                extra_clients=extra, circ_interval=f"{SAMPLE_S:g} s", **client_settings(args),
             )
             exps.append((name, write_config(out, name, text), seeds))
             meta[name] = (alg, guard, n0, sizes)
@@ -219,9 +224,9 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
     runs = run_many(exps, out, args.jobs, **reuse_options(args))
     parts = []
     for name, (alg, guard, n0, sizes) in meta.items():
-        parts.append(connection_scores(runs[name], times, window).assign(algorithm=alg, attacked=guard, attacked_n0=n0))
+        parts.append(circuit_scores(runs[name], times, window).assign(algorithm=alg, attacked=guard, attacked_n0=n0))
     scores = pd.concat(parts, ignore_index=True)
-    scores.to_csv(out / "attack4_connections.csv", index=False)
+    scores.to_csv(out / "attack4_circuits.csv", index=False)
     summary = summarise(scores)
     summary["factor"] = args.attack4_factor
     summary["guards"] = "; ".join(f"{g} N0 {n0} +{'+'.join(str(k) for k in step_sizes(n0, args.attack4_factor))}" for g, n0 in guards)

@@ -129,12 +129,14 @@ def linking_clients(response_bytes: int = ATTACK3_RESPONSE) -> str:
 def config_text(
     name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
-    cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None,
+    cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None, circ_interval: str | None = None,
     client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     if chan_interval:
         extra += f'\nchannel_metrics_interval = "{chan_interval}"'
+    if circ_interval:
+        extra += f'\ncircuit_metrics_interval = "{circ_interval}"'
     # [tor] lines beyond the defaults: sensitivities only, so the main runs' configs stay as they were.
     tor_extra = "\npredicted_circuits = true" if predicted_circuits or cbt_learning else ""
     if cbt_learning:
