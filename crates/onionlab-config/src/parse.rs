@@ -187,8 +187,20 @@ const RELAY_KEYS: &[&str] = &[
     "mtbf",
     "address",
 ];
-const CLIENT_KEYS: &[&str] =
-    &["name", "workload", "count", "link", "link_up", "link_down", "placement", "relay_operators", "service", "path", "start", "start_spread"];
+const CLIENT_KEYS: &[&str] = &[
+    "name",
+    "workload",
+    "count",
+    "link",
+    "link_up",
+    "link_down",
+    "placement",
+    "relay_operators",
+    "service",
+    "path",
+    "start",
+    "start_spread",
+];
 const SERVER_KEYS: &[&str] = &["count", "link", "link_up", "link_down", "placement"];
 const WORKLOAD_TYPES: &[&str] = &["web", "bulk", "perf", "markov"];
 const SIZE_DISTS: &[&str] = &["fixed", "uniform", "choice"];

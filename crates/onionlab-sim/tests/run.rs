@@ -592,7 +592,11 @@ fn a_group_that_starts_later_leaves_the_network_alone_until_then() {
     assert_eq!(firsts.len(), 5, "every late client fetched");
     assert!(firsts.values().all(|&s| (60.0..65.0).contains(&s)), "first fetches outside [60, 65) s: {firsts:?}");
     // No connection of theirs carried a byte before 60 s.
-    assert!(with.connections.iter().filter(|c| &*c.class == "late").all(|c| c.interval_start >= 60.0 || c.bytes_written + c.bytes_read == 0));
+    assert!(with
+        .connections
+        .iter()
+        .filter(|c| &*c.class == "late")
+        .all(|c| c.interval_start >= 60.0 || c.bytes_written + c.bytes_read == 0));
     // Before they join, every other client's downloads are exactly those of the run without
     // them (each entity draws from its own random stream).
     let before = |out: &onionlab_sim::RunOutput| -> Vec<String> {

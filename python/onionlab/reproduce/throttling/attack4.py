@@ -206,6 +206,8 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
     duration_s, warmup_s = seconds(args.duration), seconds(args.warmup)
     times, window = step_times(duration_s, warmup_s)
     guards = busiest_guards(vanilla_medium, args.attack4_guards, times[0] - window, times[0])
+    if not guards:
+        raise ValueError(f"attack 4: the medium-load vanilla run has no client connection between {times[0] - window:g} s and {times[0]:g} s to attack")
     exps, meta = [], {}
     for guard, n0 in guards:
         middle, exit_ = helpers_for(guard, relays, relay_bw)
@@ -218,12 +220,12 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
                 extra_clients=extra, circ_interval=f"{SAMPLE_S:g} s", **client_settings(args),
             )
             exps.append((name, write_config(out, name, text), seeds))
-            meta[name] = (alg, guard, n0, sizes)
+            meta[name] = (alg, guard, n0)
     print(f"attack 4: {len(exps)} configurations x {len(seeds)} seeds; each of {STEPS} steps multiplies the guard's client "
           f"connections by {args.attack4_factor:g}: " + "; ".join(f"{g} (N0 {n0})" for g, n0 in guards), flush=True)
     runs = run_many(exps, out, args.jobs, **reuse_options(args))
     parts = []
-    for name, (alg, guard, n0, sizes) in meta.items():
+    for name, (alg, guard, n0) in meta.items():
         parts.append(circuit_scores(runs[name], times, window).assign(algorithm=alg, attacked=guard, attacked_n0=n0))
     scores = pd.concat(parts, ignore_index=True)
     scores.to_csv(out / "attack4_circuits.csv", index=False)
