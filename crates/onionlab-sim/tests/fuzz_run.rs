@@ -284,6 +284,8 @@ struct GenClient {
     /// `None`: default (location 0); `Some(None)`: round robin.
     placement: Option<Option<u32>>,
     operators: Option<GenOperators>,
+    /// `start` as a per-mille of the run's duration, and `start_spread` (us).
+    start: Option<(u32, Option<u64>)>,
 }
 
 fn client(w: bool) -> impl Strategy<Value = GenClient> {
@@ -296,13 +298,15 @@ fn client(w: bool) -> impl Strategy<Value = GenClient> {
         ),
         proptest::option::of(proptest::option::of(0..4u32)),
         proptest::option::weighted(0.2, (0..3u32, any::<bool>(), any::<bool>())),
+        proptest::option::weighted(0.25, (0..1000u32, proptest::option::of(1..5_000_000u64))),
     )
-        .prop_map(|(workload, count, link, placement, ops)| GenClient {
+        .prop_map(|(workload, count, link, placement, ops, start)| GenClient {
             workload,
             count,
             link,
             placement,
             operators: ops.map(|(n, exit, exempt)| GenOperators { count: n.min(count), exit, exempt }),
+            start,
         })
 }
 
@@ -737,6 +741,13 @@ fn render(g: &Gen) -> (String, Option<String>) {
             let entry = if o.exempt { "exempt" } else { "bridge" };
             let mtbf = if g.compute_flags { ", mtbf = \"30 days\"" } else { "" };
             writeln!(s, "relay_operators = {{ count = {}, exit = {}, entry = \"{entry}\"{mtbf} }}", o.count, o.exit).unwrap();
+        }
+        if let Some((permille, spread)) = c.start {
+            // Before the end of the run: a group that joins late.
+            writeln!(s, "start = \"{} us\"", dur_ms * permille as u64).unwrap();
+            if let Some(us) = spread {
+                writeln!(s, "start_spread = {}", dur_us(us)).unwrap();
+            }
         }
     }
 
