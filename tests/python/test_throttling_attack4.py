@@ -26,6 +26,9 @@ def test_steps_are_even_inside_the_measured_part_and_windows_do_not_overlap():
     times, w = step_times(1200.0, 240.0)  # the reproduction's 20 minutes with 4 of warm-up
     assert times == [480.0, 720.0, 960.0] and w == 120.0
     assert times[0] - w >= 240.0 and times[-1] + w <= 1200.0
+    # --quick's 3 minutes with 1 of warm-up: steps and windows in whole 10 s samples.
+    assert step_times(180.0, 60.0) == ([90.0, 120.0, 150.0], 10.0)
+    assert step_times(200.0, 60.0) == ([100.0, 130.0, 170.0], 10.0)  # 95, 130, 165 s, to the nearest sample
 
 
 def test_attacker_groups_join_at_each_step_through_the_attacked_guard():

@@ -68,9 +68,11 @@ DEFAULT_GUARDS = 2
 
 def step_times(duration_s: float, warmup_s: float) -> tuple[list[float], float]:
     """The attacker's step times t_1..t_STEPS, evenly inside (warm-up, end), and the window
-    length w, half the gap between steps."""
+    length w, half the gap between steps; both in whole samples (``SAMPLE_S``), so that a
+    window holds a fixed number of them."""
     gap = (duration_s - warmup_s) / (STEPS + 1)
-    return [warmup_s + k * gap for k in range(1, STEPS + 1)], gap / 2
+    times = [math.floor((warmup_s + k * gap) / SAMPLE_S + 0.5) * SAMPLE_S for k in range(1, STEPS + 1)]
+    return times, max(1, math.floor(gap / 2 / SAMPLE_S)) * SAMPLE_S
 
 
 def step_sizes(n0: int, factor: float) -> list[int]:
