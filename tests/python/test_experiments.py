@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -307,3 +308,63 @@ def test_run_many_writes_each_experiment_when_its_last_seed_finishes(tmp_path, m
     got = reproduce.run_many([("first", cfg, [1]), ("second", cfg, [2])], tmp_path, jobs=1)
     assert seen == [set(), {"first"}]
     assert set(got) == {"first", "second"} and (tmp_path / "runs" / "second" / "summary.json").is_file()
+
+
+def _state(pid: int):
+    """(parent pid, state letter) of a process from /proc, or None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), fields[0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers end with their parent through Linux's PR_SET_PDEATHSIG")
+def test_workers_end_when_the_process_that_started_them_is_killed():
+    """A batch killed outright (SIGKILL: no cleanup runs) must not leave its workers running
+    their simulations to the end."""
+    import os
+    import signal
+    import time
+
+    tiny = Path(__file__).resolve().parents[2] / "examples" / "tiny.toml"
+    # Two seeds of ten simulated hours: minutes of work each, far longer than this test.
+    script = (
+        "from onionlab import runner\n"
+        f"runner.run_jobs([runner.Job('long', {str(tiny)!r}, (1, 2), ('experiment.duration=10 h',))], workers=2)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def workers() -> list[int]:
+        found = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and (st := _state(int(d.name))) and st[0] == parent.pid:
+                try:
+                    if b"spawn_main" in (d / "cmdline").read_bytes():
+                        found.append(int(d.name))
+                except OSError:
+                    pass
+        return found
+
+    found: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(found := workers()) < 2:
+            assert time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.2)
+        time.sleep(1.0)  # both are inside a run now
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 10
+        alive = found
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in found if (st := _state(p)) and st[1] != "Z"]
+        assert not alive, f"workers {alive} outlived their parent"
+    finally:
+        parent.kill()
+        for p in found:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
