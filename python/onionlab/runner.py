@@ -40,7 +40,9 @@ def _die_with(parent: int) -> None:
     ends: a sweep stopped with ``kill`` (or killed outright) would otherwise leave its
     workers running their simulations to the end, hours of CPU for nobody. Elsewhere, and
     where the call fails, workers keep the pool's own behaviour (they notice only once
-    their run is done)."""
+    their run is done). Linux sends the signal when the *thread* that spawned the worker
+    ends; the pool spawns its workers from the thread that submits, which :func:`run_jobs`
+    keeps waiting until every run is in."""
     import signal
     import sys
 
