@@ -327,10 +327,11 @@ def main(out: Path, args) -> int:
     anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
     summarise(anon, ["attack", "algorithm", "class"]).to_csv(out / "anonymity_by_class.csv", index=False)
     probe_res = probe(out, args, relays_file)
-    a3 = attack3(out, args, relays_file, chosen, seeds[: min(len(seeds), 2)])
+    attack_seeds = seeds[:2]  # attacks 3 and 4 run their own experiments, on two seeds at most
+    a3 = attack3(out, args, relays_file, chosen, attack_seeds)
     a4 = None
     if args.attack4_guards:
-        a4, _ = attack4(out, args, relays_file, relays, relay_bw, chosen, seeds[: min(len(seeds), 2)], results[("medium", "vanilla")])
+        a4 = attack4(out, args, relays_file, relays, relay_bw, chosen, attack_seeds, results[("medium", "vanilla")])
     verdicts = findings(per_seed_numbers(results, warmup_s), anon, a3, a4)
     verdicts.to_csv(out / "findings.csv", index=False)
 

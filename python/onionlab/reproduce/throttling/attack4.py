@@ -143,8 +143,9 @@ def circuit_scores(res, times: list[float], window: float) -> pd.DataFrame:
     both, and ``steps``, how many did. The table must be sampled every ``SAMPLE_S``."""
     c = res.circuits
     keys = ["seed", "client", "class", "circuit", "created", "relay"]
+    none = pd.DataFrame(columns=[*keys, "score", "steps"])
     if c.empty:
-        return pd.DataFrame(columns=[*keys, "score", "steps"])
+        return none
     c = c[~c["class"].str.startswith("attack4")].assign(relay=lambda d: d["path"].str.split(",").str[0])
     t = c["interval_start"].to_numpy()
     parts = []
@@ -159,7 +160,7 @@ def circuit_scores(res, times: list[float], window: float) -> pd.DataFrame:
     w = pd.concat(parts).groupby(level=list(range(len(keys) + 1))).sum(min_count=1).dropna()
     w = w[(w["before"] > 0) & (w["after"] > 0)]
     if w.empty:
-        return pd.DataFrame(columns=[*keys, "score", "steps"])
+        return none
     w["log_ratio"] = np.log((w["after"] + 1.0) / (w["before"] + 1.0))
     g = w.groupby(level=list(range(len(keys))))["log_ratio"]
     return pd.DataFrame({"score": g.mean(), "steps": g.size()}).reset_index()
@@ -201,10 +202,10 @@ def summarise(scores: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dict[str, float], chosen: dict, seeds: list[int], vanilla_medium) -> tuple[pd.DataFrame, pd.DataFrame]:
+def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dict[str, float], chosen: dict, seeds: list[int], vanilla_medium) -> pd.DataFrame:
     """Runs attack 4 (see the module docs) at medium load for every algorithm against the
     busiest ``args.attack4_guards`` guards, `seeds` each, and writes ``attack4.csv`` (the
-    summary) and ``attack4_circuits.csv`` (every scored circuit). Returns both."""
+    summary, which it returns) and ``attack4_circuits.csv`` (every scored circuit)."""
     duration_s, warmup_s = seconds(args.duration), seconds(args.warmup)
     times, window = step_times(duration_s, warmup_s)
     guards = busiest_guards(vanilla_medium, args.attack4_guards, times[0] - window, times[0])
@@ -236,4 +237,4 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
     summary["guards"] = "; ".join(f"{g} N0 {n0} +{'+'.join(str(k) for k in step_sizes(n0, args.attack4_factor))}" for g, n0 in guards)
     summary = summary.round(3)
     summary.to_csv(out / "attack4.csv", index=False)
-    return summary, scores
+    return summary
