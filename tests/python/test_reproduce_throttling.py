@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,7 +104,9 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
 
 def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     written = pd.read_csv(quick / "findings.csv")
-    assert len(written) == 4 * 3 + 1 + 3 + 2 + 2 and set(written["holds"]) <= {True, False}
+    # Table 1's four per load, the gains' growth, three anonymity, two of attack 3, two of
+    # attack 4 on flooded and two on paced targets.
+    assert len(written) == 4 * 3 + 1 + 3 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
     # One seed in the quick run: each seeded verdict is that seed's.
     seeded = written[written["seeds"].notna()]
     assert (seeded["seeds"] == 1).all() and (seeded["seeds_holding"] == seeded["holds"].astype(int)).all()
@@ -810,18 +813,26 @@ def test_attack4_steps_up_the_attacked_guards_connections_and_scores_every_algor
 
     a4 = pd.read_csv(quick / "attack4.csv")
     assert set(a4["algorithm"]) == {"vanilla", "static", "split", "flag", "thresh"}
-    assert {"all", "bulk", "web"} <= set(a4["class"])
+    assert {"all", "bulk", "web", "attack4-paced"} <= set(a4["class"])
     assert ((a4["auc"].isna()) | a4["auc"].between(0, 1)).all()
     assert (a4["positives"] > 0).any()
     cfgs = sorted((quick / "configs").glob("attack4-split-*.toml"))
     assert len(cfgs) == 2, cfgs  # the two busiest guards, one run each
     cfg = tomllib.loads(cfgs[0].read_text())
-    attackers = [g for g in cfg["clients"] if g["name"].startswith("attack4")]
+    attackers = [g for g in cfg["clients"] if re.fullmatch(r"attack4-\d+", g["name"])]
     guard = cfgs[0].stem.removeprefix("attack4-split-")
+    # The paced targets: their own guards, their downlink the pace, below the guard's fair share.
+    (paced,) = [g for g in cfg["clients"] if g["name"] == "attack4-paced"]
+    assert "path" not in paced and paced["count"] == 50
+    relays = {r["name"]: r for r in tomllib.loads((quick / "configs" / cfg["relays_file"]).read_text())["relays"]}
+    from onionlab._core import parse_byte_rate
+    pace, bw = parse_byte_rate(paced["link_down"]), parse_byte_rate(relays[guard]["bandwidth"])
+    n0 = attackers[0]["count"]  # at factor 2 the first step adds N0
+    assert bw / (2 * n0) < pace < bw / n0
     assert [g["path"][0] for g in attackers] == [guard] * 3
     counts = [g["count"] for g in attackers]
     assert counts[1] == 2 * counts[0] and counts[2] == 4 * counts[0]  # N0, 2 N0, 4 N0: the guard's count doubles each step
     starts = [seconds(g["start"]) for g in attackers]
     assert starts == sorted(starts) and starts[0] > 60  # after the quick run's 1-minute warm-up
     f = pd.read_csv(quick / "findings.csv")
-    assert {"attack4_adaptive", "attack4_static_vanilla_nothing"} <= set(f["finding"])
+    assert {"attack4_adaptive", "attack4_static_vanilla_nothing", "attack4_paced_adaptive", "attack4_paced_static_vanilla_nothing"} <= set(f["finding"])

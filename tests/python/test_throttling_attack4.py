@@ -8,7 +8,10 @@ import pandas as pd
 import pytest
 
 from onionlab.cli import main
-from onionlab.reproduce.throttling.attack4 import attacker_clients, auc, busiest_guards, circuit_scores, helpers_for, step_sizes, step_times, summarise
+from onionlab.config import tomllib
+from onionlab.reproduce.throttling.attack4 import (
+    PACED_CLASS, attacker_clients, auc, busiest_guards, circuit_scores, helpers_for, pace_rate, paced_targets, step_sizes, step_times, summarise,
+)
 from onionlab.reproduce.throttling.findings import findings
 
 from test_throttling_findings import A3, PAPER_ANON, PAPER_ORDER, anonymity, numbers, verdict
@@ -25,7 +28,8 @@ def test_each_step_multiplies_the_guards_connections():
 def test_steps_are_even_inside_the_measured_part_and_windows_do_not_overlap():
     times, w = step_times(1200.0, 240.0)  # the reproduction's 20 minutes with 4 of warm-up
     assert times == [480.0, 720.0, 960.0] and w == 120.0
-    assert times[0] - w >= 240.0 and times[-1] + w <= 1200.0
+    # The first window before starts after the warm-up; the last settled window ends with the run.
+    assert times[0] - w >= 240.0 and times[-1] + 2 * w <= 1200.0
     # --quick's 3 minutes with 1 of warm-up: steps and windows in whole 10 s samples.
     assert step_times(180.0, 60.0) == ([90.0, 120.0, 150.0], 10.0)
     assert step_times(200.0, 60.0) == ([100.0, 130.0, 170.0], 10.0)  # 95, 130, 165 s, to the nearest sample
@@ -36,6 +40,26 @@ def test_attacker_groups_join_at_each_step_through_the_attacked_guard():
     assert text.count("[[clients]]") == 2
     assert 'name = "attack4-2"' in text and "count = 10" in text and 'start = "720 s"' in text
     assert text.count('path = ["G", "M", "E"]') == 2
+
+
+def test_the_pace_lies_between_the_fair_share_before_and_after_the_first_step():
+    # A 1 MiB/s guard with 64 client connections: fair share 16 KiB/s, 8 KiB/s once
+    # doubled; the pace is their geometric middle, 16 / sqrt(2) = 11.31 KiB/s.
+    r = pace_rate(1 << 20, 64, 2.0)
+    assert r == 11585  # floor(1048576 / (64 * 1.41421...))
+    assert (1 << 20) / 128 < r < (1 << 20) / 64
+    # Factor 4: half the fair share (the middle of B/N0 and B/(4 N0)).
+    assert pace_rate(1 << 20, 64, 4.0) == 8192
+    assert pace_rate(10, 1000, 2.0) == 1  # never zero
+
+
+def test_paced_targets_are_one_endless_download_each_at_the_pace():
+    text = paced_targets(11585, count=7).replace("$LINK_UP", "10 Mbit")
+    cfg = tomllib.loads(text)
+    (group,) = cfg["clients"]
+    assert group["name"] == PACED_CLASS and group["count"] == 7 and group["link_down"] == "11585 B/s"
+    assert "path" not in group  # the targets choose their guards as every client does
+    assert cfg["workloads"][PACED_CLASS] == {"type": "bulk", "size": "16 GiB"}
 
 
 def test_auc_is_the_chance_a_true_guard_slowed_more_than_a_decoy():
@@ -57,9 +81,10 @@ class _Run:
 
 
 def test_scores_compare_each_steps_window_after_with_the_one_before():
+    # Step k compares [t_k - w, t_k) with [t_k + w, t_k + 2 w), once the step has settled.
     times, w = [100.0, 200.0], 50.0
     rows = []
-    for t in range(40, 260, 10):
+    for t in range(40, 310, 10):
         # Through X: 100 cells per sample, halved at each step. Through Y: steady. A web
         # circuit silent before the first step and after the second: no step with both
         # windows. The attacker's own circuits are left out.
@@ -68,12 +93,19 @@ def test_scores_compare_each_steps_window_after_with_the_one_before():
         rows.append((1, "bulk1", "bulk", 4, 0.0, "Y,m,e", float(t), 80))
         rows.append((1, "web0", "web", 5, 0.0, "X,m,e", float(t), 30 if 100 <= t < 150 else 0))
         rows.append((1, "a1", "attack4-1", 6, 0.0, "X,m,e", float(t), 1))
+        # Slowed only once the step has settled (a throttle holds a connection back after its
+        # burst drains): seen by the window from t_1 + w, not by one right after t_1.
+        rows.append((1, "bulk3", "bulk", 9, 0.0, "X,m,e", float(t), 100 if t < 150 else 50))
+        # A paced target is scored like any client (its class is not an attacker step's).
+        rows.append((1, "p0", PACED_CLASS, 8, 0.0, "X,m,e", float(t), 40 if t < 100 else 4))
         # Opened at 70 s, inside the first step's window before: only the second step counts.
         if t >= 70:
             rows.append((1, "bulk2", "bulk", 7, 70.0, "X,m,e", float(t), 10 if t < 200 else 5))
     circuits = pd.DataFrame(rows, columns=["seed", "client", "class", "circuit", "created", "path", "interval_start", "cells_delivered"])
     s = circuit_scores(_Run(circuits=circuits), times, w).set_index("client")
-    assert set(s.index) == {"bulk0", "bulk1", "bulk2"}
+    assert set(s.index) == {"bulk0", "bulk1", "bulk2", "bulk3", "p0"}
+    assert s.at["bulk3", "score"] == pytest.approx(math.log(251 / 501) / 2)
+    assert s.at["p0", "score"] == pytest.approx(math.log(21 / 201) / 2)  # 4 x 40 before, 4 x 4 after, then level
     assert s.at["bulk2", "steps"] == 1 and s.at["bulk2", "score"] == pytest.approx(math.log(26 / 51))
     assert s.at["bulk0", "relay"] == "X" and s.at["bulk1", "relay"] == "Y"
     assert s.at["bulk0", "score"] == pytest.approx(math.log(251 / 501) / 2 + math.log(126 / 251) / 2)
@@ -126,8 +158,24 @@ def test_attack4_verdicts_read_the_flooded_targets_auc():
     t = findings(base, anon, A3, _a4({"split": 0.95, "flag": 0.6, "thresh": 0.9, "static": 0.65, "vanilla": 0.5}))
     assert not verdict(t, "attack4_adaptive", "medium")["holds"]
     assert not verdict(t, "attack4_static_vanilla_nothing", "medium")["holds"]
-    # Without attack 4's table there are no attack 4 rows.
+    # Without attack 4's table there are no attack 4 rows; a table from before the paced
+    # targets has no paced rows.
     assert not findings(base, anon, A3)["finding"].str.startswith("attack4").any()
+    assert not t["finding"].str.startswith("attack4_paced").any()
+
+
+def test_attack4_paced_verdicts_read_the_paced_targets_auc():
+    base = numbers({0: PAPER_ORDER, 1: PAPER_ORDER})
+    anon = anonymity({1: PAPER_ANON})
+    flooded = {"split": 0.95, "flag": 0.55, "thresh": 0.75, "static": 0.52, "vanilla": 0.45}
+    paced = {"split": 0.9, "flag": 0.85, "thresh": 0.8, "static": 0.5, "vanilla": 0.7}
+    a4 = pd.concat([_a4(flooded), pd.DataFrame([{"algorithm": a, "class": PACED_CLASS, "auc": v} for a, v in paced.items()])])
+    t = findings(base, anon, A3, a4)
+    assert not verdict(t, "attack4_adaptive", "medium")["holds"]  # flagging 0.55 on the flooded ones
+    assert verdict(t, "attack4_paced_adaptive", "medium")["holds"]
+    assert verdict(t, "attack4_paced_adaptive", "medium")["detail"] == "AUC (paced targets): split 0.90, flag 0.85, thresh 0.80"
+    assert verdict(t, "attack4_static_vanilla_nothing", "medium")["holds"]
+    assert not verdict(t, "attack4_paced_static_vanilla_nothing", "medium")["holds"]  # vanilla 0.7
 
 
 @pytest.mark.parametrize("flag,value,words", [

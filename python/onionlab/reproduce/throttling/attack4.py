@@ -20,17 +20,39 @@ probing (under bit-splitting B/N reveals N, and B is in the consensus). The pape
 opens connections "until a decrease in the target circuit's throughput is observed": a
 fixed number per step would not do, since a throttle binds only once B/N falls below what a
 target carries anyway. So X's connection count rises in steps and nothing else about the
-network changes. Before t_1 the run is exactly the main run (each client draws from its own
-random stream; a Rust test checks this).
+network changes: a group that joins late leaves every other client's draws as they were
+(each client draws from its own random stream; a Rust test checks this).
+
+**Paced targets.** A circuit that already runs at flagging's FlagRate or threshold's floor
+(a bulk client's, flooded) has nowhere lower to go when N rises, and one that carries less
+than any throttle rate is never touched. So the attacker also serves ``PACED_TARGETS``
+clients of its own choosing (``PACED_CLASS``, one endless download each) at a pace just
+below X's fair share: ``B_X / (N0 sqrt(factor))``, between the fair share before the first
+step and after it, where B_X is X's bandwidth (the consensus) and N0 its client connections
+(probed, as above). This is the paper's attack 2 strategy for flagging, "raise the EWMA of
+the target circuit at a rate that will allow him to maximally differentiate guards", used
+for attack 4: through X the pace is below the meta-EWMA M (never flagged) until the steps
+pull M, the EWMA of B/N, below it; through any other guard nothing changes. The pace stands
+for the attacker's server sending at that rate: in the model it is the target client's
+downlink, which holds the guard's connection to the client to the same rate. The targets
+choose their guards as every client does, so those through X are the positives and the
+rest the decoys. They load the network by ``PACED_TARGETS`` times the pace from the start:
+before t_1 an attack run is the main run plus the targets.
 
 **What the attacker sees** is each target circuit's throughput at its server: the DATA
 cells the circuit delivers (the circuits table, every ``SAMPLE_S`` seconds; a circuit keeps
 its guard for life, where a client's traffic moves between its guards as it builds new
-circuits). For each step it compares the window of ``w`` seconds after t_k with the one
-before (w = half the gap between steps): the score of a circuit is the mean over steps of
+circuits). For each step it compares the ``w`` seconds before t_k with the ``w`` seconds
+from t_k + w, the step having settled (w = half the gap between steps, so the window after
+one step ends where the next step starts): the score of a circuit is the mean over steps of
 ``log((after + 1) / (before + 1))``, over the steps where it carried cells in both windows
 (a circuit without such a step tells nothing and is left out). A circuit through X that
-slows at every step scores low.
+slows at every step scores low. Why the attacker waits w: a throttle set at t_k holds the
+connection back only once its 2 MiB burst has drained, burst / (what it carries - the new
+rate) later, about 100 s for a target paced at 26 KiB/s that flagging drops to 5 KiB/s.
+(The first runs compared the w seconds right after t_k: there the drop came at the
+window's end and flagging's paced targets scored an AUC of 0.59 on the built-in sample;
+0.68 with the settled window, docs/reproductions/throttling.md, "Attack 4".)
 
 **What is measured.** Positives are the circuits through X, negatives every other circuit
 in the same run. Per algorithm and client class: the AUC, the chance the attacker ranks a
@@ -64,6 +86,12 @@ DROP = 0.2
 DEFAULT_FACTOR = 2.0
 #: Guards attacked, by default: the busiest ones, so that most positives are real targets.
 DEFAULT_GUARDS = 2
+#: Clients the attacker serves at a pace (module docs), in every attack run.
+PACED_TARGETS = 50
+#: Their client class in the results.
+PACED_CLASS = "attack4-paced"
+#: The attacker's own connection-opening clients: ``attack4-1`` .. ``attack4-STEPS``.
+ATTACKER_CLASS = r"attack4-\d+"
 
 
 def step_times(duration_s: float, warmup_s: float) -> tuple[list[float], float]:
@@ -112,6 +140,31 @@ think = { dist = "fixed", value = "60 s" }
 """
 
 
+def pace_rate(bandwidth: float, n0: int, factor: float) -> int:
+    """The paced targets' rate (bytes/s) against a guard of `bandwidth` (bytes/s) holding
+    `n0` client connections: ``B / (N0 sqrt(factor))``, the geometric middle of the fair
+    share before the first step (B/N0) and after it (B/(factor N0)). At least 1."""
+    return max(1, math.floor(bandwidth / (n0 * math.sqrt(factor))))
+
+
+def paced_targets(rate: int, count: int = PACED_TARGETS) -> str:
+    """The attacker's paced targets: `count` clients, each one endless download (16 GiB)
+    through its own guards, held to `rate` bytes/s (module docs)."""
+    return f"""
+[[clients]]
+name = "{PACED_CLASS}"
+workload = "{PACED_CLASS}"
+count = {count}
+link_up = "$LINK_UP"
+link_down = "{rate} B/s"
+placement = "round_robin"
+
+[workloads.{PACED_CLASS}]
+type = "bulk"
+size = "16 GiB"
+"""
+
+
 def busiest_guards(res, n: int, start_s: float, end_s: float) -> list[tuple[str, int]]:
     """The `n` relays with the most distinct client connections carrying bytes in
     [start_s, end_s) of a run's connection table (its first seed), most first (ties by name),
@@ -137,23 +190,26 @@ def helpers_for(guard: str, relays: list[dict], relay_bw: dict[str, float]) -> t
 
 
 def circuit_scores(res, times: list[float], window: float) -> pd.DataFrame:
-    """Per circuit of the run's own clients (not the attacker's): its ``relay`` (the guard),
-    ``score``, the mean over steps of log((after + 1) / (before + 1)) DATA cells delivered,
-    over the steps where the circuit was open through both windows and carried cells in
-    both, and ``steps``, how many did. The table must be sampled every ``SAMPLE_S``."""
+    """Per circuit of the run's own clients and the paced targets (not the attacker's
+    connection-opening clients): its ``relay`` (the guard),
+    ``score``, the mean over steps of log((after + 1) / (before + 1)) DATA cells delivered
+    in [t_k - window, t_k) (before) and [t_k + window, t_k + 2 window) (after, the step
+    settled: module docs), over the steps where the circuit was open through both windows
+    and carried cells in both, and ``steps``, how many did. The table must be sampled every
+    ``SAMPLE_S``."""
     c = res.circuits
     keys = ["seed", "client", "class", "circuit", "created", "relay"]
     none = pd.DataFrame(columns=[*keys, "score", "steps"])
     if c.empty:
         return none
-    c = c[~c["class"].str.startswith("attack4")].assign(relay=lambda d: d["path"].str.split(",").str[0])
+    c = c[~c["class"].str.fullmatch(ATTACKER_CLASS)].assign(relay=lambda d: d["path"].str.split(",").str[0])
     t = c["interval_start"].to_numpy()
     parts = []
     # A window counts only if the circuit was open all through it (a row for each of its
     # samples): one that opened or closed inside a window would look faster or slower.
     samples = round(window / SAMPLE_S)
     for k, tk in enumerate(times):
-        for side, mask in (("before", (t >= tk - window) & (t < tk)), ("after", (t >= tk) & (t < tk + window))):
+        for side, mask in (("before", (t >= tk - window) & (t < tk)), ("after", (t >= tk + window) & (t < tk + 2 * window))):
             g = c[mask].groupby(keys, sort=False)["cells_delivered"]
             s = g.sum().where(g.size() == samples).rename(side)
             parts.append(s.to_frame().assign(step=k).set_index("step", append=True))
@@ -212,10 +268,11 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
     if not guards:
         raise ValueError(f"attack 4: the medium-load vanilla run has no client connection between {times[0] - window:g} s and {times[0]:g} s to attack")
     exps, meta = [], {}
+    paces = {guard: pace_rate(relay_bw[guard], n0, args.attack4_factor) for guard, n0 in guards}
     for guard, n0 in guards:
         middle, exit_ = helpers_for(guard, relays, relay_bw)
         sizes = step_sizes(n0, args.attack4_factor)
-        extra = attacker_clients(guard, middle, exit_, times, sizes)
+        extra = attacker_clients(guard, middle, exit_, times, sizes) + paced_targets(paces[guard])
         for alg in ALGORITHMS:
             name = f"attack4-{alg}-{guard}"
             text = config_text(
@@ -225,7 +282,8 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
             exps.append((name, write_config(out, name, text), seeds))
             meta[name] = (alg, guard, n0)
     print(f"attack 4: {len(exps)} configurations x {len(seeds)} seeds; each of {STEPS} steps multiplies the guard's client "
-          f"connections by {args.attack4_factor:g}: " + "; ".join(f"{g} (N0 {n0})" for g, n0 in guards), flush=True)
+          f"connections by {args.attack4_factor:g}: " + "; ".join(f"{g} (N0 {n0}, {PACED_TARGETS} targets paced at {paces[g] / 1024:.1f} KiB/s)" for g, n0 in guards),
+          flush=True)
     runs = run_many(exps, out, args.jobs, **reuse_options(args))
     parts = []
     for name, (alg, guard, n0) in meta.items():
@@ -234,7 +292,8 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
     scores.to_csv(out / "attack4_circuits.csv", index=False)
     summary = summarise(scores)
     summary["factor"] = args.attack4_factor
-    summary["guards"] = "; ".join(f"{g} N0 {n0} +{'+'.join(str(k) for k in step_sizes(n0, args.attack4_factor))}" for g, n0 in guards)
+    summary["guards"] = "; ".join(
+        f"{g} N0 {n0} +{'+'.join(str(k) for k in step_sizes(n0, args.attack4_factor))} pace {paces[g] / 1024:.1f} KiB/s" for g, n0 in guards)
     summary = summary.round(3)
     summary.to_csv(out / "attack4.csv", index=False)
     return summary

@@ -46,6 +46,11 @@ What each claim means here (the paper states them in words; these are our readin
   fixed before the first attack 4 run; the target set was first all clients and became
   the flooded ones after it (``attack4.csv`` has both; the verdicts were the same).
   Judged pooled only.
+* ``attack4_paced_adaptive`` / ``attack4_paced_static_vanilla_nothing``: the same two
+  readings on the attacker's paced targets (``attack4`` module docs: circuits the
+  attacker's server feeds just below the attacked guard's fair share, the paper's attack 2
+  strategy against flagging). Added after the flooded targets' runs, in which a flagged
+  circuit had no lower rate to fall to; the thresholds are the flooded ones'.
 
 **Owns:** those readings and the verdicts. **Must not touch:** running anything or the
 numbers themselves (``metrics``, ``anonymity`` compute them).
@@ -191,20 +196,27 @@ ATTACK4_WORKS_AUC = 0.75
 ATTACK4_NOTHING_BAND = 0.1
 
 
-#: Attack 4's targets: flooded circuits (module docs).
-ATTACK4_TARGETS = "bulk"
+#: Attack 4's targets, per reading: the flooded circuits and the attacker's paced ones
+#: (module docs); a finding's name prefix and the client class in ``attack4.csv``.
+ATTACK4_TARGETS = {"attack4": ("bulk", "flooded"), "attack4_paced": ("attack4-paced", "paced")}
 
 
 def _attack4_verdicts(a4: pd.DataFrame) -> dict[str, tuple[bool, str]]:
-    at = a4[a4["class"] == ATTACK4_TARGETS].set_index("algorithm")["auc"]
+    out = {}
+    for prefix, (cls, label) in ATTACK4_TARGETS.items():
+        if cls not in set(a4["class"]):
+            continue  # tables from before the paced targets have the flooded ones only
+        at = a4[a4["class"] == cls].set_index("algorithm")["auc"]
 
-    def fmt(algs) -> str:
-        return "AUC (flooded targets): " + ", ".join(f"{a} {float(at.get(a, math.nan)):.2f}" for a in algs)
+        def fmt(algs, at=at, label=label) -> str:
+            return f"AUC ({label} targets): " + ", ".join(f"{a} {float(at.get(a, math.nan)):.2f}" for a in algs)
 
-    adaptive, plain = ["split", "flag", "thresh"], ["static", "vanilla"]
-    works = all(float(at.get(a, math.nan)) >= ATTACK4_WORKS_AUC for a in adaptive)
-    nothing = all(abs(float(at.get(a, math.nan)) - 0.5) <= ATTACK4_NOTHING_BAND for a in plain)
-    return {"attack4_adaptive": (works, fmt(adaptive)), "attack4_static_vanilla_nothing": (nothing, fmt(plain))}
+        adaptive, plain = ["split", "flag", "thresh"], ["static", "vanilla"]
+        works = all(float(at.get(a, math.nan)) >= ATTACK4_WORKS_AUC for a in adaptive)
+        nothing = all(abs(float(at.get(a, math.nan)) - 0.5) <= ATTACK4_NOTHING_BAND for a in plain)
+        out[f"{prefix}_adaptive"] = (works, fmt(adaptive))
+        out[f"{prefix}_static_vanilla_nothing"] = (nothing, fmt(plain))
+    return out
 
 
 def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None, a4: pd.DataFrame | None = None) -> pd.DataFrame:
