@@ -10,7 +10,7 @@ import pytest
 from onionlab.cli import main
 from onionlab.config import tomllib
 from onionlab.reproduce.throttling.attack4 import (
-    PACED_CLASS, attacker_clients, auc, busiest_guards, circuit_scores, helpers_for, pace_rate, paced_targets, step_sizes, step_times, summarise,
+    PACED_CLASS, TESTABLE_CLASS, attacker_clients, auc, busiest_guards, circuit_scores, helpers_for, pace_rate, paced_targets, step_sizes, step_times, summarise,
 )
 from onionlab.reproduce.throttling.findings import findings
 
@@ -105,7 +105,10 @@ def test_scores_compare_each_steps_window_after_with_the_one_before():
     s = circuit_scores(_Run(circuits=circuits), times, w).set_index("client")
     assert set(s.index) == {"bulk0", "bulk1", "bulk2", "bulk3", "p0"}
     assert s.at["bulk3", "score"] == pytest.approx(math.log(251 / 501) / 2)
-    assert s.at["p0", "score"] == pytest.approx(math.log(21 / 201) / 2)  # 4 x 40 before, 4 x 4 after, then level
+    assert s.at["p0", "score"] == pytest.approx(math.log(21 / 201) / 2)  # 5 x 40 before, 5 x 4 after, then level
+    # Cells a second before the first step: 5 samples of 40 cells over the 50 s window.
+    assert s.at["p0", "pre_cells_per_s"] == pytest.approx(4.0) and s.at["bulk0", "pre_cells_per_s"] == pytest.approx(10.0)
+    assert math.isnan(s.at["bulk2", "pre_cells_per_s"])  # opened inside that window
     assert s.at["bulk2", "steps"] == 1 and s.at["bulk2", "score"] == pytest.approx(math.log(26 / 51))
     assert s.at["bulk0", "relay"] == "X" and s.at["bulk1", "relay"] == "Y"
     assert s.at["bulk0", "score"] == pytest.approx(math.log(251 / 501) / 2 + math.log(126 / 251) / 2)
@@ -127,6 +130,21 @@ def test_summary_counts_the_attacked_guards_connections_as_positives():
     assert (a["positives"], a["negatives"]) == (2, 2) and a["auc"] == pytest.approx(0.75)
     assert a["positive_ratio"] == pytest.approx(math.sqrt(0.45))
     assert math.isnan(t.loc[("vanilla", "all"), "auc"])  # no rows: nothing measured
+
+
+def test_paced_targets_that_carried_their_pace_are_summed_up_as_testable():
+    # Pace 10 cells/s: p0 carried 9.5 (testable), p1 5 (held back elsewhere), p2 unknown.
+    scores = pd.DataFrame({
+        "algorithm": ["flag"] * 5, "class": [PACED_CLASS] * 3 + ["bulk"] * 2, "relay": ["X", "X", "Y", "X", "Y"],
+        "attacked": ["X"] * 5, "score": [math.log(0.2), 0.0, 0.0, math.log(0.9), 0.0],
+        "pre_cells_per_s": [9.5, 5.0, math.nan, 50.0, 50.0], "pace_cells_per_s": [10.0] * 5,
+    })
+    t = summarise(scores).set_index(["algorithm", "class"])
+    assert (t.loc[("flag", PACED_CLASS), "positives"], t.loc[("flag", PACED_CLASS), "negatives"]) == (2, 1)
+    tt = t.loc[("flag", TESTABLE_CLASS)]
+    assert (tt["positives"], tt["negatives"]) == (1, 0) and tt["true_positive_rate"] == 1.0
+    # "all" counts every circuit once: the testable ones are not added again.
+    assert (t.loc[("flag", "all"), "positives"], t.loc[("flag", "all"), "negatives"]) == (3, 2)
 
 
 def test_the_busiest_guards_and_the_attackers_helpers():
@@ -169,11 +187,13 @@ def test_attack4_paced_verdicts_read_the_paced_targets_auc():
     anon = anonymity({1: PAPER_ANON})
     flooded = {"split": 0.95, "flag": 0.55, "thresh": 0.75, "static": 0.52, "vanilla": 0.45}
     paced = {"split": 0.9, "flag": 0.85, "thresh": 0.8, "static": 0.5, "vanilla": 0.7}
-    a4 = pd.concat([_a4(flooded), pd.DataFrame([{"algorithm": a, "class": PACED_CLASS, "auc": v} for a, v in paced.items()])])
+    # All paced targets do badly; the verdicts read the testable ones.
+    a4 = pd.concat([_a4(flooded), pd.DataFrame([{"algorithm": a, "class": PACED_CLASS, "auc": 0.5} for a in paced]),
+                    pd.DataFrame([{"algorithm": a, "class": TESTABLE_CLASS, "auc": v} for a, v in paced.items()])])
     t = findings(base, anon, A3, a4)
     assert not verdict(t, "attack4_adaptive", "medium")["holds"]  # flagging 0.55 on the flooded ones
     assert verdict(t, "attack4_paced_adaptive", "medium")["holds"]
-    assert verdict(t, "attack4_paced_adaptive", "medium")["detail"] == "AUC (paced targets): split 0.90, flag 0.85, thresh 0.80"
+    assert verdict(t, "attack4_paced_adaptive", "medium")["detail"] == "AUC (paced, testable targets): split 0.90, flag 0.85, thresh 0.80"
     assert verdict(t, "attack4_static_vanilla_nothing", "medium")["holds"]
     assert not verdict(t, "attack4_paced_static_vanilla_nothing", "medium")["holds"]  # vanilla 0.7
 

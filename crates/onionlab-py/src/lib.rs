@@ -398,6 +398,8 @@ fn load_network(py: Python<'_>, path: &str, seed: u64, overrides: Vec<String>) -
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    // What one cell costs on a link (514 bytes and TLS framing): rates in bytes to cells.
+    m.add("CELL_WIRE_BYTES", onionlab_tor::cell::CELL_WIRE_BYTES)?;
     m.add_function(wrap_pyfunction!(transport_demo, m)?)?;
     m.add_function(wrap_pyfunction!(check_config, m)?)?;
     m.add_function(wrap_pyfunction!(run_experiment, m)?)?;

@@ -49,8 +49,10 @@ What each claim means here (the paper states them in words; these are our readin
 * ``attack4_paced_adaptive`` / ``attack4_paced_static_vanilla_nothing``: the same two
   readings on the attacker's paced targets (``attack4`` module docs: circuits the
   attacker's server feeds just below the attacked guard's fair share, the paper's attack 2
-  strategy against flagging). Added after the flooded targets' runs, in which a flagged
-  circuit had no lower rate to fall to; the thresholds are the flooded ones'.
+  strategy against flagging), those that carried their pace before the attack (the
+  attacker, who knows what its server sends, tests only those). Added after the flooded
+  targets' runs, in which a flagged circuit had no lower rate to fall to, and narrowed to
+  the testable targets after the first paced runs; the thresholds are the flooded ones'.
 
 **Owns:** those readings and the verdicts. **Must not touch:** running anything or the
 numbers themselves (``metrics``, ``anonymity`` compute them).
@@ -198,7 +200,7 @@ ATTACK4_NOTHING_BAND = 0.1
 
 #: Attack 4's targets, per reading: the flooded circuits and the attacker's paced ones
 #: (module docs); a finding's name prefix and the client class in ``attack4.csv``.
-ATTACK4_TARGETS = {"attack4": ("bulk", "flooded"), "attack4_paced": ("attack4-paced", "paced")}
+ATTACK4_TARGETS = {"attack4": ("bulk", "flooded"), "attack4_paced": ("attack4-paced-testable", "paced, testable")}
 
 
 def _attack4_verdicts(a4: pd.DataFrame) -> dict[str, tuple[bool, str]]:
