@@ -809,6 +809,7 @@ def test_anonymity_summary_counts_a_misled_attacker_as_learning_nothing():
 
 def test_attack4_steps_up_the_attacked_guards_connections_and_scores_every_algorithm(quick):
     from onionlab.config import tomllib
+    from onionlab.reproduce.throttling.attack4 import ATTACKER_CLASS
     from onionlab.reproduce.throttling.configs import seconds
 
     a4 = pd.read_csv(quick / "attack4.csv")
@@ -819,7 +820,7 @@ def test_attack4_steps_up_the_attacked_guards_connections_and_scores_every_algor
     cfgs = sorted((quick / "configs").glob("attack4-split-*.toml"))
     assert len(cfgs) == 2, cfgs  # the two busiest guards, one run each
     cfg = tomllib.loads(cfgs[0].read_text())
-    attackers = [g for g in cfg["clients"] if re.fullmatch(r"attack4-\d+", g["name"])]
+    attackers = [g for g in cfg["clients"] if re.fullmatch(ATTACKER_CLASS, g["name"])]
     guard = cfgs[0].stem.removeprefix("attack4-split-")
     # The paced targets: their own guards, their downlink the pace, below the guard's fair share.
     (paced,) = [g for g in cfg["clients"] if g["name"] == "attack4-paced"]

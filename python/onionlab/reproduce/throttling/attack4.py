@@ -260,16 +260,17 @@ def summarise(scores: pd.DataFrame) -> pd.DataFrame:
     (``TESTABLE``) are also summed up as ``TESTABLE_CLASS``."""
     rows = []
     cut = math.log(1 - DROP)
+    testable = None
     if {"pace_cells_per_s", "pre_cells_per_s"} <= set(scores.columns):
-        paced = scores[scores["class"] == PACED_CLASS]
-        testable = paced[paced["pre_cells_per_s"] >= TESTABLE * paced["pace_cells_per_s"]]
-        scores = pd.concat([scores, testable.assign(**{"class": TESTABLE_CLASS})], ignore_index=True)
+        testable = (scores["class"] == PACED_CLASS) & (scores["pre_cells_per_s"] >= TESTABLE * scores["pace_cells_per_s"])
     for alg in ALGORITHMS:
-        a = scores[scores["algorithm"] == alg]
-        for cls in ["all", *sorted(a["class"].unique())]:
-            s = a if cls == "all" else a[a["class"] == cls]
-            if cls == "all":
-                s = s[s["class"] != TESTABLE_CLASS]  # those are paced targets counted already
+        mine = scores["algorithm"] == alg
+        a = scores[mine]
+        subsets = {cls: a[a["class"] == cls] for cls in a["class"].unique()}
+        if testable is not None and (mine & testable).any():
+            subsets[TESTABLE_CLASS] = scores[mine & testable]
+        for cls in ["all", *sorted(subsets)]:
+            s = a if cls == "all" else subsets[cls]
             is_pos = (s["relay"] == s["attacked"]).to_numpy()
             pos, neg = s["score"].to_numpy()[is_pos], s["score"].to_numpy()[~is_pos]
             rows.append({

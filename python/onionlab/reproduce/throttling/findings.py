@@ -66,6 +66,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from onionlab.reproduce.throttling.attack4 import TESTABLE_CLASS
 from onionlab.reproduce.throttling.configs import ATTACK3_RESPONSE, ALGORITHMS, LOADS, seconds, size_text
 from onionlab.reproduce.throttling.metrics import data_by_class, medians
 
@@ -200,7 +201,7 @@ ATTACK4_NOTHING_BAND = 0.1
 
 #: Attack 4's targets, per reading: the flooded circuits and the attacker's paced ones
 #: (module docs); a finding's name prefix and the client class in ``attack4.csv``.
-ATTACK4_TARGETS = {"attack4": ("bulk", "flooded"), "attack4_paced": ("attack4-paced-testable", "paced, testable")}
+ATTACK4_TARGETS = {"attack4": ("bulk", "flooded"), "attack4_paced": (TESTABLE_CLASS, "paced, testable")}
 
 
 def _attack4_verdicts(a4: pd.DataFrame) -> dict[str, tuple[bool, str]]:
