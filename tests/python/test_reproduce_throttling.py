@@ -837,3 +837,63 @@ def test_attack4_steps_up_the_attacked_guards_connections_and_scores_every_algor
     assert starts == sorted(starts) and starts[0] > 60  # after the quick run's 1-minute warm-up
     f = pd.read_csv(quick / "findings.csv")
     assert {"attack4_adaptive", "attack4_static_vanilla_nothing", "attack4_paced_adaptive", "attack4_paced_static_vanilla_nothing"} <= set(f["finding"])
+
+
+# ---------------------------------------------------------------- --params
+
+def _parsed(argv: list[str]):
+    import argparse
+
+    p = argparse.ArgumentParser()
+    T.add_arguments(p)
+    return p.parse_args(argv)
+
+
+PARAMS_DIR = Path(__file__).resolve().parents[2] / "examples" / "throttling-params"
+
+
+@pytest.mark.parametrize("name", ["builtin", "builtin-once", "builtin-once-mean", "paper-mean", "paper-once", "paper-once-static300"])
+def test_every_shipped_choice_passes_params_on_its_sample(name):
+    from onionlab.reproduce.throttling.configs import load_params
+
+    args = _parsed(["--sample", "paper"] if name.startswith("paper") else [])
+    chosen = load_params(str(PARAMS_DIR / f"{name}.json"), relay_sample_text(None, args.sample), args)
+    assert sorted(chosen) == sorted(T.ALGORITHMS) and chosen["vanilla"] == {} and chosen["split"] == {}
+    # Each file is named in the README with the command that regenerates its column.
+    assert f"--params examples/throttling-params/{name}.json" in (PARAMS_DIR / "README.md").read_text()
+
+
+def test_a_bad_params_file_fails_before_any_run_naming_every_problem(tmp_path):
+    from onionlab.reproduce.throttling.configs import load_params
+
+    args = _parsed([])
+    relays = relay_sample_text(None)
+    good = json.loads((PARAMS_DIR / "builtin.json").read_text())
+
+    def err(content) -> str:
+        f = tmp_path / "p.json"
+        f.write_text(content if isinstance(content, str) else json.dumps(content))
+        with pytest.raises(ValueError) as e:
+            load_params(str(f), relays, args)
+        assert str(e.value).startswith(f"--params {f}:")
+        return str(e.value)
+
+    assert "not JSON" in err("{")
+    assert "one entry per algorithm" in err("[]")
+    assert "unknown algorithm 'statik'" in err({**good, "statik": {}})
+    assert "no parameters for thresh" in err({k: v for k, v in good.items() if k != "thresh"})
+    msg = err({**good, "vanilla": {"rate": "1 KiB/s"}, "static": {"rat": "5 KiB/s"}, "flag": {**good["flag"], "penalty": 2}, "thresh": 3})
+    assert "vanilla: takes no parameters, got rate" in msg
+    assert "static: mechanisms.throttling.rat: unknown key `rat`" in msg and "did you mean `rate`" in msg
+    assert "flag: mechanisms.throttling.penalty: must be between 0 and 1, found 2" in msg
+    assert "thresh: expected an object of parameters, got 3" in msg
+    with pytest.raises(ValueError, match="cannot read it"):
+        load_params(str(tmp_path / "missing.json"), relays, args)
+
+
+def test_a_bad_params_file_stops_the_command_before_any_config_is_written(tmp_path, capsys):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"vanilla": {}, "static": {"rate": "0 KiB/s"}, "split": {}, "flag": {}, "thresh": {}}))
+    assert main(["reproduce", "throttling", "--no-sweep", "--params", str(f), "-o", str(tmp_path / "o")]) != 0
+    assert f"--params {f}:\nstatic: mechanisms.throttling.rate" in capsys.readouterr().err
+    assert not list((tmp_path / "o" / "configs").glob("medium-*.toml"))

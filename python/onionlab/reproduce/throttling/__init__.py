@@ -34,7 +34,7 @@ from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_con
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, summarise, thresh_timing_attack
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, mechanism_line,
+    ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, load_params, mechanism_line,
     relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
@@ -259,10 +259,7 @@ def main(out: Path, args) -> int:
     if args.no_sweep:
         if not args.params:
             raise ValueError("--no-sweep needs --params FILE (a chosen.json)")
-        chosen = json.loads(Path(args.params).read_text())
-        missing = [a for a in ALGORITHMS if a not in chosen]
-        if missing:
-            raise ValueError(f"--params {args.params}: no parameters for {', '.join(missing)}")
+        chosen = load_params(args.params, relays_text, args)
     else:
         chosen = sweep(out, args, relays_file, overrides)
     print("chosen parameters: " + json.dumps(chosen, sort_keys=True), flush=True)
@@ -356,7 +353,9 @@ def main(out: Path, args) -> int:
         print("\nAttack 4 (opening connections to a guard; AUC 0.5: no information, 1: the guard confirmed):")
         print(a4[["algorithm", "class", "positives", "negatives", "auc", "true_positive_rate", "false_positive_rate", "positive_ratio", "negative_ratio"]].to_string(index=False))
     print_findings(verdicts)
-    print(f"wrote {out}: table1.csv, figure3.png, sweep.csv, chosen.json, sweep_edges.json, anonymity*.csv, figure4[abc].png, figure4c-flood.png, attack3.csv, attack4*.csv, channels.csv, throttle_state.csv, findings.csv, summary.json")
+    sweep_files = "" if args.no_sweep else " sweep.csv, sweep_per_seed.csv, chosen.json, sweep_edges.json,"
+    attack4_files = " attack4*.csv," if a4 is not None else ""
+    print(f"wrote {out}: table1.csv, figure3.png,{sweep_files} anonymity*.csv, figure4[abc].png, figure4c-flood.png, attack3.csv,{attack4_files} channels.csv, throttle_state.csv, findings.csv, summary.json")
     return 0
 
 

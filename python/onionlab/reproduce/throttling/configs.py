@@ -10,6 +10,7 @@ anything, or what is measured from a run (``metrics``, ``anonymity``).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,24 +310,73 @@ def scale_capacity(relays_text: str, factor: float) -> str:
     return f"# Every bandwidth multiplied by {factor:g} (--capacity-scale).\n" + text
 
 
-def check_relay_sample(relays_text: str, args) -> list[dict]:
-    """The sample's `[[relays]]` tables, after the config validator has passed a medium-load
-    run on it (so a bad sample fails before any run starts, with `--relays` and the field
-    named)."""
+def _check_config(text: str, relays_text: str) -> str:
+    """The resolved TOML of one run's config `text` beside the relay sample, or
+    ``config.ConfigError`` with every problem."""
     import tempfile
 
     from onionlab import config as config_mod
 
-    label = f"--relays {args.relays}" if args.relays else f"the built-in relay sample {args.sample!r}"
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
-        text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
         (Path(d) / "check.toml").write_text(text, encoding="utf-8")
-        try:
-            resolved = config_mod.check(Path(d) / "check.toml")
-        except config_mod.ConfigError as e:
-            raise ValueError(f"{label}:\n" + config_mod.format_problems(e)) from None
+        return config_mod.check(Path(d) / "check.toml")
+
+
+def check_relay_sample(relays_text: str, args) -> list[dict]:
+    """The sample's `[[relays]]` tables, after the config validator has passed a medium-load
+    run on it (so a bad sample fails before any run starts, with `--relays` and the field
+    named)."""
+    from onionlab import config as config_mod
+
+    label = f"--relays {args.relays}" if args.relays else f"the built-in relay sample {args.sample!r}"
+    text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
+    try:
+        resolved = _check_config(text, relays_text)
+    except config_mod.ConfigError as e:
+        raise ValueError(f"{label}:\n" + config_mod.format_problems(e)) from None
     return config_mod.parse(resolved)["relays"]
+
+
+def load_params(path: str, relays_text: str, args) -> dict:
+    """``--params FILE``: each algorithm's parameters (a ``chosen.json``, or one of
+    ``examples/throttling-params/``), checked before any run: an object with exactly the
+    five algorithms, vanilla and split without parameters, and every algorithm's medium-load
+    config passing the config validator. Raises ValueError naming the file, the algorithm
+    and the field."""
+    from onionlab import config as config_mod
+
+    label = f"--params {path}"
+    try:
+        chosen = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ValueError(f"{label}: cannot read it ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{label}: not JSON ({e})") from None
+    if not isinstance(chosen, dict):
+        raise ValueError(f"{label}: expected an object with one entry per algorithm ({', '.join(ALGORITHMS)})")
+    unknown = [a for a in chosen if a not in ALGORITHMS]
+    if unknown:
+        raise ValueError(f"{label}: unknown algorithm {unknown[0]!r} (known: {', '.join(ALGORITHMS)})")
+    missing = [a for a in ALGORITHMS if a not in chosen]
+    if missing:
+        raise ValueError(f"{label}: no parameters for {', '.join(missing)}")
+    problems = []  # every algorithm's, so that one fix-and-retry mends the whole file
+    for alg in ALGORITHMS:
+        params = chosen[alg]
+        if not isinstance(params, dict):
+            problems.append(f"{alg}: expected an object of parameters, got {params!r}")
+        elif alg in ("vanilla", "split") and params:
+            problems.append(f"{alg}: takes no parameters, got {', '.join(params)}")
+        else:
+            text = config_text("params-check", LOADS["medium"], mechanism_line(alg, params), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
+            try:
+                _check_config(text, relays_text)
+            except config_mod.ConfigError as e:
+                problems.append(f"{alg}: " + config_mod.format_problems(e).replace("\n", f"\n{alg}: "))
+    if problems:
+        raise ValueError(f"{label}:\n" + "\n".join(problems))
+    return chosen
 
 
 def client_settings(args) -> dict:
