@@ -597,6 +597,32 @@ def test_attack2_observed_learns_a_throttle_rate_only_where_it_held_the_connecti
     assert a.loc["attack2-observed-any", "set_size"] == 1
 
 
+def test_attack2_observed_throughput_reads_unthrottled_minutes_as_attack1_does():
+    # Split guards at 5, 10, 30 and 100 KB/s per connection; the target (at g1) sends
+    # 300 KB in one 10 s burst a minute and its bucket never runs empty. Its busiest 10 s
+    # show 30 KB/s (attack2-observed: g2), its minutes 5 KB/s (attack 1 and the throughput
+    # variant: g0). Both sets miss the true guard. Once a minute shows the bucket empty,
+    # both variants read the throttle rate there.
+    rates = {"g0": 5e3, "g1": 10e3, "g2": 30e3, "g3": 100e3}
+    bw = {g: 1e6 for g in rates}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": 60.0 * m, "throttle_rate": r} for g, r in rates.items() for m in range(4)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": "g1", "client": "c", "class": "web", "interval_start": float(t), "bytes_written": 300_000 if t % 60 == 0 else 0,
+         "bytes_read": 0, "throttle_rate": 10e3, "bucket_empty_s": 0.0}
+        for t in range(0, 240, 10)
+    ])
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    assert a.loc["attack1", "set_size"] == 1 and a.loc["attack1", "true_guard_excluded"]
+    assert a.loc["attack2-observed", "set_size"] == 1 and a.loc["attack2-observed", "true_guard_excluded"]
+    assert a.loc["attack2-observed-throughput", "set_size"] == 1 and a.loc["attack2-observed-throughput", "true_guard_excluded"]
+    assert a.loc["attack2-observed-throughput", "entropy_loss_bits"] == a.loc["attack1", "entropy_loss_bits"] == pytest.approx(2.0)
+    # Throttled (bucket empty) in every active minute: the rate shows, 10 KB/s, g1 alone.
+    conns["bucket_empty_s"] = np.where(conns["bytes_written"] > 0, 5.0, 0.0)
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=0.0).set_index("attack")
+    for attack in ("attack2-observed", "attack2-observed-throughput"):
+        assert a.loc[attack, "set_size"] == 1 and not a.loc[attack, "true_guard_excluded"], attack
+
+
 def test_attack_targets_are_each_clients_main_guard_connection_with_two_active_minutes():
     # After a 60 s warm-up: "two" gets more bytes from "b" than from "a" (and "a" before the
     # warm-up does not count); "tie" gets as much from "a" as from "b" (the first by name
