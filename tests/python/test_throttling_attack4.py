@@ -10,7 +10,7 @@ import pytest
 from onionlab.cli import main
 from onionlab.config import tomllib
 from onionlab.reproduce.throttling.attack4 import (
-    PACED_CLASS, TESTABLE_CLASS, attacker_clients, auc, busiest_guards, circuit_scores, helpers_for, pace_rate, paced_targets, step_sizes, step_times, summarise,
+    PACED_CLASS, TESTABLE_CLASS, attacker_clients, auc, auc_se, busiest_guards, circuit_scores, helpers_for, pace_rate, paced_targets, step_sizes, step_times, summarise,
 )
 from onionlab.reproduce.throttling.findings import findings
 
@@ -162,6 +162,17 @@ def test_the_busiest_guards_and_the_attackers_helpers():
 
 def _a4(aucs: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame([{"algorithm": a, "class": cls, "auc": v} for a, v in aucs.items() for cls in ("bulk", "all")])
+
+
+def test_auc_standard_error_is_hanley_and_mcneils():
+    # A = 0.5, 5 positives, 50 negatives: Q1 = Q2 = 1/3, A^2 = 1/4, so
+    # SE^2 = (1/4 + 4/12 + 49/12) / 250 = 0.018667: SE 0.137, an AUC of 0.33 1.2 SE away.
+    assert auc_se(0.5, 5, 50) == pytest.approx(math.sqrt((0.25 + 4 / 12 + 49 / 12) / 250))
+    assert auc_se(0.5, 5, 50) == pytest.approx(0.1366, abs=1e-4)
+    # More positives, a smaller error; a perfect AUC has none.
+    assert auc_se(0.5, 50, 50) < auc_se(0.5, 5, 50)
+    assert auc_se(1.0, 5, 50) == 0.0
+    assert math.isnan(auc_se(0.5, 0, 50)) and math.isnan(auc_se(math.nan, 5, 50))
 
 
 def test_attack4_verdicts_read_the_flooded_targets_auc():

@@ -351,7 +351,7 @@ def main(out: Path, args) -> int:
     print(a3.to_string(index=False))
     if a4 is not None:
         print("\nAttack 4 (opening connections to a guard; AUC 0.5: no information, 1: the guard confirmed):")
-        print(a4[["algorithm", "class", "positives", "negatives", "auc", "true_positive_rate", "false_positive_rate", "positive_ratio", "negative_ratio"]].to_string(index=False))
+        print(a4[["algorithm", "class", "positives", "negatives", "auc", "auc_se", "true_positive_rate", "false_positive_rate", "positive_ratio", "negative_ratio"]].to_string(index=False))
     print_findings(verdicts)
     sweep_files = "" if args.no_sweep else " sweep.csv, sweep_per_seed.csv, chosen.json, sweep_edges.json,"
     attack4_files = " attack4*.csv," if a4 is not None else ""

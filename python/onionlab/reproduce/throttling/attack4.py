@@ -251,9 +251,19 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return 1.0 - u_above / (len(pos) * len(neg))
 
 
+def auc_se(a: float, n_pos: int, n_neg: int) -> float:
+    """The standard error of an AUC `a` from `n_pos` positives and `n_neg` negatives
+    (Hanley and McNeil, Radiology 143, 1982, eq. 2): how far from 0.5 an AUC on a handful of
+    positives may land by chance. NaN if either side is empty."""
+    if n_pos == 0 or n_neg == 0 or math.isnan(a):
+        return math.nan
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    return math.sqrt((a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg))
+
+
 def summarise(scores: pd.DataFrame) -> pd.DataFrame:
-    """Per algorithm and client class (and "all"): positives, negatives, AUC, the detection
-    rule's true and false positive rates, and the mean throughput ratio (after / before) of
+    """Per algorithm and client class (and "all"): positives, negatives, AUC and its
+    standard error (:func:`auc_se`), the detection rule's true and false positive rates, and the mean throughput ratio (after / before) of
     each side. ``scores`` has one row per circuit with ``algorithm``, ``attacked`` (the
     guard attacked in its run) and ``relay``; with ``pace_cells_per_s`` (the paced targets'
     pace in its run) and ``pre_cells_per_s``, the paced targets that carried their pace
@@ -275,7 +285,8 @@ def summarise(scores: pd.DataFrame) -> pd.DataFrame:
             pos, neg = s["score"].to_numpy()[is_pos], s["score"].to_numpy()[~is_pos]
             rows.append({
                 "algorithm": alg, "class": cls, "positives": len(pos), "negatives": len(neg),
-                "auc": auc(pos, neg),
+                "auc": (area := auc(pos, neg)),
+                "auc_se": auc_se(area, len(pos), len(neg)),
                 "true_positive_rate": float((pos < cut).mean()) if len(pos) else math.nan,
                 "false_positive_rate": float((neg < cut).mean()) if len(neg) else math.nan,
                 "positive_ratio": float(np.exp(pos.mean())) if len(pos) else math.nan,
