@@ -4,8 +4,9 @@
 bulk clients, 200 servers; the web think time, calibrated to table 1's vanilla split), each
 algorithm's ``throttling = ...`` line, the sensitivity switches that change the Tor model
 (guards, predicted circuits, congestion control, edge blocking, bandwidth weights, the
-network's capacity), and the parsing of swept parameter values. **Must not touch:** running
-anything, or what is measured from a run (``metrics``, ``anonymity``).
+network's capacity), the parsing of swept parameter values and the checking of a
+``--params`` file. **Must not touch:** running anything, or what is measured from a run
+(``metrics``, ``anonymity``).
 """
 
 from __future__ import annotations
