@@ -209,6 +209,22 @@ def test_attack4_paced_verdicts_read_the_paced_targets_auc():
     assert not verdict(t, "attack4_paced_static_vanilla_nothing", "medium")["holds"]  # vanilla 0.7
 
 
+def test_an_algorithm_without_testable_targets_tells_nothing_and_confirms_nothing():
+    # Static at 10 KiB/s holds every paced target below its pace, so none is testable and
+    # attack4.csv has no testable row for it: the attacker learns nothing there. A missing
+    # adaptive row fails the other reading (the attack could not confirm the guard).
+    base = numbers({0: PAPER_ORDER, 1: PAPER_ORDER})
+    anon = anonymity({1: PAPER_ANON})
+    flooded = {"split": 0.95, "flag": 0.8, "thresh": 0.75, "static": 0.52, "vanilla": 0.45}
+    testable = {"split": 1.0, "flag": 0.6, "vanilla": 0.55}  # no static, no thresh
+    a4 = pd.concat([_a4(flooded), pd.DataFrame([{"algorithm": a, "class": TESTABLE_CLASS, "auc": v} for a, v in testable.items()])])
+    t = findings(base, anon, A3, a4)
+    nothing = verdict(t, "attack4_paced_static_vanilla_nothing", "medium")
+    assert nothing["holds"] and nothing["detail"] == "AUC (paced, testable targets): static no targets, vanilla 0.55"
+    works = verdict(t, "attack4_paced_adaptive", "medium")
+    assert not works["holds"] and works["detail"].endswith("thresh no targets")
+
+
 @pytest.mark.parametrize("flag,value,words", [
     ("--attack4-factor", "1", "--attack4-factor: must be a number above 1"),
     ("--attack4-factor", "nan", "--attack4-factor: must be a number above 1"),

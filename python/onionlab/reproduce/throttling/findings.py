@@ -53,6 +53,9 @@ What each claim means here (the paper states them in words; these are our readin
   attacker, who knows what its server sends, tests only those). Added after the flooded
   targets' runs, in which a flagged circuit had no lower rate to fall to, and narrowed to
   the testable targets after the first paced runs; the thresholds are the flooded ones'.
+  An algorithm that leaves the attacker no testable target (a static rate below the pace
+  holds every target under it) gives it nothing: it holds the "nothing" reading and fails
+  the "confirms" one. (Until 2026-11-27 a missing AUC failed both, by comparing NaN.)
 
 **Owns:** those readings and the verdicts. **Must not touch:** running anything or the
 numbers themselves (``metrics``, ``anonymity`` compute them).
@@ -212,11 +215,15 @@ def _attack4_verdicts(a4: pd.DataFrame) -> dict[str, tuple[bool, str]]:
         at = a4[a4["class"] == cls].set_index("algorithm")["auc"]
 
         def fmt(algs, at=at, label=label) -> str:
-            return f"AUC ({label} targets): " + ", ".join(f"{a} {float(at.get(a, math.nan)):.2f}" for a in algs)
+            aucs = {a: float(at.get(a, math.nan)) for a in algs}
+            return f"AUC ({label} targets): " + ", ".join(f"{a} no targets" if math.isnan(v) else f"{a} {v:.2f}" for a, v in aucs.items())
 
         adaptive, plain = ["split", "flag", "thresh"], ["static", "vanilla"]
         works = all(float(at.get(a, math.nan)) >= ATTACK4_WORKS_AUC for a in adaptive)
-        nothing = all(abs(float(at.get(a, math.nan)) - 0.5) <= ATTACK4_NOTHING_BAND for a in plain)
+        # An algorithm under which the attacker has no target to test (static at a rate
+        # below the pace: no paced target carries it) gives it nothing; the attack cannot
+        # confirm a guard there either, so a missing AUC fails the other reading.
+        nothing = all(math.isnan(v) or abs(v - 0.5) <= ATTACK4_NOTHING_BAND for v in (float(at.get(a, math.nan)) for a in plain))
         out[f"{prefix}_adaptive"] = (works, fmt(adaptive))
         out[f"{prefix}_static_vanilla_nothing"] = (nothing, fmt(plain))
     return out
