@@ -264,10 +264,11 @@ def auc_se(a: float, n_pos: int, n_neg: int) -> float:
 def summarise(scores: pd.DataFrame) -> pd.DataFrame:
     """Per algorithm and client class (and "all"): positives, negatives, AUC and its
     standard error (:func:`auc_se`), the detection rule's true and false positive rates,
-    and the mean throughput ratio (after / before) of each side. ``scores`` has one row per circuit with ``algorithm``, ``attacked`` (the
-    guard attacked in its run) and ``relay``; with ``pace_cells_per_s`` (the paced targets'
-    pace in its run) and ``pre_cells_per_s``, the paced targets that carried their pace
-    (``TESTABLE``) are also summed up as ``TESTABLE_CLASS``."""
+    and the mean throughput ratio (after / before) of each side. ``scores`` has one row
+    per circuit with ``algorithm``, ``attacked`` (the guard attacked in its run) and
+    ``relay``; with ``pace_cells_per_s`` (the paced targets' pace in its run) and
+    ``pre_cells_per_s``, the paced targets that carried their pace (``TESTABLE``) are also
+    summed up as ``TESTABLE_CLASS``."""
     rows = []
     cut = math.log(1 - DROP)
     testable = None

@@ -311,13 +311,14 @@ def scale_capacity(relays_text: str, factor: float) -> str:
     return f"# Every bandwidth multiplied by {factor:g} (--capacity-scale).\n" + text
 
 
-def _check_config(text: str, relays_text: str) -> str:
-    """The resolved TOML of one run's config `text` beside the relay sample, or
-    ``config.ConfigError`` with every problem."""
+def _check_config(mechanism: str, relays_text: str, args) -> str:
+    """The resolved TOML of a one-minute medium-load run with the ``throttling = ...`` line
+    `mechanism` on the relay sample, or ``config.ConfigError`` with every problem."""
     import tempfile
 
     from onionlab import config as config_mod
 
+    text = config_text("check", LOADS["medium"], mechanism, "1 min", "0 s", RELAYS_FILE, **client_settings(args))
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
         (Path(d) / "check.toml").write_text(text, encoding="utf-8")
@@ -331,9 +332,8 @@ def check_relay_sample(relays_text: str, args) -> list[dict]:
     from onionlab import config as config_mod
 
     label = f"--relays {args.relays}" if args.relays else f"the built-in relay sample {args.sample!r}"
-    text = config_text("relays-check", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
     try:
-        resolved = _check_config(text, relays_text)
+        resolved = _check_config(mechanism_line("vanilla", {}), relays_text, args)
     except config_mod.ConfigError as e:
         raise ValueError(f"{label}:\n" + config_mod.format_problems(e)) from None
     return config_mod.parse(resolved)["relays"]
@@ -370,9 +370,8 @@ def load_params(path: str, relays_text: str, args) -> dict:
         elif alg in ("vanilla", "split") and params:
             problems.append(f"{alg}: takes no parameters, got {', '.join(params)}")
         else:
-            text = config_text("params-check", LOADS["medium"], mechanism_line(alg, params), "1 min", "0 s", RELAYS_FILE, **client_settings(args))
             try:
-                _check_config(text, relays_text)
+                _check_config(mechanism_line(alg, params), relays_text, args)
             except config_mod.ConfigError as e:
                 problems.append(f"{alg}: " + config_mod.format_problems(e).replace("\n", f"\n{alg}: "))
     if problems:

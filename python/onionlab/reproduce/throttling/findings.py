@@ -213,17 +213,17 @@ def _attack4_verdicts(a4: pd.DataFrame) -> dict[str, tuple[bool, str]]:
         if cls not in set(a4["class"]):
             continue  # tables from before the paced targets have the flooded ones only
         at = a4[a4["class"] == cls].set_index("algorithm")["auc"]
+        aucs = {a: float(at.get(a, math.nan)) for a in ALGORITHMS}  # NaN: no target to test
 
-        def fmt(algs, at=at, label=label) -> str:
-            aucs = {a: float(at.get(a, math.nan)) for a in algs}
-            return f"AUC ({label} targets): " + ", ".join(f"{a} no targets" if math.isnan(v) else f"{a} {v:.2f}" for a, v in aucs.items())
+        def fmt(algs, label=label) -> str:
+            return f"AUC ({label} targets): " + ", ".join(f"{a} no targets" if math.isnan(aucs[a]) else f"{a} {aucs[a]:.2f}" for a in algs)
 
         adaptive, plain = ["split", "flag", "thresh"], ["static", "vanilla"]
-        works = all(float(at.get(a, math.nan)) >= ATTACK4_WORKS_AUC for a in adaptive)
+        works = all(aucs[a] >= ATTACK4_WORKS_AUC for a in adaptive)
         # An algorithm under which the attacker has no target to test (static at a rate
         # below the pace: no paced target carries it) gives it nothing; the attack cannot
         # confirm a guard there either, so a missing AUC fails the other reading.
-        nothing = all(math.isnan(v) or abs(v - 0.5) <= ATTACK4_NOTHING_BAND for v in (float(at.get(a, math.nan)) for a in plain))
+        nothing = all(math.isnan(aucs[a]) or abs(aucs[a] - 0.5) <= ATTACK4_NOTHING_BAND for a in plain)
         out[f"{prefix}_adaptive"] = (works, fmt(adaptive))
         out[f"{prefix}_static_vanilla_nothing"] = (nothing, fmt(plain))
     return out
