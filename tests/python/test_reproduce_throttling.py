@@ -182,7 +182,9 @@ from types import SimpleNamespace
 import numpy as np
 
 from onionlab.reproduce import throttling as T
-from onionlab.reproduce.throttling.anonymity import _per_minute, _timing_targets, attacks, flag_timing_attack, thresh_timing_attack
+from onionlab.reproduce.throttling.anonymity import (
+    _per_minute, _timing_targets, attacks, combined_attack, flag_timing_attack, medium_load_attacks, thresh_timing_attack,
+)
 from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
 from onionlab.reproduce.throttling.metrics import busiest_channels, medians, throttle_state, web_time_mean
 from onionlab.reproduce.throttling.sweep import _sweep_grid, choose, edge_choices, grid_overrides, sweep_axes, sweep_loads, sweep_settings
@@ -519,6 +521,48 @@ def test_thresh_timing_attack_keeps_only_guards_whose_rate_matched_at_every_thro
     a = both[both["attack"] == "attack2-observed-timing"]
     assert a["attack"].tolist() == ["attack2-observed-timing"] and a["set_size"].tolist() == [2]
     assert a["entropy_loss_bits"].iloc[0] == pytest.approx(math.log2(3) - 1) and not a["true_guard_excluded"].any()
+
+
+def test_combined_attack_keeps_the_guards_both_attacks_keep():
+    bw = {g: 1e6 for g in "abcd"}
+    m = lambda keep: np.array([g in keep for g in "abcd"])  # noqa: E731
+    sets = {
+        # Band keeps a, b, c; timing keeps b, c, d: b and c remain, 2 of 4 guards, 1 bit.
+        (1, "c1", "attack2-observed"): ("bulk", "b", m("abc")),
+        (1, "c1", "attack2-observed-timing"): ("bulk", "b", m("bcd")),
+        # The two sets do not meet: an empty set tells the attacker nothing.
+        (1, "c2", "attack2-observed"): ("web", "a", m("a")),
+        (1, "c2", "attack2-observed-timing"): ("web", "a", m("d")),
+        # Both keep only c, not the true guard d: 2 bits, and a false exclusion.
+        (1, "c3", "attack2"): ("web", "d", m("cd")),
+        (1, "c3", "attack2-timing"): ("web", "d", m("c")),
+        # No timing set for this target: no combined row.
+        (1, "c4", "attack2-observed"): ("web", "a", m("a")),
+    }
+    a = combined_attack(sets, bw, "thresh").set_index("client")
+    assert a.index.tolist() == ["c1", "c2", "c3"]
+    assert a.loc["c1", "attack"] == "attack2-observed-combined" and a.loc["c3", "attack"] == "attack2-combined"
+    assert a["set_size"].tolist() == [2, 0, 1]
+    assert a["entropy_loss_bits"].tolist() == [1.0, 0.0, 2.0]
+    assert a["true_guard_excluded"].tolist() == [False, False, True]
+    assert (a["algorithm"] == "thresh").all()
+
+
+def test_medium_load_attacks_combine_band_and_timing_for_flagging_and_threshold():
+    res, bw = _thresh_fixture([(0.0, 20000.0), (70.0, 30000.0)])
+    res.connections["bucket_empty_s"] = np.where(res.connections["interval_start"] == 0.0, 4.0, 0.0)
+    fres, fbw = _timing_fixture(5000.0, flagged_from=10.0)
+    fres.connections["bucket_empty_s"] = 0.0
+    flag_params = {"flag_rate": "5 KiB/s", "penalty": 0.5, "halflife": "30 s"}
+    for alg, r, b in (("thresh", res, bw), ("flag", fres, fbw)):
+        a = medium_load_attacks({alg: r}, b, flag_params, warmup_s=0.0).set_index("attack")
+        for combined, band, timing in (("attack2-observed-combined", "attack2-observed", "attack2-observed-timing"),
+                                       ("attack2-combined", "attack2", "attack2-timing")):
+            n = a.loc[combined, "set_size"]
+            assert n <= min(a.loc[band, "set_size"], a.loc[timing, "set_size"]), (alg, combined)
+    # No timing attack for the other algorithms, so no combined rows.
+    a = medium_load_attacks({"split": res}, bw, flag_params, warmup_s=0.0)
+    assert not a["attack"].str.endswith("combined").any()
 
 
 def test_per_minute_sums_bytes_and_averages_throttled_samples():

@@ -32,7 +32,7 @@ import pandas as pd
 
 from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
-from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, attacks, flag_timing_attack, probe, summarise, thresh_timing_attack
+from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, load_params, mechanism_line,
     relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
@@ -298,16 +298,7 @@ def main(out: Path, args) -> int:
     table1.to_csv(out / "table1.csv", index=False)
     figure3(results, out / "figure3.png")
 
-    flag_timing = flag_timing_attack(results[("medium", "flag")], relay_bw, chosen["flag"], warmup_s, TIMING_STEP_S)
-    anon = pd.concat(
-        [attacks(results[("medium", alg)], relay_bw, alg, warmup_s) for alg in ALGORITHMS]
-        + [flag_timing, thresh_timing_attack(results[("medium", "thresh")], relay_bw, warmup_s),
-           # Flagging's timing needs no flood: "this determination must be made after the
-           # fact to account for the burst bucket of the target circuit, but it can still be
-           # made precisely" (section 5.2). The same rows stand for the observed attack.
-           flag_timing.assign(attack="attack2-observed-timing")],
-        ignore_index=True,
-    )
+    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, relay_bw, chosen["flag"], warmup_s)
     anon.to_csv(out / "anonymity.csv", index=False)
     channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
     channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]

@@ -71,7 +71,7 @@ def _per_minute(c: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
-def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.DataFrame:
+def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float, sets: dict | None = None) -> pd.DataFrame:
     """Attacks 1 and 2 per target client (spec 7.4): the anonymity set of guards whose mean
     throttle rate lies within one standard deviation of the client's per-minute throughput
     (attack 1) or of its connection's throttle rate (attack 2). An empty set tells the
@@ -89,10 +89,11 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
     ``attack2-observed-throughput`` (and ``-any``), a sensitivity, reads those other
     minutes as attack 1 does (the minute's throughput). ``attack2`` is the flood the paper
     describes, which reveals the rate whether or not it binds.
-    Results recorded before the connection table had ``bucket_empty_s`` have no such rows."""
+    Results recorded before the connection table had ``bucket_empty_s`` have no such rows.
+    With ``sets``, each target's candidate mask is also recorded there, for
+    :func:`combined_attack`."""
     guards = sorted(relay_bw)
     gi = {name: i for i, name in enumerate(guards)}
-    hmax = math.log2(len(guards))
     g = _guard_rates(res, relay_bw, alg)
     g = g[g["minute"] * 60 >= warmup_s]
     rho = g.groupby(["seed", "relay"])["alpha"].mean()
@@ -137,15 +138,61 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float) -> pd.Da
                     by_mean = known & (lo <= rho_s) & (rho_s <= hi)
                 by_any = np.array([np.searchsorted(a, hi, "right") > np.searchsorted(a, lo, "left") for a in mins])
                 for name, cand in ((attack, by_mean), (f"{attack}-any", by_any)):
-                    n = int(cand.sum())
-                    if n:
-                        loss = hmax - math.log2(n)
-                        excluded = true_guard not in gi or not cand[gi[true_guard]]
-                    else:
-                        loss, excluded = 0.0, False
-                    rows.append({"seed": seed, "client": client, "class": cls, "attack": name, "algorithm": alg,
-                                 "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
+                    if sets is not None:
+                        sets[(seed, client, name)] = (cls, true_guard, cand)
+                    rows.append(_set_row(seed, client, cls, name, alg, cand, true_guard, gi))
     return pd.DataFrame(rows)
+
+
+def _set_row(seed, client, cls, attack: str, alg: str, cand: np.ndarray, true_guard: str, gi: dict[str, int]) -> dict:
+    """One target's row of an attack on its guard: ``cand`` marks the guards (in ``gi``'s
+    order) the attacker keeps. An empty set tells the attacker nothing (loss 0); a set
+    without the true guard is a false exclusion (and its loss is counted, as the paper's
+    entropy counts it)."""
+    n = int(cand.sum())
+    if n:
+        loss = math.log2(len(gi)) - math.log2(n)
+        excluded = true_guard not in gi or not bool(cand[gi[true_guard]])
+    else:
+        loss, excluded = 0.0, False
+    return {"seed": seed, "client": client, "class": cls, "attack": attack, "algorithm": alg,
+            "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded}
+
+
+#: The combined attacks (:func:`combined_attack`): (row name, band attack, timing attack).
+COMBINED_ATTACKS = (
+    ("attack2-observed-combined", "attack2-observed", "attack2-observed-timing"),
+    ("attack2-combined", "attack2", "attack2-timing"),
+)
+
+
+def combined_attack(sets: dict, relay_bw: dict[str, float], alg: str) -> pd.DataFrame:
+    """Attack 2 against flagging or threshold with everything the paper's attacker has: the
+    guards the band procedure keeps (:func:`attacks`), narrowed to those the timing attack
+    keeps (:func:`flag_timing_attack`, :func:`thresh_timing_attack`). The paper describes
+    this narrowing: for flagging "we assume here that the set of possible guards is already
+    narrowed to those whose bandwidth is consistent with the target circuit's throughput",
+    and timing then lets it "eliminate from the anonymity set any guard" that would have
+    throttled otherwise; threshold's leak is "a combination of the potential in each". A
+    target whose two sets do not meet gives an empty set (loss 0, as an empty band does).
+
+    ``sets`` is what those functions recorded for ``alg``'s run: ``{(seed, client, attack):
+    (class, true guard, candidate mask)}``. Rows as :func:`attacks`, attacks
+    ``attack2-observed-combined`` (the circuits' own traffic: ``attack2-observed`` and
+    ``attack2-observed-timing``) and ``attack2-combined`` (with a flood: ``attack2`` and
+    ``attack2-timing``), for the targets both attacks have."""
+    gi = {name: i for i, name in enumerate(sorted(relay_bw))}
+    rows = []
+    for name, band, timing in COMBINED_ATTACKS:
+        for (seed, client, attack), (cls, true_guard, cand) in sets.items():
+            other = sets.get((seed, client, timing)) if attack == band else None
+            if other is not None:
+                rows.append(_set_row(seed, client, cls, name, alg, cand & other[2], true_guard, gi))
+    return pd.DataFrame(rows, columns=ANONYMITY_COLUMNS)
+
+
+#: The columns of ``anonymity.csv``'s per-target rows.
+ANONYMITY_COLUMNS = ["seed", "client", "class", "attack", "algorithm", "set_size", "entropy_loss_bits", "true_guard_excluded"]
 
 
 def summarise(anon: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -226,7 +273,7 @@ def _timing_targets(cs: pd.DataFrame, warmup_s: float, gi: dict[str, int]):
         yield client, first_class[client], g, numeric.iloc[rows_of[(client, g)]]
 
 
-def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: float, step_s: float, slack_s: float | None = None) -> pd.DataFrame:
+def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: float, step_s: float, slack_s: float | None = None, sets: dict | None = None) -> pd.DataFrame:
     """Attack 2 against flagging by *timing* (paper section 5.2; spec 7.3), beside spec
     7.4's band procedure. The paper's attacker raises the target's EWMA and learns when
     each guard would start or stop throttling it; "we can eliminate from the anonymity set
@@ -247,14 +294,14 @@ def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: 
     within a sample are spread evenly, so the replay's timing is only that precise).
 
     Output rows as :func:`attacks`, attack ``attack2-timing``. An empty set tells the
-    attacker nothing (loss 0); a set without the true guard is a false exclusion."""
+    attacker nothing (loss 0); a set without the true guard is a false exclusion.
+    ``sets`` as in :func:`attacks` (under both attack 2 variants' names)."""
     slack_s = step_s if slack_s is None else slack_s
     h = seconds(params.get("halflife", "30 s")) if isinstance(params.get("halflife", "30 s"), str) else float(params["halflife"])
     pen = float(params.get("penalty", 0.0))
     f = _ewma_factor(h)
     guards = sorted(relay_bw)
     gi = {g: i for i, g in enumerate(guards)}
-    hmax = math.log2(len(guards))
     per = int(round(step_s))
     slack_blocks = max(1, int(math.ceil(slack_s / step_s)))
     rows = []
@@ -315,12 +362,11 @@ def flag_timing_attack(res, relay_bw: dict[str, float], params: dict, warmup_s: 
         bad = (known_on.T[:, :, None] & ~any_on) | (known_off.T[:, :, None] & ~any_off)
         consistent = ~bad.any(axis=0)
         for i, (client, cls, g, _) in enumerate(targets):
-            n = int(consistent[i].sum())
-            if n:
-                loss, excluded = hmax - math.log2(n), not consistent[i, gi[g]]
-            else:
-                loss, excluded = 0.0, False
-            rows.append({"seed": seed, "client": client, "class": cls, "attack": "attack2-timing", "algorithm": "flag", "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
+            if sets is not None:
+                # Flagging's timing needs no flood, so the same set stands for both variants.
+                for attack in ("attack2-timing", "attack2-observed-timing"):
+                    sets[(seed, client, attack)] = (cls, g, consistent[i])
+            rows.append(_set_row(seed, client, cls, "attack2-timing", "flag", consistent[i], g, gi))
     return pd.DataFrame(rows)
 
 
@@ -331,7 +377,7 @@ def _sample_step(starts: np.ndarray, default: float) -> float:
     return float(gaps[gaps > 0].min()) if (gaps > 0).any() else default
 
 
-def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01) -> pd.DataFrame:
+def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack_s: float = 1.0, rel_tol: float = 0.01, sets: dict | None = None) -> pd.DataFrame:
     """Attack 2 against threshold throttling by the *signature of its rate over time*
     (paper section 5.2: "once the circuit has been throttled, then any fluctuation in the
     throttling rate that separates out the guard nodes can be used to further narrow the
@@ -354,10 +400,9 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     (``bucket_empty_s`` > 0). Results recorded before that column existed have no such rows.
 
     Output rows as :func:`attacks`, attacks ``attack2-timing`` and
-    ``attack2-observed-timing``, algorithm ``thresh``."""
+    ``attack2-observed-timing``, algorithm ``thresh``. ``sets`` as in :func:`attacks`."""
     guards = sorted(relay_bw)
     gi = {g: i for i, g in enumerate(guards)}
-    hmax = math.log2(len(guards))
     recorded = "bucket_empty_s" in res.connections
     out = []
     for seed, cs in res.connections.groupby("seed", sort=True):
@@ -386,14 +431,34 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
                 variants.append(("attack2-observed-timing", matches[seen["bucket_empty_s"].to_numpy() > 0]))
             for attack, m in variants:
                 consistent = m.all(axis=0)
-                n = int(consistent.sum())
-                if n:
-                    loss, excluded = hmax - math.log2(n), not consistent[gi[g]]
-                else:
-                    loss, excluded = 0.0, False
-                out.append({"seed": seed, "client": client, "class": cls, "attack": attack, "algorithm": "thresh",
-                             "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded})
+                if sets is not None:
+                    sets[(seed, client, attack)] = (cls, g, consistent)
+                out.append(_set_row(seed, client, cls, attack, "thresh", consistent, g, gi))
     return pd.DataFrame(out)
+
+
+def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dict, warmup_s: float) -> pd.DataFrame:
+    """Attacks 1 and 2 on the medium-load runs, one per algorithm (``runs``: algorithm ->
+    results), every variant: ``anonymity.csv``'s rows. The band procedure for every
+    algorithm (:func:`attacks`), flagging's timing (:func:`flag_timing_attack`, whose rows
+    stand for both attack 2 variants: it needs no flood, since "this determination must be
+    made after the fact to account for the burst bucket of the target circuit, but it can
+    still be made precisely", section 5.2), threshold's rate signature
+    (:func:`thresh_timing_attack`), and for those two the band and timing combined
+    (:func:`combined_attack`)."""
+    frames = []
+    for alg, res in runs.items():
+        sets: dict = {}
+        frames.append(attacks(res, relay_bw, alg, warmup_s, sets=sets))
+        if alg == "flag":
+            timing = flag_timing_attack(res, relay_bw, flag_params, warmup_s, TIMING_STEP_S, sets=sets)
+            frames += [timing, timing.assign(attack="attack2-observed-timing")]
+        elif alg == "thresh":
+            frames.append(thresh_timing_attack(res, relay_bw, warmup_s, sets=sets))
+        else:
+            continue
+        frames.append(combined_attack(sets, relay_bw, alg))
+    return pd.concat([f for f in frames if not f.empty], ignore_index=True)
 
 
 def attack3_name(alg: str, response_bytes: int) -> str:

@@ -25,8 +25,10 @@ What each claim means here (the paper states them in words; these are our readin
   no information under static throttling, and more from vanilla than from any throttling
   algorithm (mean entropy loss, section 5.2).
 * ``attack2_flag_most``: attack 2 as the paper simulated it (the circuits' own traffic;
-  each algorithm's stronger variant where it has two: flagging's and threshold's timing)
-  takes the most information under flagging, vanilla included.
+  each algorithm's strongest variant where it has more than the band: flagging's and
+  threshold's timing, and band and timing combined, added 2026-11-27 after the verdicts
+  below had been read without it) takes the most information under flagging, vanilla
+  included.
 * ``attack3_flag_thresh`` / ``attack3_split_nothing``: linking two streams through the
   burst bucket tells something under flagging and threshold (true positive rate above
   the false positive rate) and nothing under bit-splitting (the two rates equal). With
@@ -139,12 +141,13 @@ def _gain_verdict(n: pd.DataFrame) -> tuple[bool, str]:
 
 
 #: Attack 2 as the paper simulated it (``anonymity.csv``'s attack names): spec 7.4's band
-#: procedure and the timing variant (flagging, threshold); the stronger counts.
-ATTACK2_ROWS = ("attack2-observed", "attack2-observed-timing")
+#: procedure, the timing variant (flagging, threshold) and the two combined; the strongest
+#: counts. (Output directories from before the combined rows have the first two only.)
+ATTACK2_ROWS = ("attack2-observed", "attack2-observed-timing", "attack2-observed-combined")
 
 
 def _attack_losses(anon: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """Mean entropy loss (bits) per attack (1; 2 as simulated, the stronger variant per
+    """Mean entropy loss (bits) per attack (1; 2 as simulated, the strongest variant per
     algorithm) and algorithm, from per-client rows (``anonymity.csv``, one seed or all)."""
     mean = anon.groupby(["attack", "algorithm"])["entropy_loss_bits"].mean()
     a1 = {alg: float(mean.get(("attack1", alg), math.nan)) for alg in ALGORITHMS}
@@ -164,7 +167,7 @@ def _anonymity_verdicts(losses: dict[str, dict[str, float]]) -> dict[str, tuple[
             all(a1["vanilla"] > a1[a] for a in THROTTLING), f"mean loss bits: vanilla {a1['vanilla']:.2f}, {_fmt({a: a1[a] for a in THROTTLING}, 2)}",
         ),
         "attack2_flag_most": (
-            all(a2["flag"] > v for v in others2.values()), f"mean loss bits (stronger variant): {_fmt(a2, 2)}",
+            all(a2["flag"] > v for v in others2.values()), f"mean loss bits (strongest variant): {_fmt(a2, 2)}",
         ),
     }
 
