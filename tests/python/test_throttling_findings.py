@@ -2,6 +2,7 @@
 tables where each verdict and its seed count can be read off, and the tool that judges a
 finished output directory."""
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from onionlab.reproduce.throttling.findings import FINDINGS_COLUMNS, findings, findings_matrix, findings_of_directory
+from onionlab.reproduce.throttling.findings import FINDINGS_COLUMNS, _margin_ci, findings, findings_matrix, findings_of_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,6 +149,50 @@ def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
     assert not verdict(t, "attack3_split_nothing", "medium")["holds"]
 
 
+def test_margins_are_read_off_the_numbers_in_their_units():
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER, 2: PAPER_ORDER}), anonymity({1: PAPER_ANON, 2: PAPER_ANON}), A3)
+    expect = {
+        # Smallest relative reduction: static's data, 1 - 80/90.
+        ("lower_bulk_and_data", "light"): (100 * (1 - 80 / 90), "% of vanilla"),
+        # The better of static and split (1.7 s) against the worse of flag and thresh (1.4 s).
+        ("flag_thresh_best_web", "medium"): (0.3, "s"),
+        ("flag_thresh_hardest_on_bulk", "heavy"): (36 - 29, "points"),
+        ("static_gains_least", "light"): (0.95 - 0.9, "s"),
+        # Gains 20 / 40 / 60 and 15 / 30 / 50: the smallest step is threshold's 15 points.
+        ("flag_thresh_gain_grows", "all"): (15.0, "points"),
+        ("attack1_vanilla_most", "medium"): (2.0 - 1.5, "bits"),
+        # Flagging's strongest reading (timing, 3.0) against vanilla's 2.5.
+        ("attack2_flag_most", "medium"): (0.5, "bits"),
+    }
+    for (finding, load), (margin, unit) in expect.items():
+        v = verdict(t, finding, load)
+        assert v["margin"] == pytest.approx(margin) and v["margin_unit"] == unit, (finding, load)
+        # Identical seeds: no spread, so the seeds resolve every verdict.
+        assert v["margin_ci95"] == 0.0 and v["resolved"], (finding, load)
+    # An exact claim and pooled-only verdicts have no margin.
+    for finding in ("attack1_static_nothing", "attack3_flag_thresh"):
+        v = t[t["finding"] == finding].iloc[0]
+        assert pd.isna(v["margin"]) and pd.isna(v["resolved"]) and v["margin_unit"] == ""
+
+
+def test_seeds_resolve_a_verdict_only_if_their_interval_stays_on_its_side():
+    # Mean 1.0, sd 0.2, 3 seeds: t(2) 4.303 x 0.2 / sqrt(3) = 0.497, above 0.
+    ci, resolved = _margin_ci(True, [1.0, 1.2, 0.8])
+    assert ci == pytest.approx(4.303 * 0.2 / 3**0.5) and resolved
+    assert _margin_ci(False, [1.0, 1.2, 0.8])[1] is False, "the seeds say it holds: a failing verdict is not resolved"
+    assert _margin_ci(False, [-1.0, -1.2, -0.8])[1] is True
+    assert _margin_ci(True, [0.5, -0.3, 0.2])[1] is False
+    ci, resolved = _margin_ci(True, [0.5])
+    assert math.isnan(ci) and resolved is None, "one seed has no spread to judge by"
+    # Through findings: seed 2 has threshold slower than split at heavy load, seed 1 not.
+    slow = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    slow["heavy"] = {**PAPER_ORDER["heavy"], "thresh": (3.5, 85, 29)}
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER, 2: slow}), anonymity({1: PAPER_ANON}), None)
+    v = verdict(t, "flag_thresh_best_web", "heavy")
+    assert v["holds"] and not v["resolved"] and (v["seeds_holding"], v["seeds"]) == (1, 2)
+    assert verdict(t, "flag_thresh_best_web", "medium")["resolved"]
+
+
 def test_a_directory_that_is_not_a_reproduction_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="summary.json"):
         findings_of_directory(tmp_path)
@@ -166,7 +211,8 @@ def test_matrix_sets_two_reproductions_side_by_side():
     assert list(m.columns) == ["finding", "load", "paper", "other"]
     assert list(zip(m["finding"], m["load"])) == list(zip(paper["finding"], paper["load"]))
     row = m[(m["finding"] == "flag_thresh_best_web") & (m["load"] == "heavy")].iloc[0]
-    assert (row["paper"], row["other"]) == ("yes 2/2", "no 1/2")
+    # The two seeds disagree: their margins (-0.1 and 1.4 s) do not resolve the verdict.
+    assert (row["paper"], row["other"]) == ("yes 2/2", "no 1/2 (n.s.)")
     a1 = m[m["finding"] == "attack1_vanilla_most"].iloc[0]
     assert (a1["paper"], a1["other"]) == ("yes 2/2", "yes 1/1")
     a3 = m[m["finding"] == "attack3_split_nothing"].iloc[0]

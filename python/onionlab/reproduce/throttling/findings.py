@@ -6,6 +6,17 @@ load or for the whole run, with whether it holds on the pooled numbers (those of
 judged on its own, and the numbers it was judged on. A finding that holds pooled but on
 few seeds rests on differences the seeds do not agree on.
 
+Each finding judged seed by seed also has a ``margin``: by how much it holds (positive) or
+fails (negative) on the pooled numbers, in ``margin_unit`` (the closest rival's distance:
+seconds of median web download time, points of bulk share or of gain, bits of entropy, or
+for ``lower_bulk_and_data`` the smallest reduction against vanilla, as % of vanilla's
+value). ``margin_ci95`` is the half-width of the 95 % confidence interval of the seeds'
+mean margin (Student's t), and ``resolved`` says whether that interval lies wholly on the
+verdict's side of 0: where it is false, the seeds cannot tell the verdict from its
+opposite, and the matrix marks the cell "(n.s.)". Added 2026-11-27 after the verdicts; it
+changes no verdict, only says which ones five seeds support. "Static leaks nothing" (an
+exact claim) and the pooled-only attacks 3 and 4 have no margin.
+
 What each claim means here (the paper states them in words; these are our readings):
 
 * ``lower_bulk_and_data``: every throttling algorithm has a smaller bulk share and less
@@ -74,11 +85,27 @@ import pandas as pd
 from onionlab.reproduce.throttling.attack4 import TESTABLE_CLASS
 from onionlab.reproduce.throttling.configs import ATTACK3_RESPONSE, ALGORITHMS, LOADS, seconds, size_text
 from onionlab.reproduce.throttling.metrics import data_by_class, medians
+from onionlab.stats import t975
 
 #: The four throttling algorithms (every algorithm but vanilla).
 THROTTLING = [a for a in ALGORITHMS if a != "vanilla"]
 
-FINDINGS_COLUMNS = ["finding", "load", "holds", "seeds_holding", "seeds", "detail"]
+FINDINGS_COLUMNS = ["finding", "load", "holds", "seeds_holding", "seeds", "detail", "margin", "margin_unit", "margin_ci95", "resolved"]
+
+#: The columns a findings table must have to be read (tables from before the margins lack
+#: the rest).
+REQUIRED_COLUMNS = FINDINGS_COLUMNS[:6]
+
+#: Each per-seed finding's margin (:func:`findings`): what it measures, in its unit.
+MARGIN_UNITS = {
+    "lower_bulk_and_data": "% of vanilla",
+    "flag_thresh_best_web": "s",
+    "flag_thresh_hardest_on_bulk": "points",
+    "static_gains_least": "s",
+    "flag_thresh_gain_grows": "points",
+    "attack1_vanilla_most": "bits",
+    "attack2_flag_most": "bits",
+}
 
 
 def per_seed_numbers(results: dict, warmup_s: float) -> pd.DataFrame:
@@ -107,27 +134,41 @@ def _fmt(values: dict[str, float], digits: int) -> str:
     return ", ".join(f"{a} {v:.{digits}f}" for a, v in values.items())
 
 
-def _table_verdicts(n: pd.DataFrame) -> dict[str, tuple[bool, str]]:
+def _pair_margin(values: dict[str, float], pair=("flag", "thresh")) -> float:
+    """How far the pair's worse value lies below the best of the rest (positive: the pair
+    are the two lowest)."""
+    return min(v for a, v in values.items() if a not in pair) - max(values[a] for a in pair)
+
+
+def _table_verdicts(n: pd.DataFrame) -> dict[str, tuple[bool, str, float]]:
     """The table-1 and figure-3 findings for one load, on one seed's (or the pooled)
-    numbers ``n`` (rows of :func:`per_seed_numbers` for that load and seed)."""
+    numbers ``n`` (rows of :func:`per_seed_numbers` for that load and seed): (holds,
+    detail, margin in :data:`MARGIN_UNITS`, positive where the finding holds)."""
     by = n.set_index("algorithm")
     web = {a: float(by.at[a, "web_ttlb_median"]) for a in THROTTLING}
     bulk = {a: float(by.at[a, "bulk_pct"]) for a in THROTTLING}
     data = {a: float(by.at[a, "data_GiB"]) for a in THROTTLING}
     v_bulk, v_data = float(by.at["vanilla", "bulk_pct"]), float(by.at["vanilla", "data_GiB"])
+    # The smallest reduction against vanilla, of the bulk share or the data, relative.
+    lower = 100.0 * min(min(1 - bulk[a] / v_bulk, 1 - data[a] / v_data) for a in THROTTLING)
     return {
         "lower_bulk_and_data": (
             all(bulk[a] < v_bulk and data[a] < v_data for a in THROTTLING),
             f"bulk % vanilla {v_bulk:.1f}, {_fmt(bulk, 1)}; GiB vanilla {v_data:.1f}, {_fmt(data, 1)}",
+            lower,
         ),
-        "flag_thresh_best_web": (_two_lowest(web) == {"flag", "thresh"}, f"web median s: {_fmt(web, 3)}"),
-        "flag_thresh_hardest_on_bulk": (_two_lowest(bulk) == {"flag", "thresh"}, f"bulk %: {_fmt(bulk, 1)}"),
-        "static_gains_least": (max(web, key=lambda a: (web[a], a)) == "static", f"web median s: {_fmt(web, 3)}"),
+        "flag_thresh_best_web": (_two_lowest(web) == {"flag", "thresh"}, f"web median s: {_fmt(web, 3)}", _pair_margin(web)),
+        "flag_thresh_hardest_on_bulk": (_two_lowest(bulk) == {"flag", "thresh"}, f"bulk %: {_fmt(bulk, 1)}", _pair_margin(bulk)),
+        "static_gains_least": (
+            max(web, key=lambda a: (web[a], a)) == "static", f"web median s: {_fmt(web, 3)}",
+            web["static"] - max(v for a, v in web.items() if a != "static"),
+        ),
     }
 
 
-def _gain_verdict(n: pd.DataFrame) -> tuple[bool, str]:
-    """``flag_thresh_gain_grows`` on one seed's (or the pooled) numbers over all loads."""
+def _gain_verdict(n: pd.DataFrame) -> tuple[bool, str, float]:
+    """``flag_thresh_gain_grows`` on one seed's (or the pooled) numbers over all loads; the
+    margin is the smallest step up in gain (points) from one load to the next."""
     gains = {}
     for alg in ("flag", "thresh"):
         g = []
@@ -137,7 +178,8 @@ def _gain_verdict(n: pd.DataFrame) -> tuple[bool, str]:
         gains[alg] = g
     holds = all(g[0] < g[1] < g[2] for g in gains.values())
     detail = "; ".join(f"{a} gain % " + " / ".join(f"{x:.0f}" for x in g) for a, g in gains.items())
-    return holds, detail + " (light / medium / heavy)"
+    margin = min(min(g[1] - g[0], g[2] - g[1]) for g in gains.values())
+    return holds, detail + " (light / medium / heavy)", margin
 
 
 #: Attack 2 as the paper simulated it (``anonymity.csv``'s attack names): spec 7.4's band
@@ -158,16 +200,20 @@ def _attack_losses(anon: pd.DataFrame) -> dict[str, dict[str, float]]:
     return {"attack1": a1, "attack2": a2}
 
 
-def _anonymity_verdicts(losses: dict[str, dict[str, float]]) -> dict[str, tuple[bool, str]]:
+def _anonymity_verdicts(losses: dict[str, dict[str, float]]) -> dict[str, tuple]:
+    """(holds, detail, margin in bits: how far the leader leads the next; none for "static
+    leaks nothing", an exact claim)."""
     a1, a2 = losses["attack1"], losses["attack2"]
     others2 = {a: v for a, v in a2.items() if a != "flag"}
     return {
-        "attack1_static_nothing": (a1["static"] == 0.0, f"static loses {a1['static']:.2f} bits"),
+        "attack1_static_nothing": (a1["static"] == 0.0, f"static loses {a1['static']:.2f} bits", math.nan),
         "attack1_vanilla_most": (
             all(a1["vanilla"] > a1[a] for a in THROTTLING), f"mean loss bits: vanilla {a1['vanilla']:.2f}, {_fmt({a: a1[a] for a in THROTTLING}, 2)}",
+            a1["vanilla"] - max(a1[a] for a in THROTTLING),
         ),
         "attack2_flag_most": (
             all(a2["flag"] > v for v in others2.values()), f"mean loss bits (strongest variant): {_fmt(a2, 2)}",
+            a2["flag"] - max(others2.values()),
         ),
     }
 
@@ -239,11 +285,15 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None,
     seeds = sorted(s for s in numbers["seed"].unique() if s)
     rows = []
 
-    def add(finding: str, load: str, pooled: tuple[bool, str], per_seed: list[bool] | None) -> None:
+    def add(finding: str, load: str, pooled: tuple, per_seed: list[tuple] | None) -> None:
+        margin = pooled[2] if len(pooled) > 2 else math.nan
+        ci, resolved = _margin_ci(bool(pooled[0]), [v[2] for v in per_seed]) if per_seed is not None and not math.isnan(margin) else (math.nan, None)
         rows.append({
             "finding": finding, "load": load, "holds": bool(pooled[0]),
-            "seeds_holding": sum(per_seed) if per_seed is not None else None,
+            "seeds_holding": sum(bool(v[0]) for v in per_seed) if per_seed is not None else None,
             "seeds": len(per_seed) if per_seed is not None else None, "detail": pooled[1],
+            "margin": margin, "margin_unit": MARGIN_UNITS.get(finding, "") if not math.isnan(margin) else "",
+            "margin_ci95": ci, "resolved": resolved,
         })
 
     table_findings = ["lower_bulk_and_data", "flag_thresh_best_web", "flag_thresh_hardest_on_bulk", "static_gains_least"]
@@ -251,14 +301,14 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None,
         for load in LOADS:
             at = numbers[numbers["load"] == load]
             pooled = _table_verdicts(at[at["seed"] == 0])[finding]
-            add(finding, load, pooled, [_table_verdicts(at[at["seed"] == s])[finding][0] for s in seeds])
+            add(finding, load, pooled, [_table_verdicts(at[at["seed"] == s])[finding] for s in seeds])
         if finding == "flag_thresh_best_web":
-            add("flag_thresh_gain_grows", "all", _gain_verdict(numbers[numbers["seed"] == 0]), [_gain_verdict(numbers[numbers["seed"] == s])[0] for s in seeds])
+            add("flag_thresh_gain_grows", "all", _gain_verdict(numbers[numbers["seed"] == 0]), [_gain_verdict(numbers[numbers["seed"] == s]) for s in seeds])
 
     pooled = _anonymity_verdicts(_attack_losses(anon))
     by_seed = [_anonymity_verdicts(_attack_losses(anon[anon["seed"] == s])) for s in sorted(anon["seed"].unique())]
     for finding, verdict in pooled.items():
-        add(finding, "medium", verdict, [v[finding][0] for v in by_seed])
+        add(finding, "medium", verdict, [v[finding] for v in by_seed])
     if a3 is not None:
         for finding, verdict in _attack3_verdicts(a3).items():
             add(finding, "medium", verdict, None)
@@ -268,7 +318,22 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None,
     out = pd.DataFrame(rows, columns=FINDINGS_COLUMNS)
     out["seeds_holding"] = out["seeds_holding"].astype("Int64")
     out["seeds"] = out["seeds"].astype("Int64")
+    out["resolved"] = out["resolved"].astype("boolean")
     return out
+
+
+def _margin_ci(holds: bool, margins: list[float]) -> tuple[float, bool | None]:
+    """The half-width of the 95 % confidence interval (Student's t over the seeds) of the
+    seeds' mean margin, and whether the seeds resolve the verdict: the interval excludes 0
+    on the verdict's side (above 0 for a finding that holds, below for one that fails).
+    (NaN, None) with fewer than two seeds."""
+    m = [x for x in margins if not math.isnan(x)]
+    if len(m) < 2:
+        return math.nan, None
+    mean = sum(m) / len(m)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in m) / (len(m) - 1))
+    ci = t975(len(m) - 1) * sd / math.sqrt(len(m))
+    return ci, bool(mean - ci > 0) if holds else bool(mean + ci < 0)
 
 
 def findings_of_directory(out: Path) -> pd.DataFrame:
@@ -297,14 +362,15 @@ def findings_of_directory(out: Path) -> pd.DataFrame:
 def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Verdicts of several reproductions side by side: one row per (finding, load) in the
     order of the first table, one column per named table (``findings.csv`` of each), each
-    cell "yes" or "no" with the seeds that agree ("yes 5/5"), or "yes" alone for a verdict
-    judged pooled only (attack 3); "" where a table lacks the finding (attack 3 without
-    ``attack3.csv``). Raises ValueError for no tables or a table without the columns of
-    :data:`FINDINGS_COLUMNS`."""
+    cell "yes" or "no" with the seeds that agree ("yes 5/5"), marked "(n.s.)" where the
+    seeds do not resolve it (``resolved`` false: the 95 % interval of their mean margin
+    reaches across 0), or "yes" alone for a verdict judged pooled only (attack 3); "" where
+    a table lacks the finding (attack 3 without ``attack3.csv``). Raises ValueError for no
+    tables or a table without the columns of :data:`REQUIRED_COLUMNS`."""
     if not tables:
         raise ValueError("findings_matrix: no findings tables given")
     for name, t in tables.items():
-        missing = [c for c in FINDINGS_COLUMNS if c not in t.columns]
+        missing = [c for c in REQUIRED_COLUMNS if c not in t.columns]
         if missing:
             raise ValueError(f"{name}: not a findings table (no column {', '.join(missing)})")
     keys: list[tuple[str, str]] = []
@@ -315,14 +381,28 @@ def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
         cells = {}
         for r in t.itertuples(index=False):
             word = "yes" if r.holds else "no"
-            cells[(r.finding, r.load)] = word if pd.isna(r.seeds) else f"{word} {int(r.seeds_holding)}/{int(r.seeds)}"
+            cell = word if pd.isna(r.seeds) else f"{word} {int(r.seeds_holding)}/{int(r.seeds)}"
+            cells[(r.finding, r.load)] = cell + " (n.s.)" if _unresolved(r) else cell
         out[name] = [cells.get(k, "") for k in keys]
     return out
 
 
+def _unresolved(r) -> bool:
+    """Whether a findings row's seeds leave its verdict unresolved (false ``resolved``;
+    missing in tables from before the margins, and for verdicts without a margin)."""
+    res = getattr(r, "resolved", None)
+    return res is not None and not pd.isna(res) and not bool(res)
+
+
 def print_findings(table: pd.DataFrame) -> None:
-    """One line per verdict: the finding, the load, yes/no, the seeds that agree."""
-    print("\nThe paper's findings (findings.csv; seeds: how many seeds, each judged alone, agree):")
+    """One line per verdict: the finding, the load, yes/no, the seeds that agree, the
+    margin with its 95 % interval over the seeds ("n.s." where that reaches across 0)."""
+    print("\nThe paper's findings (findings.csv; seeds: how many seeds, each judged alone, agree;"
+          " margin: pooled, +- the 95 % interval of the seeds' mean, n.s. where it reaches across 0):")
     for r in table.itertuples(index=False):
         seeds = f"{r.seeds_holding}/{r.seeds} seeds" if not pd.isna(r.seeds) else "pooled only"
-        print(f"  {'yes' if r.holds else 'NO ':3}  {r.finding:28} {r.load:6}  {seeds:12}  {r.detail}")
+        margin = ""
+        if not pd.isna(getattr(r, "margin", math.nan)):
+            ci = "" if pd.isna(r.margin_ci95) else f" +- {r.margin_ci95:.3g}"
+            margin = f"margin {r.margin:.3g}{ci} {r.margin_unit}{' n.s.' if _unresolved(r) else ''}: "
+        print(f"  {'yes' if r.holds else 'NO ':3}  {r.finding:28} {r.load:6}  {seeds:12}  {margin}{r.detail}")
