@@ -144,6 +144,10 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float, sets: di
     return pd.DataFrame(rows)
 
 
+#: The columns of ``anonymity.csv``'s per-target rows.
+ANONYMITY_COLUMNS = ["seed", "client", "class", "attack", "algorithm", "set_size", "entropy_loss_bits", "true_guard_excluded"]
+
+
 def _set_row(seed, client, cls, attack: str, alg: str, cand: np.ndarray, true_guard: str, gi: dict[str, int]) -> dict:
     """One target's row of an attack on its guard: ``cand`` marks the guards (in ``gi``'s
     order) the attacker keeps. An empty set tells the attacker nothing (loss 0); a set
@@ -189,10 +193,6 @@ def combined_attack(sets: dict, relay_bw: dict[str, float], alg: str) -> pd.Data
             if other is not None:
                 rows.append(_set_row(seed, client, cls, name, alg, cand & other[2], true_guard, gi))
     return pd.DataFrame(rows, columns=ANONYMITY_COLUMNS)
-
-
-#: The columns of ``anonymity.csv``'s per-target rows.
-ANONYMITY_COLUMNS = ["seed", "client", "class", "attack", "algorithm", "set_size", "entropy_loss_bits", "true_guard_excluded"]
 
 
 def summarise(anon: pd.DataFrame, by: list[str]) -> pd.DataFrame:
