@@ -102,6 +102,48 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
     assert {"web_ttlb_mean_of_medians", "web_ttlb_mean_of_means"} <= set(sweep.columns)
 
 
+def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, tmp_path):
+    """A second seed of each medium-load config, run from the directory's own configs,
+    pools with seed 1: seed 1's rows are the directory's, and the verdicts count two
+    seeds. A run of another config, or of a seed already pooled, is refused by name."""
+    from onionlab.reproduce.throttling.anonymity import pooled_anonymity
+    from onionlab.reproduce.throttling.findings import anonymity_findings
+
+    extra = tmp_path / "extra"
+    for alg in ("vanilla", "static", "split", "flag", "thresh"):
+        assert main(["run", str(quick / "configs" / f"medium-{alg}.toml"), "--seed", "2", "-o", str(extra / f"medium-{alg}"), "--no-progress"]) == 0
+    pooled = pooled_anonymity(quick, [extra])
+    assert sorted(pooled["seed"].unique()) == [1, 2]
+    own = pd.read_csv(quick / "anonymity.csv")
+    key = ["attack", "algorithm", "client"]
+    mine = pooled[pooled["seed"] == 1].sort_values(key).reset_index(drop=True)
+    theirs = own.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine[own.columns], theirs, check_dtype=False)
+    verdicts = anonymity_findings(pooled)
+    assert list(verdicts["finding"]) == ["attack1_static_nothing", "attack1_vanilla_most", "attack2_flag_most"]
+    assert (verdicts["seeds"] == 2).all()
+    tool = Path(__file__).resolve().parents[2] / "tools" / "throttling_pooled_anonymity.py"
+    r = subprocess.run([sys.executable, str(tool), str(quick), str(extra)], capture_output=True, text=True, check=True)
+    assert r.stdout.startswith("2 seeds (1, 2)") and "attack2_flag_most" in r.stdout
+    # Seed 1 again: counted twice if pooled.
+    again = tmp_path / "again"
+    assert main(["run", str(quick / "configs" / "medium-vanilla.toml"), "--seed", "1", "-o", str(again / "medium-vanilla"), "--no-progress"]) == 0
+    with pytest.raises(FileNotFoundError, match="medium-static: not found"):
+        pooled_anonymity(quick, [again])
+    for alg in ("static", "split", "flag", "thresh"):
+        (again / f"medium-{alg}").symlink_to(extra / f"medium-{alg}")
+    with pytest.raises(ValueError, match=r"again/medium-vanilla: seed 1 is also in .*runs/medium-vanilla"):
+        pooled_anonymity(quick, [again])
+    # Another config (a shorter run) would pool two experiments.
+    other = tmp_path / "other"
+    assert main(["run", str(quick / "configs" / "medium-vanilla.toml"), "--seed", "3", "--set", 'experiment.duration="2 min"',
+                 "-o", str(other / "medium-vanilla"), "--no-progress"]) == 0
+    for alg in ("static", "split", "flag", "thresh"):
+        (other / f"medium-{alg}").symlink_to(extra / f"medium-{alg}")
+    r = subprocess.run([sys.executable, str(tool), str(quick), str(other)], capture_output=True, text=True)
+    assert r.returncode == 2 and "other/medium-vanilla: its config differs" in r.stderr
+
+
 def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     written = pd.read_csv(quick / "findings.csv")
     # Table 1's four per load, the gains' growth, three anonymity, two of attack 3, two of

@@ -286,15 +286,7 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None,
     rows = []
 
     def add(finding: str, load: str, pooled: tuple, per_seed: list[tuple] | None) -> None:
-        margin = pooled[2] if len(pooled) > 2 else math.nan
-        ci, resolved = _margin_ci(bool(pooled[0]), [v[2] for v in per_seed]) if per_seed is not None and not math.isnan(margin) else (math.nan, None)
-        rows.append({
-            "finding": finding, "load": load, "holds": bool(pooled[0]),
-            "seeds_holding": sum(bool(v[0]) for v in per_seed) if per_seed is not None else None,
-            "seeds": len(per_seed) if per_seed is not None else None, "detail": pooled[1],
-            "margin": margin, "margin_unit": MARGIN_UNITS.get(finding, "") if not math.isnan(margin) else "",
-            "margin_ci95": ci, "resolved": resolved,
-        })
+        rows.append(_finding_row(finding, load, pooled, per_seed))
 
     table_findings = ["lower_bulk_and_data", "flag_thresh_best_web", "flag_thresh_hardest_on_bulk", "static_gains_least"]
     for finding in table_findings:
@@ -305,16 +297,44 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None,
         if finding == "flag_thresh_best_web":
             add("flag_thresh_gain_grows", "all", _gain_verdict(numbers[numbers["seed"] == 0]), [_gain_verdict(numbers[numbers["seed"] == s]) for s in seeds])
 
-    pooled = _anonymity_verdicts(_attack_losses(anon))
-    by_seed = [_anonymity_verdicts(_attack_losses(anon[anon["seed"] == s])) for s in sorted(anon["seed"].unique())]
-    for finding, verdict in pooled.items():
-        add(finding, "medium", verdict, [v[finding] for v in by_seed])
+    rows += _anonymity_rows(anon)
     if a3 is not None:
         for finding, verdict in _attack3_verdicts(a3).items():
             add(finding, "medium", verdict, None)
     if a4 is not None:
         for finding, verdict in _attack4_verdicts(a4).items():
             add(finding, "medium", verdict, None)
+    return _findings_table(rows)
+
+
+def anonymity_findings(anon: pd.DataFrame) -> pd.DataFrame:
+    """The attack 1 and 2 verdicts alone (:data:`FINDINGS_COLUMNS`), from per-client
+    anonymity rows (``anonymity.csv``, or :func:`pooled_anonymity`'s), seed by seed over
+    every seed the rows have."""
+    return _findings_table(_anonymity_rows(anon))
+
+
+def _anonymity_rows(anon: pd.DataFrame) -> list[dict]:
+    pooled = _anonymity_verdicts(_attack_losses(anon))
+    by_seed = [_anonymity_verdicts(_attack_losses(anon[anon["seed"] == s])) for s in sorted(anon["seed"].unique())]
+    return [_finding_row(finding, "medium", verdict, [v[finding] for v in by_seed]) for finding, verdict in pooled.items()]
+
+
+def _finding_row(finding: str, load: str, pooled: tuple, per_seed: list[tuple] | None) -> dict:
+    """One row of :data:`FINDINGS_COLUMNS` from the pooled verdict (holds, detail[, margin])
+    and each seed's (None: judged pooled only)."""
+    margin = pooled[2] if len(pooled) > 2 else math.nan
+    ci, resolved = _margin_ci(bool(pooled[0]), [v[2] for v in per_seed]) if per_seed is not None and not math.isnan(margin) else (math.nan, None)
+    return {
+        "finding": finding, "load": load, "holds": bool(pooled[0]),
+        "seeds_holding": sum(bool(v[0]) for v in per_seed) if per_seed is not None else None,
+        "seeds": len(per_seed) if per_seed is not None else None, "detail": pooled[1],
+        "margin": margin, "margin_unit": MARGIN_UNITS.get(finding, "") if not math.isnan(margin) else "",
+        "margin_ci95": ci, "resolved": resolved,
+    }
+
+
+def _findings_table(rows: list[dict]) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=FINDINGS_COLUMNS)
     out["seeds_holding"] = out["seeds_holding"].astype("Int64")
     out["seeds"] = out["seeds"].astype("Int64")
