@@ -37,8 +37,8 @@ What each claim means here (the paper states them in words; these are our readin
   algorithm (mean entropy loss, section 5.2).
 * ``attack2_flag_most``: attack 2 as the paper simulated it (the circuits' own traffic;
   each algorithm's strongest variant where it has more than the band: flagging's and
-  threshold's timing, and band and timing combined, added 2026-11-27 after the verdicts
-  below had been read without it) takes the most information under flagging, vanilla
+  threshold's timing, and band and timing combined, added 2026-11-27, after the attack 2
+  verdicts had been read without it) takes the most information under flagging, vanilla
   included.
 * ``attack3_flag_thresh`` / ``attack3_split_nothing``: linking two streams through the
   burst bucket tells something under flagging and threshold (true positive rate above
