@@ -468,8 +468,8 @@ def pooled_anonymity(out: Path, extras: list[Path]) -> pd.DataFrame:
     ran: the medium-load runs of the output directory ``out`` pooled with those in each
     of ``extras``, a directory holding ``medium-ALG`` results for all five algorithms, as
     ``onionlab run OUT/configs/medium-ALG.toml --seed 6 7 ... -o EXTRA/medium-ALG``
-    writes them. The anonymity analysis needs only the medium-load runs, and they cost a
-    fifth of the whole; table 1 and the sweep stay at ``out``'s seeds.
+    writes them. The anonymity analysis reads only the medium-load runs, a third of the
+    main runs; table 1 and the sweep stay at ``out``'s seeds.
 
     Raises FileNotFoundError naming a missing directory, and ValueError naming the
     results directory whose config differs from ``out``'s beyond its seeds (pooling two
