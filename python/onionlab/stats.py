@@ -140,6 +140,16 @@ def t975(dof: int) -> float:
     return _T975[dof - 1] if dof <= len(_T975) else 1.96
 
 
+def mean_ci95(values: Iterable[float]) -> tuple[float, float]:
+    """The mean of `values` (missing ones left out) and the half-width of its 95%
+    confidence interval (Student's t): over seeds, how far the mean may move. NaN for the
+    mean of no values and for the half-width of fewer than two."""
+    s = pd.Series(values, dtype="float64").dropna()
+    n = int(s.size)
+    mean = float(s.mean()) if n else float("nan")
+    return mean, t975(n - 1) * float(s.std(ddof=1)) / math.sqrt(n) if n >= 2 else float("nan")
+
+
 def seed_spread(downloads: pd.DataFrame, metrics: Iterable[str] = ("ttfb", "ttlb")) -> pd.DataFrame:
     """How a class's median moves between seeds: per class and metric, the median over each
     seed's completed downloads, then their mean over the seeds and the half-width of its 95%
@@ -153,10 +163,8 @@ def seed_spread(downloads: pd.DataFrame, metrics: Iterable[str] = ("ttfb", "ttlb
         row: dict[str, Any] = {"class": str(cls)}
         for m in metrics:
             per_seed = ok.groupby("seed")[m].median().dropna()
-            n = int(per_seed.size)
-            row["seeds"] = max(row.get("seeds", 0), n)
-            row[f"{m}_median_seed_mean"] = float(per_seed.mean()) if n else float("nan")
-            row[f"{m}_median_ci95"] = t975(n - 1) * float(per_seed.std(ddof=1)) / math.sqrt(n) if n >= 2 else float("nan")
+            row["seeds"] = max(row.get("seeds", 0), int(per_seed.size))
+            row[f"{m}_median_seed_mean"], row[f"{m}_median_ci95"] = mean_ci95(per_seed)
         rows.append(row)
     cols = ["class", "seeds"] + [f"{m}_median_{k}" for m in metrics for k in ("seed_mean", "ci95")]
     return pd.DataFrame(rows, columns=cols)

@@ -35,7 +35,7 @@ from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, load_params, mechanism_line,
-    relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
+    relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
 from onionlab.reproduce.throttling.findings import findings, per_seed_numbers, print_findings
@@ -243,9 +243,7 @@ def main(out: Path, args) -> int:
     (out / "configs").mkdir(parents=True, exist_ok=True)
     relays_file = RELAYS_FILE
     (out / "configs" / relays_file).write_text(relays_text, encoding="utf-8")
-    from onionlab._core import parse_byte_rate
-
-    relay_bw = {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in relays}
+    relay_bw = relay_bandwidths(relays)
 
     if args.no_sweep and args.grid:
         raise ValueError("--grid: has no effect with --no-sweep (the parameters come from --params)")

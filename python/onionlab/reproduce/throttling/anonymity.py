@@ -19,10 +19,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from onionlab._core import parse_byte_rate
 from onionlab.reproduce import reuse_options, run_many, write_config
 from onionlab.reproduce.throttling.configs import (
-    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, seconds, size_text,
+    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, relay_bandwidths, seconds, size_text,
 )
 from onionlab.reproduce.throttling.figures import figure4a
 
@@ -498,7 +497,7 @@ def pooled_anonymity(out: Path, extras: list[Path]) -> pd.DataFrame:
             mine = config_mod.with_seeds(_without_name(res.config), [])
             if body is None:
                 body = mine
-                relay_bw = relay_bw or {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in config_mod.parse(res.config)["relays"]}
+                relay_bw = relay_bw or relay_bandwidths(config_mod.parse(res.config)["relays"])
             elif mine != body:
                 raise ValueError(f"{d}: its config differs from {dirs[0]}'s beyond the seeds; run it from {out / 'configs' / f'medium-{alg}.toml'}")
             for seed in sorted(int(x) for x in res.connections["seed"].unique()):

@@ -339,6 +339,14 @@ def check_relay_sample(relays_text: str, args) -> list[dict]:
     return config_mod.parse(resolved)["relays"]
 
 
+def relay_bandwidths(relays: list[dict]) -> dict[str, float]:
+    """Each relay's bandwidth (bytes/s) by name, from a config's ``[[relays]]`` tables: the
+    rate the attacks read as a guard's under vanilla (spec 7.4)."""
+    from onionlab._core import parse_byte_rate
+
+    return {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in relays}
+
+
 def load_params(path: str, relays_text: str, args) -> dict:
     """``--params FILE``: each algorithm's parameters (a ``chosen.json``, or one of
     ``examples/throttling-params/``), checked before any run: an object with exactly the

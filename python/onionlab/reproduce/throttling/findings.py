@@ -85,7 +85,7 @@ import pandas as pd
 from onionlab.reproduce.throttling.attack4 import TESTABLE_CLASS
 from onionlab.reproduce.throttling.configs import ATTACK3_RESPONSE, ALGORITHMS, LOADS, seconds, size_text
 from onionlab.reproduce.throttling.metrics import data_by_class, medians
-from onionlab.stats import t975
+from onionlab.stats import mean_ci95
 
 #: The four throttling algorithms (every algorithm but vanilla).
 THROTTLING = [a for a in ALGORITHMS if a != "vanilla"]
@@ -347,12 +347,9 @@ def _margin_ci(holds: bool, margins: list[float]) -> tuple[float, bool | None]:
     seeds' mean margin, and whether the seeds resolve the verdict: the interval excludes 0
     on the verdict's side (above 0 for a finding that holds, below for one that fails).
     (NaN, None) with fewer than two seeds."""
-    m = [x for x in margins if not math.isnan(x)]
-    if len(m) < 2:
+    mean, ci = mean_ci95(margins)
+    if math.isnan(ci):
         return math.nan, None
-    mean = sum(m) / len(m)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in m) / (len(m) - 1))
-    ci = t975(len(m) - 1) * sd / math.sqrt(len(m))
     return ci, bool(mean - ci > 0) if holds else bool(mean + ci < 0)
 
 
