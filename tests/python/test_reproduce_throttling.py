@@ -102,16 +102,28 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
     assert {"web_ttlb_mean_of_medians", "web_ttlb_mean_of_means"} <= set(sweep.columns)
 
 
-def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, tmp_path):
+@pytest.fixture(scope="module")
+def second_seed(quick, tmp_path_factory):
+    """Seed 2 of every main run of the quick reproduction, from its own configs."""
+    extra = tmp_path_factory.mktemp("extra-seed")
+    for load in ("light", "medium", "heavy"):
+        for alg in ("vanilla", "static", "split", "flag", "thresh"):
+            name = f"{load}-{alg}"
+            assert main(["run", str(quick / "configs" / f"{name}.toml"), "--seed", "2", "-o", str(extra / name), "--no-progress"]) == 0
+    return extra
+
+
+POOL_TOOL = Path(__file__).resolve().parents[2] / "tools" / "throttling_pooled_findings.py"
+
+
+def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, second_seed, tmp_path):
     """A second seed of each medium-load config, run from the directory's own configs,
     pools with seed 1: seed 1's rows are the directory's, and the verdicts count two
     seeds. A run of another config, or of a seed already pooled, is refused by name."""
-    from onionlab.reproduce.throttling.anonymity import pooled_anonymity
     from onionlab.reproduce.throttling.findings import anonymity_findings
+    from onionlab.reproduce.throttling.pooling import pooled_anonymity
 
-    extra = tmp_path / "extra"
-    for alg in ("vanilla", "static", "split", "flag", "thresh"):
-        assert main(["run", str(quick / "configs" / f"medium-{alg}.toml"), "--seed", "2", "-o", str(extra / f"medium-{alg}"), "--no-progress"]) == 0
+    extra = second_seed
     pooled = pooled_anonymity(quick, [extra])
     assert sorted(pooled["seed"].unique()) == [1, 2]
     own = pd.read_csv(quick / "anonymity.csv")
@@ -122,13 +134,12 @@ def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, 
     verdicts = anonymity_findings(pooled)
     assert list(verdicts["finding"]) == ["attack1_static_nothing", "attack1_vanilla_most", "attack2_flag_most"]
     assert (verdicts["seeds"] == 2).all()
-    tool = Path(__file__).resolve().parents[2] / "tools" / "throttling_pooled_anonymity.py"
-    r = subprocess.run([sys.executable, str(tool), str(quick), str(extra)], capture_output=True, text=True, check=True)
-    assert r.stdout.startswith("2 seeds (1, 2)") and "attack2_flag_most" in r.stdout
+    r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(extra), "--attacks-only"], capture_output=True, text=True, check=True)
+    assert r.stdout.startswith("2 seeds (1, 2)") and "attack2_flag_most" in r.stdout and "static_gains_least" not in r.stdout
     # Seed 1 again: counted twice if pooled.
     again = tmp_path / "again"
     assert main(["run", str(quick / "configs" / "medium-vanilla.toml"), "--seed", "1", "-o", str(again / "medium-vanilla"), "--no-progress"]) == 0
-    with pytest.raises(FileNotFoundError, match="medium-static: not found"):
+    with pytest.raises(FileNotFoundError, match="again/medium-static: not found .*holds medium-load runs of vanilla; a load needs all five"):
         pooled_anonymity(quick, [again])
     for alg in ("static", "split", "flag", "thresh"):
         (again / f"medium-{alg}").symlink_to(extra / f"medium-{alg}")
@@ -140,8 +151,56 @@ def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, 
                  "-o", str(other / "medium-vanilla"), "--no-progress"]) == 0
     for alg in ("static", "split", "flag", "thresh"):
         (other / f"medium-{alg}").symlink_to(extra / f"medium-{alg}")
-    r = subprocess.run([sys.executable, str(tool), str(quick), str(other)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(other), "--attacks-only"], capture_output=True, text=True)
     assert r.returncode == 2 and "other/medium-vanilla: its config differs" in r.stderr
+    # A directory with nothing to pool is named, not skipped.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty: holds no runs to pool"):
+        pooled_anonymity(quick, [tmp_path / "empty"])
+
+
+def test_more_seeds_of_every_main_run_pool_into_every_finding(quick, second_seed, tmp_path):
+    """Seed 2 of all fifteen main runs pools with seed 1: the per-seed numbers of seed 1
+    are the directory's own, the pooled data is the mean of the two seeds', and every
+    finding judged seed by seed counts two seeds. Seeds that differ between
+    configurations (a load pooled, another not) are refused."""
+    from onionlab import results
+    from onionlab.reproduce.throttling.configs import seconds
+    from onionlab.reproduce.throttling.findings import per_seed_numbers
+    from onionlab.reproduce.throttling.pooling import pooled_findings
+
+    table, numbers, anon = pooled_findings(quick, [second_seed])
+    warmup = seconds(json.loads((quick / "summary.json").read_text())["warmup"])
+    own = per_seed_numbers({(load, alg): results.load(quick / "runs" / f"{load}-{alg}")
+                            for load in ("light", "medium", "heavy") for alg in ("vanilla", "static", "split", "flag", "thresh")}, warmup)
+    key = ["load", "algorithm"]
+    mine = numbers[numbers["seed"] == 1].sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, own[own["seed"] == 1].sort_values(key).reset_index(drop=True))
+    by = numbers.set_index(["load", "algorithm", "seed"])["data_GiB"]
+    for load, alg in own[own["seed"] == 1][key].itertuples(index=False):
+        assert by[(load, alg, 0)] == pytest.approx((by[(load, alg, 1)] + by[(load, alg, 2)]) / 2)
+    written = pd.read_csv(quick / "findings.csv")
+    assert list(table["finding"]) == list(written["finding"]) and list(table["load"]) == list(written["load"])
+    seeded = table[table["seeds"].notna()]
+    assert (seeded["seeds"] == 2).all() and len(seeded) == 4 * 3 + 1 + 3
+    # Attacks 3 and 4 are the directory's own, judged pooled only.
+    own_only = written[written["seeds"].isna()].reset_index(drop=True)
+    pd.testing.assert_frame_equal(table[table["seeds"].isna()].reset_index(drop=True)[["finding", "holds", "detail"]], own_only[["finding", "holds", "detail"]])
+    assert sorted(anon["seed"].unique()) == [1, 2]
+    out = tmp_path / "pooled"
+    r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(second_seed), "--output-dir", str(out)], capture_output=True, text=True, check=True)
+    assert r.stdout.startswith("2 seeds (1, 2)") and "static_gains_least" in r.stdout and "| own seeds | 2 seeds |" in r.stdout
+    assert pd.read_csv(out / "findings.csv")["holds"].tolist() == table["holds"].tolist()
+    assert (out / "numbers.csv").is_file() and (out / "anonymity.csv").is_file()
+    # Medium load alone has a second seed: the loads would be judged on different seeds.
+    medium_only = tmp_path / "medium-only"
+    medium_only.mkdir()
+    for alg in ("vanilla", "static", "split", "flag", "thresh"):
+        (medium_only / f"medium-{alg}").symlink_to(second_seed / f"medium-{alg}")
+    with pytest.raises(ValueError, match=r"medium-vanilla: pooled seeds 1, 2, but light-vanilla has 1; every configuration needs the same seeds"):
+        pooled_findings(quick, [medium_only])
+    r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(tmp_path / "nowhere")], capture_output=True, text=True)
+    assert r.returncode == 2 and "nowhere: not found" in r.stderr
 
 
 def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):

@@ -18,7 +18,9 @@ The steps live in their own modules:
 - ``anonymity``: the probe and attacks 1-3;
 - ``figures``: figures 3 and 4a-c;
 - ``findings``: each of the paper's findings judged on the runs' numbers, pooled and seed
-  by seed (``findings.csv``).
+  by seed (``findings.csv``);
+- ``pooling``: a finished output directory's runs joined with more seeds of its own
+  configs, and the findings judged on them (``tools/throttling_pooled_findings.py``).
 """
 
 from __future__ import annotations

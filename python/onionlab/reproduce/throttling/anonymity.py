@@ -12,7 +12,6 @@ the probe run their own small experiments.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import pandas as pd
 
 from onionlab.reproduce import reuse_options, run_many, write_config
 from onionlab.reproduce.throttling.configs import (
-    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, relay_bandwidths, seconds, size_text,
+    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, seconds, size_text,
 )
 from onionlab.reproduce.throttling.figures import figure4a
 
@@ -460,56 +459,6 @@ def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dic
             continue
         frames.append(combined_attack(sets, relay_bw, alg))
     return pd.concat([f for f in frames if not f.empty], ignore_index=True)
-
-
-def pooled_anonymity(out: Path, extras: list[Path]) -> pd.DataFrame:
-    """Attacks 1 and 2 (:func:`medium_load_attacks`) over more seeds than a reproduction
-    ran: the medium-load runs of the output directory ``out`` pooled with those in each
-    of ``extras``, a directory holding ``medium-ALG`` results for all five algorithms, as
-    ``onionlab run OUT/configs/medium-ALG.toml --seed 6 7 ... -o EXTRA/medium-ALG``
-    writes them. The anonymity analysis reads only the medium-load runs, a third of the
-    main runs; table 1 and the sweep stay at ``out``'s seeds.
-
-    Raises FileNotFoundError naming a missing directory, and ValueError naming the
-    results directory whose config differs from ``out``'s beyond its seeds (pooling two
-    experiments) or whose seed another directory already has (counting a run twice)."""
-    from types import SimpleNamespace
-
-    from onionlab import config as config_mod
-    from onionlab import results as results_mod
-    from onionlab.reproduce import _without_name
-
-    out = Path(out)
-    summary_path = out / "summary.json"
-    if not summary_path.is_file():
-        raise FileNotFoundError(f"{summary_path}: not found (is {out} the output of `onionlab reproduce throttling`?)")
-    summary = json.loads(summary_path.read_text())
-    sources = {alg: [out / "runs" / f"medium-{alg}", *(Path(e) / f"medium-{alg}" for e in extras)] for alg in ALGORITHMS}
-    for alg, dirs in sources.items():  # every one present before any is read
-        for d in dirs:
-            if not d.is_dir():
-                raise FileNotFoundError(f"{d}: not found (the medium-load runs of {alg})")
-    runs, relay_bw = {}, None
-    for alg, dirs in sources.items():
-        parts, body, owner = [], None, {}
-        for d in dirs:
-            res = results_mod.load(d)
-            mine = config_mod.with_seeds(_without_name(res.config), [])
-            if body is None:
-                body = mine
-                relay_bw = relay_bw or relay_bandwidths(config_mod.parse(res.config)["relays"])
-            elif mine != body:
-                raise ValueError(f"{d}: its config differs from {dirs[0]}'s beyond the seeds; run it from {out / 'configs' / f'medium-{alg}.toml'}")
-            for seed in sorted(int(x) for x in res.connections["seed"].unique()):
-                if seed in owner:
-                    raise ValueError(f"{d}: seed {seed} is also in {owner[seed]}; each seed may be pooled once")
-                owner[seed] = d
-            parts.append(res)
-        runs[alg] = SimpleNamespace(
-            relays=pd.concat([p.relays for p in parts], ignore_index=True),
-            connections=pd.concat([p.connections for p in parts], ignore_index=True),
-        )
-    return medium_load_attacks(runs, relay_bw, summary["chosen"]["flag"], seconds(summary["warmup"]))
 
 
 def attack3_name(alg: str, response_bytes: int) -> str:

@@ -309,7 +309,7 @@ def findings(numbers: pd.DataFrame, anon: pd.DataFrame, a3: pd.DataFrame | None,
 
 def anonymity_findings(anon: pd.DataFrame) -> pd.DataFrame:
     """The attack 1 and 2 verdicts alone (:data:`FINDINGS_COLUMNS`), from per-client
-    anonymity rows (``anonymity.csv``, or :func:`pooled_anonymity`'s), seed by seed over
+    anonymity rows (``anonymity.csv``, or ``pooling.pooled_anonymity``'s), seed by seed over
     every seed the rows have."""
     return _findings_table(_anonymity_rows(anon))
 

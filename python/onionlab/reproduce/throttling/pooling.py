@@ -1,0 +1,137 @@
+"""A finished reproduction's runs pooled with more seeds of its own configs, for verdicts
+that its five seeds leave unresolved ("(n.s.)" in the findings matrix).
+
+The extra seeds are run from the output directory's own configs, one results directory
+per configuration, named as the reproduction names its runs (``LOAD-ALG``), under one or
+more EXTRA directories:
+
+    onionlab run OUT/configs/light-flag.toml --seed 6 7 8 9 10 -o EXTRA/light-flag
+
+An EXTRA directory may hold some loads and not others, but a load it holds it holds for
+all five algorithms, so that every seed compares the algorithms on the same network.
+After pooling, every configuration pooled has the same seeds.
+
+**Owns:** finding, checking and joining those runs, and judging the findings on them.
+**Must not touch:** the numbers or the verdicts themselves (``metrics``, ``anonymity``,
+``findings`` compute them); the reproduction's own output files (it writes nothing).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+
+from onionlab.reproduce.throttling.anonymity import medium_load_attacks
+from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, relay_bandwidths, seconds
+from onionlab.reproduce.throttling.findings import findings, per_seed_numbers
+
+
+def _summary(out: Path) -> dict:
+    path = out / "summary.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (is {out} the output of `onionlab reproduce throttling`?)")
+    return json.loads(path.read_text())
+
+
+def _sources(out: Path, extras: list[Path], loads: tuple[str, ...]) -> dict[tuple[str, str], list[Path]]:
+    """The results directories of each (load, algorithm): ``out``'s own run, then each
+    extra's. Checks every directory before any is read."""
+    sources = {(load, alg): [out / "runs" / f"{load}-{alg}"] for load in loads for alg in ALGORITHMS}
+    for (load, alg), dirs in sources.items():
+        if not dirs[0].is_dir():
+            raise FileNotFoundError(f"{dirs[0]}: not found (the {load}-load run of {alg})")
+    for extra in map(Path, extras):
+        if not extra.is_dir():
+            raise FileNotFoundError(f"{extra}: not found")
+        held = 0
+        for load in loads:
+            have = [alg for alg in ALGORITHMS if (extra / f"{load}-{alg}").is_dir()]
+            if not have:
+                continue
+            if len(have) < len(ALGORITHMS):
+                missing = next(alg for alg in ALGORITHMS if alg not in have)
+                raise FileNotFoundError(f"{extra / f'{load}-{missing}'}: not found ({extra} holds {load}-load runs of {', '.join(have)}; a load needs all five algorithms)")
+            for alg in ALGORITHMS:
+                sources[(load, alg)].append(extra / f"{load}-{alg}")
+            held += 1
+        if not held:
+            raise FileNotFoundError(f"{extra}: holds no runs to pool (expected {' or '.join(f'{load}-ALG' for load in loads)} directories)")
+    return sources
+
+
+def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LOADS)) -> tuple[dict, dict[str, float], dict]:
+    """The runs of ``out`` (an ``onionlab reproduce throttling`` output directory) at
+    ``loads``, each joined with the same configuration's runs in ``extras``: (runs by
+    (load, algorithm), each with the ``relays``, ``connections`` and ``downloads`` tables of
+    every seed; the relays' bandwidths; ``out``'s summary).
+
+    Raises FileNotFoundError naming a missing directory; ValueError naming the results
+    directory whose config differs from ``out``'s beyond its seeds (pooling two
+    experiments), whose seed another directory already has (counting a run twice), or
+    whose configuration ends with other seeds than the rest (comparing algorithms on
+    different networks)."""
+    from onionlab import config as config_mod
+    from onionlab import results as results_mod
+    from onionlab.reproduce import _without_name
+
+    out = Path(out)
+    summary = _summary(out)
+    sources = _sources(out, extras, loads)
+    runs, relay_bw, seeds_of = {}, None, {}
+    for (load, alg), dirs in sources.items():
+        parts, body, owner = [], None, {}
+        for d in dirs:
+            res = results_mod.load(d)
+            mine = config_mod.with_seeds(_without_name(res.config), [])
+            if body is None:
+                body = mine
+                relay_bw = relay_bw or relay_bandwidths(config_mod.parse(res.config)["relays"])
+            elif mine != body:
+                raise ValueError(f"{d}: its config differs from {dirs[0]}'s beyond the seeds; run it from {out / 'configs' / f'{load}-{alg}.toml'}")
+            for seed in sorted(int(x) for x in res.connections["seed"].unique()):
+                if seed in owner:
+                    raise ValueError(f"{d}: seed {seed} is also in {owner[seed]}; each seed may be pooled once")
+                owner[seed] = d
+            parts.append(res)
+        seeds_of[(load, alg)] = sorted(owner)
+        runs[(load, alg)] = SimpleNamespace(**{
+            table: pd.concat([getattr(p, table) for p in parts], ignore_index=True) for table in ("relays", "connections", "downloads")
+        })
+    first = next(iter(seeds_of))
+    for key, seeds in seeds_of.items():
+        if seeds != seeds_of[first]:
+            raise ValueError(
+                f"{'-'.join(key)}: pooled seeds {_seed_text(seeds)}, but {'-'.join(first)} has {_seed_text(seeds_of[first])}; "
+                "every configuration needs the same seeds"
+            )
+    return runs, relay_bw, summary
+
+
+def _seed_text(seeds: list[int]) -> str:
+    return ", ".join(map(str, seeds))
+
+
+def pooled_anonymity(out: Path, extras: list[Path]) -> pd.DataFrame:
+    """Attacks 1 and 2 (``anonymity.csv``'s rows) over the medium-load runs of ``out``
+    pooled with those of ``extras`` (:func:`pooled_runs`). The anonymity analysis reads
+    only the medium-load runs, a third of the main runs."""
+    runs, relay_bw, summary = pooled_runs(out, extras, ("medium",))
+    return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, relay_bw, summary["chosen"]["flag"], seconds(summary["warmup"]))
+
+
+def pooled_findings(out: Path, extras: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every finding (``findings.csv``'s table) judged on ``out``'s main runs at all three
+    loads pooled with ``extras`` (:func:`pooled_runs`): (findings, the per-seed numbers
+    they were judged on, the attack 1 and 2 rows). Attacks 3 and 4 are judged pooled only
+    from ``out``'s own tables, as the reproduction judges them: their runs are their own."""
+    out = Path(out)
+    runs, relay_bw, summary = pooled_runs(out, extras, tuple(LOADS))
+    warmup_s = seconds(summary["warmup"])
+    numbers = per_seed_numbers(runs, warmup_s)
+    anon = medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, relay_bw, summary["chosen"]["flag"], warmup_s)
+    a3 = pd.read_csv(out / "attack3.csv") if (out / "attack3.csv").is_file() else None
+    a4 = pd.read_csv(out / "attack4.csv") if (out / "attack4.csv").is_file() else None
+    return findings(numbers, anon, a3, a4), numbers, anon
