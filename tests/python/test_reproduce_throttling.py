@@ -666,6 +666,27 @@ def test_medium_load_attacks_combine_band_and_timing_for_flagging_and_threshold(
     assert not a["attack"].str.endswith("combined").any()
 
 
+def test_figure4c_draws_every_attack2_reading_the_findings_judge():
+    """Figure 4c: the band per algorithm, then flagging's and threshold's timing (dashed)
+    and band and timing combined (dotted); the flood's rows belong to another figure."""
+    from onionlab.reproduce.throttling.figures import figure4_lines
+
+    def rows(attack, alg, losses):
+        return [{"attack": attack, "algorithm": alg, "entropy_loss_bits": x} for x in losses]
+
+    anon = pd.DataFrame(
+        rows("attack2-observed", "vanilla", [1.0, 2.0]) + rows("attack2-observed", "flag", [0.5]) + rows("attack2-observed", "thresh", [3.0])
+        + rows("attack2-observed-timing", "thresh", [0.2]) + rows("attack2-observed-timing", "flag", [0.4])
+        + rows("attack2-observed-combined", "flag", [2.5, 2.0]) + rows("attack2-combined", "flag", [5.0]) + rows("attack1", "flag", [9.0])
+    )
+    lines = figure4_lines(anon, "attack2-observed")
+    assert [(label, style) for label, _, style in lines] == [
+        ("vanilla", "-"), ("flag", "-"), ("thresh", "-"), ("flag, timing", "--"), ("thresh, timing", "--"), ("flag, combined", ":"),
+    ]
+    assert lines[5][1].tolist() == [2.5, 2.0]
+    assert [label for label, _, _ in figure4_lines(anon, "attack1")] == ["flag"]
+
+
 def test_per_minute_sums_bytes_and_averages_throttled_samples():
     c = pd.DataFrame({"seed": 1, "relay": "g", "client": "x", "class": "web", "interval_start": [0.0, 10.0, 50.0, 60.0],
                       "bytes_written": [1, 2, 3, 4], "bytes_read": 0, "throttle_rate": [np.nan, 100.0, 300.0, np.nan]})

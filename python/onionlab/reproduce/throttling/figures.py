@@ -53,6 +53,28 @@ def figure3(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+#: Attack 2's readings beside the band procedure (``anonymity.csv``'s ``ATTACK-VARIANT``
+#: rows), each drawn in its algorithm's colour with its own line style.
+FIGURE4_VARIANTS = (("timing", "--"), ("combined", ":"))
+
+
+def figure4_lines(anon: pd.DataFrame, attack: str) -> list[tuple[str, pd.Series, str]]:
+    """The CDFs figure 4b/4c draws for ``attack`` (an attack name of ``anonymity.csv``):
+    (legend label, entropy lost per client, line style), the attack itself per algorithm,
+    then each of :data:`FIGURE4_VARIANTS` for the algorithms that have it (flagging and
+    threshold), so the figure shows every reading the findings judge."""
+    lines = []
+    for alg in ALGORITHMS:
+        a = anon[(anon["attack"] == attack) & (anon["algorithm"] == alg)]
+        if len(a):
+            lines.append((alg, a["entropy_loss_bits"], "-"))
+    for variant, style in FIGURE4_VARIANTS:
+        rows = anon[anon["attack"] == f"{attack}-{variant}"]
+        for alg, t in rows.groupby("algorithm", sort=True):
+            lines.append((f"{alg}, {variant}", t["entropy_loss_bits"], style))
+    return lines
+
+
 def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str) -> None:
     import matplotlib
 
@@ -60,18 +82,15 @@ def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for alg in ALGORITHMS:
-        a = anon[(anon["attack"] == attack) & (anon["algorithm"] == alg)]
-        _cdf(ax, a["entropy_loss_bits"], alg)
-    timing = anon[anon["attack"] == f"{attack}-timing"]
-    for alg, t in timing.groupby("algorithm", sort=True):
-        x, y = ecdf(t["entropy_loss_bits"])
-        ax.step(x, y, where="post", label=f"{alg}, timing (n={len(x)})", lw=1.2, ls="--", color=COLORS[alg])
+    for label, values, style in figure4_lines(anon, attack):
+        x, y = ecdf(values)
+        if len(x):
+            ax.step(x, y, where="post", label=f"{label} (n={len(x)})", lw=1.2, ls=style, color=COLORS[label.split(",")[0]])
     ax.set_xlabel(f"entropy lost (bits; maximum log2(50) = {math.log2(50):.2f})")
     ax.set_ylabel("cumulative fraction of clients")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
