@@ -2,7 +2,8 @@
 """The paper's findings on a finished ``onionlab reproduce throttling`` output directory
 over more seeds: its main runs pooled with more seeds of the same configs, for verdicts
 that five seeds leave unresolved ("(n.s.)" in the findings matrix). Prints the verdicts
-over all the seeds beside the directory's own (``DIR/findings.csv``); ``--output-dir OUT``
+over all the seeds beside the directory's own seeds' (judged again, as
+``tools/throttling_findings.py`` judges them); ``--output-dir OUT``
 writes them (``findings.csv``), the per-seed numbers they were judged on
 (``numbers.csv``) and the attack 1 and 2 rows (``anonymity.csv``).
 
@@ -32,11 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attacks-only", action="store_true", help="pool the medium-load runs only and judge attacks 1 and 2")
     p.add_argument("--output-dir", type=Path, metavar="OUT", help="also write findings.csv, numbers.csv and anonymity.csv there")
     args = p.parse_args(argv)
-    import pandas as pd
-
     from onionlab.reproduce import markdown_table
     from onionlab.reproduce.throttling.anonymity import summarise
-    from onionlab.reproduce.throttling.findings import REQUIRED_COLUMNS, anonymity_findings, findings_matrix, print_findings
+    from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, print_findings
     from onionlab.reproduce.throttling.pooling import pooled_anonymity, pooled_findings
 
     try:
@@ -54,13 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     losses = summarise(shown, ["attack", "algorithm"])[["attack", "algorithm", "clients", "mean_loss_bits", "false_exclusion_rate"]]
     print(losses.round(3).to_string(index=False))
     print_findings(table)
-    own_path = args.directory / "findings.csv"
-    if own_path.is_file():
-        own = pd.read_csv(own_path)
-        if all(c in own.columns for c in REQUIRED_COLUMNS):
-            own = own[own["finding"].isin(set(table["finding"]))]
-            print(f"\nThe directory's own seeds beside all {len(seeds)}:\n")
-            print(markdown_table(findings_matrix({"own seeds": own, f"{len(seeds)} seeds": table})))
+    try:  # the directory's own seeds judged again by the same code (its findings.csv may be older)
+        own = findings_of_directory(args.directory)
+    except (FileNotFoundError, KeyError, ValueError) as e:
+        print(f"\nnot set beside the directory's own seeds: {e}", file=sys.stderr)
+    else:
+        own = own[own["finding"].isin(set(table["finding"]))]
+        print(f"\nThe directory's own seeds beside all {len(seeds)}:\n")
+        print(markdown_table(findings_matrix({"own seeds": own, f"{len(seeds)} seeds": table})))
     if args.output_dir:
         args.output_dir.mkdir(parents=True, exist_ok=True)
         table.to_csv(args.output_dir / "findings.csv", index=False)

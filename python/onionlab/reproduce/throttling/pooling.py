@@ -62,6 +62,47 @@ def _sources(out: Path, extras: list[Path], loads: tuple[str, ...]) -> dict[tupl
     return sources
 
 
+def _pooled_config(out: Path, load: str, alg: str, dirs: list[Path]) -> tuple[SimpleNamespace, list[int], dict[str, float]]:
+    """One configuration's runs joined over ``dirs`` (``out``'s first): (the ``relays``,
+    ``connections`` and ``downloads`` tables of every seed; its seeds; the relays'
+    bandwidths). Raises ValueError as :func:`pooled_runs` says."""
+    from onionlab import config as config_mod
+    from onionlab import results as results_mod
+    from onionlab.reproduce import _without_name
+
+    parts, body, owner, relay_bw = [], None, {}, {}
+    for d in dirs:
+        res = results_mod.load(d)
+        mine = config_mod.with_seeds(_without_name(res.config), [])
+        if body is None:
+            body = mine
+            relay_bw = relay_bandwidths(config_mod.parse(res.config)["relays"])
+        elif mine != body:
+            raise ValueError(f"{d}: its config differs from {dirs[0]}'s beyond the seeds; run it from {out / 'configs' / f'{load}-{alg}.toml'}")
+        for seed in sorted(int(x) for x in res.connections["seed"].unique()):
+            if seed in owner:
+                raise ValueError(f"{d}: seed {seed} is also in {owner[seed]}; each seed may be pooled once")
+            owner[seed] = d
+        parts.append(res)
+    runs = SimpleNamespace(**{table: pd.concat([getattr(p, table) for p in parts], ignore_index=True) for table in ("relays", "connections", "downloads")})
+    return runs, sorted(owner), relay_bw
+
+
+def _iter_pooled(out: Path, extras: list[Path], loads: tuple[str, ...]):
+    """Each configuration of ``loads`` pooled (:func:`_pooled_config`), one at a time, as
+    ((load, algorithm), runs, relays' bandwidths): a caller that keeps only what it needs
+    of each holds one configuration's tables at a time. Raises as :func:`pooled_runs`."""
+    sources = _sources(out, extras, loads)
+    first = None
+    for (load, alg), dirs in sources.items():
+        runs, seeds, relay_bw = _pooled_config(out, load, alg, dirs)
+        if first is None:
+            first = (f"{load}-{alg}", seeds)
+        elif seeds != first[1]:
+            raise ValueError(f"{load}-{alg}: pooled seeds {_seed_text(seeds)}, but {first[0]} has {_seed_text(first[1])}; every configuration needs the same seeds")
+        yield (load, alg), runs, relay_bw
+
+
 def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LOADS)) -> tuple[dict, dict[str, float], dict]:
     """The runs of ``out`` (an ``onionlab reproduce throttling`` output directory) at
     ``loads``, each joined with the same configuration's runs in ``extras``: (runs by
@@ -71,42 +112,13 @@ def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LO
     Raises FileNotFoundError naming a missing directory; ValueError naming the results
     directory whose config differs from ``out``'s beyond its seeds (pooling two
     experiments), whose seed another directory already has (counting a run twice), or
-    whose configuration ends with other seeds than the rest (comparing algorithms on
+    the configuration that ends with other seeds than the first (comparing algorithms on
     different networks)."""
-    from onionlab import config as config_mod
-    from onionlab import results as results_mod
-    from onionlab.reproduce import _without_name
-
     out = Path(out)
     summary = _summary(out)
-    sources = _sources(out, extras, loads)
-    runs, relay_bw, seeds_of = {}, None, {}
-    for (load, alg), dirs in sources.items():
-        parts, body, owner = [], None, {}
-        for d in dirs:
-            res = results_mod.load(d)
-            mine = config_mod.with_seeds(_without_name(res.config), [])
-            if body is None:
-                body = mine
-                relay_bw = relay_bw or relay_bandwidths(config_mod.parse(res.config)["relays"])
-            elif mine != body:
-                raise ValueError(f"{d}: its config differs from {dirs[0]}'s beyond the seeds; run it from {out / 'configs' / f'{load}-{alg}.toml'}")
-            for seed in sorted(int(x) for x in res.connections["seed"].unique()):
-                if seed in owner:
-                    raise ValueError(f"{d}: seed {seed} is also in {owner[seed]}; each seed may be pooled once")
-                owner[seed] = d
-            parts.append(res)
-        seeds_of[(load, alg)] = sorted(owner)
-        runs[(load, alg)] = SimpleNamespace(**{
-            table: pd.concat([getattr(p, table) for p in parts], ignore_index=True) for table in ("relays", "connections", "downloads")
-        })
-    first = next(iter(seeds_of))
-    for key, seeds in seeds_of.items():
-        if seeds != seeds_of[first]:
-            raise ValueError(
-                f"{'-'.join(key)}: pooled seeds {_seed_text(seeds)}, but {'-'.join(first)} has {_seed_text(seeds_of[first])}; "
-                "every configuration needs the same seeds"
-            )
+    runs, relay_bw = {}, {}
+    for key, res, relay_bw in _iter_pooled(out, extras, loads):
+        runs[key] = res
     return runs, relay_bw, summary
 
 
@@ -128,10 +140,18 @@ def pooled_findings(out: Path, extras: list[Path]) -> tuple[pd.DataFrame, pd.Dat
     they were judged on, the attack 1 and 2 rows). Attacks 3 and 4 are judged pooled only
     from ``out``'s own tables, as the reproduction judges them: their runs are their own."""
     out = Path(out)
-    runs, relay_bw, summary = pooled_runs(out, extras, tuple(LOADS))
+    summary = _summary(out)
     warmup_s = seconds(summary["warmup"])
-    numbers = per_seed_numbers(runs, warmup_s)
-    anon = medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, relay_bw, summary["chosen"]["flag"], warmup_s)
+    # One configuration's tables at a time (15 seeds of all fifteen held at once take
+    # about 11 GB): each is reduced to its numbers, and the medium-load runs kept for the
+    # attacks.
+    numbers, medium, relay_bw = [], {}, {}
+    for (load, alg), res, relay_bw in _iter_pooled(out, extras, tuple(LOADS)):
+        numbers.append(per_seed_numbers({(load, alg): res}, warmup_s))
+        if load == "medium":
+            medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
+    numbers = pd.concat(numbers, ignore_index=True)
+    anon = medium_load_attacks(medium, relay_bw, summary["chosen"]["flag"], warmup_s)
     a3 = pd.read_csv(out / "attack3.csv") if (out / "attack3.csv").is_file() else None
     a4 = pd.read_csv(out / "attack4.csv") if (out / "attack4.csv").is_file() else None
     return findings(numbers, anon, a3, a4), numbers, anon
