@@ -33,9 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attacks-only", action="store_true", help="pool the medium-load runs only and judge attacks 1 and 2")
     p.add_argument("--output-dir", type=Path, metavar="OUT", help="also write findings.csv, numbers.csv and anonymity.csv there")
     args = p.parse_args(argv)
+    import pandas as pd
+
     from onionlab.reproduce import markdown_table
     from onionlab.reproduce.throttling.anonymity import summarise
-    from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, print_findings
+    from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, output_file, print_findings
     from onionlab.reproduce.throttling.pooling import pooled_anonymity, pooled_findings
 
     try:
@@ -54,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     print(losses.round(3).to_string(index=False))
     print_findings(table)
     try:  # the directory's own seeds judged again by the same code (its findings.csv may be older)
-        own = findings_of_directory(args.directory)
+        if args.attacks_only:  # from its anonymity.csv alone, without loading its main runs
+            own = anonymity_findings(pd.read_csv(output_file(args.directory, "anonymity.csv")))
+        else:
+            own = findings_of_directory(args.directory)
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"\nnot set beside the directory's own seeds: {e}", file=sys.stderr)
     else:

@@ -353,27 +353,40 @@ def _margin_ci(holds: bool, margins: list[float]) -> tuple[float, bool | None]:
     return ci, bool(mean - ci > 0) if holds else bool(mean + ci < 0)
 
 
+def output_file(out: Path, name: str) -> Path:
+    """``out/name``, a file a finished ``onionlab reproduce throttling`` output directory
+    has; FileNotFoundError naming it if it is not there."""
+    path = Path(out) / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (is {out} the output of `onionlab reproduce throttling`?)")
+    return path
+
+
+def main_run_dir(out: Path, load: str, alg: str) -> Path:
+    """The results directory of ``alg``'s main run at ``load`` in the output directory
+    ``out``; FileNotFoundError naming it if it is not there."""
+    d = Path(out) / "runs" / f"{load}-{alg}"
+    if not d.is_dir():
+        raise FileNotFoundError(f"{d}: not found (the main run of {alg} at {load} load)")
+    return d
+
+
+def attack_tables(out: Path) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """An output directory's ``attack3.csv`` and ``attack4.csv`` (None for one it lacks):
+    the verdicts :func:`findings` judges pooled only."""
+    return tuple(pd.read_csv(Path(out) / f) if (Path(out) / f).is_file() else None for f in ("attack3.csv", "attack4.csv"))
+
+
 def findings_of_directory(out: Path) -> pd.DataFrame:
     """The verdicts for a finished ``onionlab reproduce throttling`` output directory: its
     main runs (``runs/LOAD-ALG``), ``anonymity.csv``, ``attack3.csv`` and ``summary.json``
     (for the warm-up). Raises FileNotFoundError naming what is missing."""
     from onionlab import results as results_mod
 
-    out = Path(out)
-    for name in ("summary.json", "anonymity.csv"):
-        if not (out / name).is_file():
-            raise FileNotFoundError(f"{out / name}: not found (is {out} the output of `onionlab reproduce throttling`?)")
-    warmup_s = seconds(json.loads((out / "summary.json").read_text())["warmup"])
-    results = {}
-    for load in LOADS:
-        for alg in ALGORITHMS:
-            d = out / "runs" / f"{load}-{alg}"
-            if not d.is_dir():
-                raise FileNotFoundError(f"{d}: not found (the main run of {alg} at {load} load)")
-            results[(load, alg)] = results_mod.load(d)
-    a3 = pd.read_csv(out / "attack3.csv") if (out / "attack3.csv").is_file() else None
-    a4 = pd.read_csv(out / "attack4.csv") if (out / "attack4.csv").is_file() else None
-    return findings(per_seed_numbers(results, warmup_s), pd.read_csv(out / "anonymity.csv"), a3, a4)
+    summary, anonymity = output_file(out, "summary.json"), output_file(out, "anonymity.csv")
+    warmup_s = seconds(json.loads(summary.read_text())["warmup"])
+    results = {(load, alg): results_mod.load(main_run_dir(out, load, alg)) for load in LOADS for alg in ALGORITHMS}
+    return findings(per_seed_numbers(results, warmup_s), pd.read_csv(anonymity), *attack_tables(out))
 
 
 def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

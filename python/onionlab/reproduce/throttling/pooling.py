@@ -26,23 +26,17 @@ import pandas as pd
 
 from onionlab.reproduce.throttling.anonymity import medium_load_attacks
 from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, relay_bandwidths, seconds
-from onionlab.reproduce.throttling.findings import findings, per_seed_numbers
+from onionlab.reproduce.throttling.findings import attack_tables, findings, main_run_dir, output_file, per_seed_numbers
 
 
 def _summary(out: Path) -> dict:
-    path = out / "summary.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (is {out} the output of `onionlab reproduce throttling`?)")
-    return json.loads(path.read_text())
+    return json.loads(output_file(out, "summary.json").read_text())
 
 
 def _sources(out: Path, extras: list[Path], loads: tuple[str, ...]) -> dict[tuple[str, str], list[Path]]:
     """The results directories of each (load, algorithm): ``out``'s own run, then each
     extra's. Checks every directory before any is read."""
-    sources = {(load, alg): [out / "runs" / f"{load}-{alg}"] for load in loads for alg in ALGORITHMS}
-    for (load, alg), dirs in sources.items():
-        if not dirs[0].is_dir():
-            raise FileNotFoundError(f"{dirs[0]}: not found (the {load}-load run of {alg})")
+    sources = {(load, alg): [main_run_dir(out, load, alg)] for load in loads for alg in ALGORITHMS}
     for extra in map(Path, extras):
         if not extra.is_dir():
             raise FileNotFoundError(f"{extra}: not found")
@@ -152,6 +146,4 @@ def pooled_findings(out: Path, extras: list[Path]) -> tuple[pd.DataFrame, pd.Dat
             medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
     numbers = pd.concat(numbers, ignore_index=True)
     anon = medium_load_attacks(medium, relay_bw, summary["chosen"]["flag"], warmup_s)
-    a3 = pd.read_csv(out / "attack3.csv") if (out / "attack3.csv").is_file() else None
-    a4 = pd.read_csv(out / "attack4.csv") if (out / "attack4.csv").is_file() else None
-    return findings(numbers, anon, a3, a4), numbers, anon
+    return findings(numbers, anon, *attack_tables(out)), numbers, anon
