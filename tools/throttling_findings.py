@@ -10,8 +10,14 @@ prints the verdicts side by side as a markdown table, one column per directory: 
 the paper's findings hold under which setup. ``NAME=DIR`` names a column; a bare ``DIR``
 is named by its last path component. ``--csv FILE`` also writes that table.
 
+A ``findings.csv`` file in place of a directory is read as it is, neither judged again
+nor written: the verdicts of ``tools/throttling_pooled_findings.py --output-dir OUT``
+(``OUT/findings.csv``, over more seeds than the directory holds) then take a column of
+their own. Such a column is named by its directory, as a bare directory would be.
+
     python tools/throttling_findings.py results/repro-throttling
     python tools/throttling_findings.py built-in=results/repro-throttling paper=results/paper --csv matrix.csv
+    python tools/throttling_findings.py paper=results/paper paper-15=pooled/findings.csv
 """
 
 from __future__ import annotations
@@ -22,16 +28,34 @@ from pathlib import Path
 
 
 def named(arg: str) -> tuple[str, Path]:
-    """``NAME=DIR`` or ``DIR`` (named by its last component) as (name, directory)."""
+    """``NAME=DIR`` or ``DIR`` (named by its last component; a ``findings.csv`` file by
+    its directory's) as (name, path)."""
     name, sep, path = arg.partition("=")
     if sep and name and path:
         return name, Path(path)
-    return Path(arg).name or arg, Path(arg)
+    p = Path(arg)
+    return (p.parent if p.suffix == ".csv" else p).name or arg, p
+
+
+def read_findings(path: Path):
+    """A ``findings.csv`` written earlier, checked to be one (FileNotFoundError,
+    ValueError naming the file otherwise)."""
+    import pandas as pd
+
+    from onionlab.reproduce.throttling.findings import REQUIRED_COLUMNS
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found")
+    table = pd.read_csv(path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"{path}: not a findings table (no column {', '.join(missing)})")
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("directories", nargs="+", metavar="[NAME=]DIR", help="`onionlab reproduce throttling` output directories")
+    p.add_argument("directories", nargs="+", metavar="[NAME=]DIR", help="`onionlab reproduce throttling` output directories, or findings.csv files read as they are")
     p.add_argument("--no-write", action="store_true", help="print only; do not write DIR/findings.csv")
     p.add_argument("--csv", type=Path, metavar="FILE", help="with several directories, also write the side-by-side table to FILE")
     args = p.parse_args(argv)
@@ -48,14 +72,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tables = {}
     for name, d in dirs:
+        given = d.suffix == ".csv"
         try:
-            table = findings_of_directory(d)
+            table = read_findings(d) if given else findings_of_directory(d)
         except (FileNotFoundError, KeyError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         if len(dirs) == 1:
             print_findings(table)
-        if not args.no_write:
+        if not args.no_write and not given:
             table.to_csv(d / "findings.csv", index=False)
             print(f"wrote {d / 'findings.csv'}")
         tables[name] = table

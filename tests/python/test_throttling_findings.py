@@ -233,3 +233,31 @@ def test_the_tool_rejects_clashing_names_and_a_lone_csv(tmp_path):
     assert r.returncode == 2 and "--csv" in r.stderr
     r = subprocess.run([*tool, f"one={tmp_path / 'a' / 'x'}", f"two={tmp_path / 'b' / 'x'}"], capture_output=True, text=True)
     assert r.returncode == 2 and "summary.json: not found" in r.stderr
+
+
+def test_the_tool_sets_findings_files_side_by_side_as_they_are(tmp_path):
+    """A findings.csv (as the pooled tool writes it) takes a column as it is, named by its
+    directory; it is neither judged again nor written."""
+    tool = [sys.executable, str(ROOT / "tools" / "throttling_findings.py")]
+    slow = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    slow["heavy"] = {**PAPER_ORDER["heavy"], "thresh": (3.5, 85, 29)}
+    paper = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER, 2: PAPER_ORDER}), anonymity({1: PAPER_ANON}), A3)
+    other = findings(numbers({0: slow, 1: slow, 2: slow}), anonymity({1: PAPER_ANON}), None)
+    for name, t in (("pooled-15", paper), ("other", other)):
+        (tmp_path / name).mkdir()
+        t.to_csv(tmp_path / name / "findings.csv", index=False)
+    before = (tmp_path / "other" / "findings.csv").read_text()
+    r = subprocess.run([*tool, str(tmp_path / "pooled-15" / "findings.csv"), f"slow={tmp_path / 'other' / 'findings.csv'}", "--csv", str(tmp_path / "m.csv")],
+                       capture_output=True, text=True, check=True)
+    m = pd.read_csv(tmp_path / "m.csv", keep_default_na=False)
+    assert list(m.columns) == ["finding", "load", "pooled-15", "slow"]
+    row = m[(m["finding"] == "flag_thresh_best_web") & (m["load"] == "heavy")].iloc[0]
+    assert (row["pooled-15"], row["slow"]) == ("yes 2/2", "no 0/2")
+    assert "wrote" not in r.stdout.replace(f"wrote {tmp_path / 'm.csv'}", "")
+    assert (tmp_path / "other" / "findings.csv").read_text() == before
+    # A file that is not a findings table, and one that is not there, name themselves.
+    paper.drop(columns=["holds"]).to_csv(tmp_path / "broken.csv", index=False)
+    r = subprocess.run([*tool, str(tmp_path / "broken.csv")], capture_output=True, text=True)
+    assert r.returncode == 2 and f"{tmp_path / 'broken.csv'}: not a findings table (no column holds)" in r.stderr
+    r = subprocess.run([*tool, str(tmp_path / "gone" / "findings.csv")], capture_output=True, text=True)
+    assert r.returncode == 2 and f"{tmp_path / 'gone' / 'findings.csv'}: not found" in r.stderr
