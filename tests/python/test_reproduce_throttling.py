@@ -132,7 +132,7 @@ def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, 
     theirs = own.sort_values(key).reset_index(drop=True)
     pd.testing.assert_frame_equal(mine[own.columns], theirs, check_dtype=False)
     verdicts = anonymity_findings(pooled)
-    assert list(verdicts["finding"]) == ["attack1_static_nothing", "attack1_vanilla_most", "attack2_flag_most"]
+    assert list(verdicts["finding"]) == ["attack1_static_nothing", "attack1_vanilla_most", "attack2_flag_most", "attack2_more_than_attack1"]
     assert (verdicts["seeds"] == 2).all()
     r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(extra), "--attacks-only"], capture_output=True, text=True, check=True)
     assert r.stdout.startswith("2 seeds (1, 2)") and "attack2_flag_most" in r.stdout and "static_gains_least" not in r.stdout
@@ -182,7 +182,7 @@ def test_more_seeds_of_every_main_run_pool_into_every_finding(quick, second_seed
     written = pd.read_csv(quick / "findings.csv")
     assert list(table["finding"]) == list(written["finding"]) and list(table["load"]) == list(written["load"])
     seeded = table[table["seeds"].notna()]
-    assert (seeded["seeds"] == 2).all() and len(seeded) == 4 * 3 + 1 + 3
+    assert (seeded["seeds"] == 2).all() and len(seeded) == 4 * 3 + 1 + 4
     # Attacks 3 and 4 are the directory's own, judged pooled only.
     own_only = written[written["seeds"].isna()].reset_index(drop=True)
     pd.testing.assert_frame_equal(table[table["seeds"].isna()].reset_index(drop=True)[["finding", "holds", "detail"]], own_only[["finding", "holds", "detail"]])
@@ -207,7 +207,7 @@ def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     written = pd.read_csv(quick / "findings.csv")
     # Table 1's four per load, the gains' growth, three anonymity, two of attack 3, two of
     # attack 4 on flooded and two on paced targets.
-    assert len(written) == 4 * 3 + 1 + 3 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
+    assert len(written) == 4 * 3 + 1 + 4 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
     # One seed in the quick run: each seeded verdict is that seed's.
     seeded = written[written["seeds"].notna()]
     assert (seeded["seeds"] == 1).all() and (seeded["seeds_holding"] == seeded["holds"].astype(int)).all()
