@@ -42,15 +42,11 @@ def read_findings(path: Path):
     ValueError naming the file otherwise)."""
     import pandas as pd
 
-    from onionlab.reproduce.throttling.findings import REQUIRED_COLUMNS
+    from onionlab.reproduce.throttling.findings import check_findings_table
 
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found")
-    table = pd.read_csv(path)
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
-    if missing:
-        raise ValueError(f"{path}: not a findings table (no column {', '.join(missing)})")
-    return table
+    return check_findings_table(pd.read_csv(path), str(path))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -404,6 +404,15 @@ def findings_of_directory(out: Path) -> pd.DataFrame:
     return findings(per_seed_numbers(results, warmup_s), pd.read_csv(anonymity), *attack_tables(out))
 
 
+def check_findings_table(table: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``table`` if it has the columns of :data:`REQUIRED_COLUMNS`; ValueError naming it
+    (``name``: a column name or a file) and the columns it lacks otherwise."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"{name}: not a findings table (no column {', '.join(missing)})")
+    return table
+
+
 def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Verdicts of several reproductions side by side: one row per (finding, load) in the
     order of the first table, one column per named table (``findings.csv`` of each), each
@@ -415,9 +424,7 @@ def findings_matrix(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     if not tables:
         raise ValueError("findings_matrix: no findings tables given")
     for name, t in tables.items():
-        missing = [c for c in REQUIRED_COLUMNS if c not in t.columns]
-        if missing:
-            raise ValueError(f"{name}: not a findings table (no column {', '.join(missing)})")
+        check_findings_table(t, name)
     keys: list[tuple[str, str]] = []
     for t in tables.values():
         keys += [k for k in zip(t["finding"], t["load"]) if k not in keys]
