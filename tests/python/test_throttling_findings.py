@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from onionlab.reproduce.throttling.findings import FINDINGS_COLUMNS, _margin_ci, findings, findings_matrix, findings_of_directory
+from onionlab.reproduce.throttling.findings import (FINDINGS_COLUMNS, _margin_ci, findings, findings_matrix, findings_of_directory,
+                                                     print_findings)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -172,29 +173,39 @@ def test_margins_are_read_off_the_numbers_in_their_units():
     for (finding, load), (margin, unit) in expect.items():
         v = verdict(t, finding, load)
         assert v["margin"] == pytest.approx(margin) and v["margin_unit"] == unit, (finding, load)
-        # Identical seeds: no spread, so the seeds resolve every verdict.
+        # Identical seeds: no spread, so the seeds resolve every verdict, and their mean
+        # margin is the pooled one.
         assert v["margin_ci95"] == 0.0 and v["resolved"], (finding, load)
+        assert v["margin_seed_mean"] == pytest.approx(margin), (finding, load)
     # An exact claim and pooled-only verdicts have no margin.
     for finding in ("attack1_static_nothing", "attack3_flag_thresh"):
         v = t[t["finding"] == finding].iloc[0]
         assert pd.isna(v["margin"]) and pd.isna(v["resolved"]) and v["margin_unit"] == ""
 
 
-def test_seeds_resolve_a_verdict_only_if_their_interval_stays_on_its_side():
+def test_seeds_resolve_a_verdict_only_if_their_interval_stays_on_its_side(capsys):
     # Mean 1.0, sd 0.2, 3 seeds: t(2) 4.303 x 0.2 / sqrt(3) = 0.497, above 0.
-    ci, resolved = _margin_ci(True, [1.0, 1.2, 0.8])
-    assert ci == pytest.approx(4.303 * 0.2 / 3**0.5) and resolved
-    assert _margin_ci(False, [1.0, 1.2, 0.8])[1] is False, "the seeds say it holds: a failing verdict is not resolved"
-    assert _margin_ci(False, [-1.0, -1.2, -0.8])[1] is True
-    assert _margin_ci(True, [0.5, -0.3, 0.2])[1] is False
-    ci, resolved = _margin_ci(True, [0.5])
-    assert math.isnan(ci) and resolved is None, "one seed has no spread to judge by"
+    mean, ci, resolved = _margin_ci(True, [1.0, 1.2, 0.8])
+    assert mean == pytest.approx(1.0) and ci == pytest.approx(4.303 * 0.2 / 3**0.5) and resolved
+    assert _margin_ci(False, [1.0, 1.2, 0.8])[2] is False, "the seeds say it holds: a failing verdict is not resolved"
+    assert _margin_ci(False, [-1.0, -1.2, -0.8])[2] is True
+    assert _margin_ci(True, [0.5, -0.3, 0.2])[2] is False
+    mean, ci, resolved = _margin_ci(True, [0.5])
+    assert mean == 0.5 and math.isnan(ci) and resolved is None, "one seed has no spread to judge by"
     # Through findings: seed 2 has threshold slower than split at heavy load, seed 1 not.
     slow = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
     slow["heavy"] = {**PAPER_ORDER["heavy"], "thresh": (3.5, 85, 29)}
     t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER, 2: slow}), anonymity({1: PAPER_ANON}), None)
     v = verdict(t, "flag_thresh_best_web", "heavy")
     assert v["holds"] and not v["resolved"] and (v["seeds_holding"], v["seeds"]) == (1, 2)
+    # The margin is the pooled numbers' (split's 3.4 s against threshold's 2.0); the interval
+    # is around the seeds' own margins, 1.4 and 3.4 - 3.5 = -0.1, whose mean is 0.65.
+    assert v["margin"] == pytest.approx(1.4) and v["margin_seed_mean"] == pytest.approx(0.65)
+    # The printout shows both, so a pooled margin inside the interval does not read as the
+    # interval's centre.
+    print_findings(t)
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "flag_thresh_best_web" in ln and "heavy" in ln)
+    assert f"margin 1.4 (seeds' mean 0.65 +- {v['margin_ci95']:.3g}) s n.s.:" in line, line
     assert verdict(t, "flag_thresh_best_web", "medium")["resolved"]
 
 

@@ -10,9 +10,9 @@ Each finding judged seed by seed also has a ``margin``: by how much it holds (po
 fails (negative) on the pooled numbers, in ``margin_unit`` (the closest rival's distance:
 seconds of median web download time, points of bulk share or of gain, bits of entropy, or
 for ``lower_bulk_and_data`` the smallest reduction against vanilla, as % of vanilla's
-value). ``margin_ci95`` is the half-width of the 95 % confidence interval of the seeds'
-mean margin (Student's t), and ``resolved`` says whether that interval lies wholly on the
-verdict's side of 0: where it is false, the seeds cannot tell the verdict from its
+value). ``margin_seed_mean`` is the mean of the seeds' own margins (each seed judged
+alone), ``margin_ci95`` the half-width of its 95 % confidence interval (Student's t), and
+``resolved`` says whether that interval lies wholly on the verdict's side of 0: where it is false, the seeds cannot tell the verdict from its
 opposite, and the matrix marks the cell "(n.s.)". Added 2026-11-27 after the verdicts; it
 changes no verdict, only says which ones five seeds support. "Static leaks nothing" (an
 exact claim) and the pooled-only attacks 3 and 4 have no margin.
@@ -95,7 +95,8 @@ from onionlab.stats import mean_ci95
 #: The four throttling algorithms (every algorithm but vanilla).
 THROTTLING = [a for a in ALGORITHMS if a != "vanilla"]
 
-FINDINGS_COLUMNS = ["finding", "load", "holds", "seeds_holding", "seeds", "detail", "margin", "margin_unit", "margin_ci95", "resolved"]
+FINDINGS_COLUMNS = ["finding", "load", "holds", "seeds_holding", "seeds", "detail", "margin", "margin_unit", "margin_ci95", "resolved",
+                    "margin_seed_mean"]
 
 #: The columns a findings table must have to be read (tables from before the margins lack
 #: the rest).
@@ -339,13 +340,14 @@ def _finding_row(finding: str, load: str, pooled: tuple, per_seed: list[tuple] |
     """One row of :data:`FINDINGS_COLUMNS` from the pooled verdict (holds, detail[, margin])
     and each seed's (None: judged pooled only)."""
     margin = pooled[2] if len(pooled) > 2 else math.nan
-    ci, resolved = _margin_ci(bool(pooled[0]), [v[2] for v in per_seed]) if per_seed is not None and not math.isnan(margin) else (math.nan, None)
+    seed_mean, ci, resolved = (_margin_ci(bool(pooled[0]), [v[2] for v in per_seed]) if per_seed is not None and not math.isnan(margin)
+                               else (math.nan, math.nan, None))
     return {
         "finding": finding, "load": load, "holds": bool(pooled[0]),
         "seeds_holding": sum(bool(v[0]) for v in per_seed) if per_seed is not None else None,
         "seeds": len(per_seed) if per_seed is not None else None, "detail": pooled[1],
         "margin": margin, "margin_unit": MARGIN_UNITS.get(finding, "") if not math.isnan(margin) else "",
-        "margin_ci95": ci, "resolved": resolved,
+        "margin_ci95": ci, "resolved": resolved, "margin_seed_mean": seed_mean,
     }
 
 
@@ -357,15 +359,15 @@ def _findings_table(rows: list[dict]) -> pd.DataFrame:
     return out
 
 
-def _margin_ci(holds: bool, margins: list[float]) -> tuple[float, bool | None]:
-    """The half-width of the 95 % confidence interval (Student's t over the seeds) of the
-    seeds' mean margin, and whether the seeds resolve the verdict: the interval excludes 0
-    on the verdict's side (above 0 for a finding that holds, below for one that fails).
-    (NaN, None) with fewer than two seeds."""
+def _margin_ci(holds: bool, margins: list[float]) -> tuple[float, float, bool | None]:
+    """The seeds' mean margin, the half-width of its 95 % confidence interval (Student's t
+    over the seeds), and whether the seeds resolve the verdict: the interval excludes 0 on
+    the verdict's side (above 0 for a finding that holds, below for one that fails).
+    The mean with (NaN, None) with fewer than two seeds."""
     mean, ci = mean_ci95(margins)
     if math.isnan(ci):
-        return math.nan, None
-    return ci, bool(mean - ci > 0) if holds else bool(mean + ci < 0)
+        return mean, math.nan, None
+    return mean, ci, bool(mean - ci > 0) if holds else bool(mean + ci < 0)
 
 
 def output_file(out: Path, name: str) -> Path:
@@ -448,13 +450,18 @@ def _unresolved(r) -> bool:
 
 def print_findings(table: pd.DataFrame) -> None:
     """One line per verdict: the finding, the load, yes/no, the seeds that agree, the
-    margin with its 95 % interval over the seeds ("n.s." where that reaches across 0)."""
+    pooled margin, and the seeds' mean margin with its 95 % interval ("n.s." where that
+    reaches across 0). A table written before ``margin_seed_mean`` existed shows the
+    interval beside the pooled margin alone."""
     print("\nThe paper's findings (findings.csv; seeds: how many seeds, each judged alone, agree;"
-          " margin: pooled, +- the 95 % interval of the seeds' mean, n.s. where it reaches across 0):")
+          " margin: pooled, then the seeds' mean +- its 95 % interval, n.s. where that reaches across 0):")
     for r in table.itertuples(index=False):
-        seeds = f"{r.seeds_holding}/{r.seeds} seeds" if not pd.isna(r.seeds) else "pooled only"
+        seeds = f"{int(r.seeds_holding)}/{int(r.seeds)} seeds" if not pd.isna(r.seeds) else "pooled only"  # ints: a CSV reads them as floats
         margin = ""
         if not pd.isna(getattr(r, "margin", math.nan)):
             ci = "" if pd.isna(r.margin_ci95) else f" +- {r.margin_ci95:.3g}"
+            seed_mean = getattr(r, "margin_seed_mean", math.nan)
+            if ci and not pd.isna(seed_mean):
+                ci = f" (seeds' mean {seed_mean:.3g}{ci})"
             margin = f"margin {r.margin:.3g}{ci} {r.margin_unit}{' n.s.' if _unresolved(r) else ''}: "
         print(f"  {'yes' if r.holds else 'NO ':3}  {r.finding:28} {r.load:6}  {seeds:12}  {margin}{r.detail}")
