@@ -111,6 +111,27 @@ fn flagging_flags_the_connection_faster_than_the_fair_share_and_unflags_it_below
 }
 
 #[test]
+fn flagging_splits_with_the_denominator_it_is_given() {
+    // Four client connections, two of them active, on a 1 MiB/s guard with 6 OR
+    // connections: N = 6, 4 and 2 under the three readings, as in bit-splitting.
+    let busy = [conn(0, 5000), conn(1, 0), conn(2, 7000), conn(3, 0)];
+    for (denominator, split) in [
+        (SplitDenominator::AllOrConnections, MIB / 6),
+        (SplitDenominator::ClientConnections, 256 * KIB),
+        (SplitDenominator::ActiveClientConnections, 512 * KIB),
+    ] {
+        let mut p = Flagging::new(FlagParams { denominator, ..flag_params(0.5) }).unwrap();
+        p.tick(&state(t(1), MIB, 6, &busy));
+        assert_eq!(p.threshold_rate(), Some(split), "{denominator:?}");
+    }
+    // "Active" is since the last tick: nobody wrote since, so N is 1.
+    let mut p = Flagging::new(FlagParams { denominator: SplitDenominator::ActiveClientConnections, ..flag_params(0.5) }).unwrap();
+    p.tick(&state(t(1), MIB, 6, &busy));
+    p.tick(&state(t(2), MIB, 6, &busy));
+    assert_eq!(p.threshold_rate(), Some(MIB));
+}
+
+#[test]
 fn flagging_with_p_zero_never_unflags() {
     let mut p = Flagging::new(flag_params(0.0)).unwrap();
     let mut w = [0u64; 2];

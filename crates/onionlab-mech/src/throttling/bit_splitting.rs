@@ -10,6 +10,8 @@
 //!   Default [`SplitDenominator::AllOrConnections`] (pseudocode and code agree); the
 //!   prose's readings are options.
 
+use std::collections::BTreeMap;
+
 use super::{check, GuardState, ThrottleDecision, ThrottlePolicy, ThrottlingError};
 
 /// What `N` in `B / N` counts.
@@ -25,19 +27,49 @@ pub enum SplitDenominator {
     ActiveClientConnections,
 }
 
+/// Counts `N` for `B / N` as a [`SplitDenominator`] says, every tick; keeps what
+/// "active" needs between ticks. Shared by bit-splitting and flagging, whose split is the
+/// same.
+#[derive(Clone, Debug)]
+pub struct SplitCount {
+    denominator: SplitDenominator,
+    /// Client connections' bytes written at the last tick, by channel id (for "active").
+    last_written: BTreeMap<u32, u64>,
+}
+
+impl SplitCount {
+    pub fn new(denominator: SplitDenominator) -> Self {
+        SplitCount { denominator, last_written: BTreeMap::new() }
+    }
+
+    /// `N` at this tick. "Active" counts the client connections the guard wrote to since
+    /// the last tick (a connection new since then counts if it has written at all), at
+    /// least 1.
+    pub fn count(&mut self, guard: &GuardState<'_>) -> usize {
+        match self.denominator {
+            SplitDenominator::AllOrConnections => guard.or_connections,
+            SplitDenominator::ClientConnections => guard.clients.len(),
+            SplitDenominator::ActiveClientConnections => {
+                let last = &self.last_written;
+                let active = guard.clients.iter().filter(|c| c.bytes_written > last.get(&c.chan).copied().unwrap_or(0)).count();
+                self.last_written = guard.clients.iter().map(|c| (c.chan, c.bytes_written)).collect();
+                active.max(1)
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct BitSplitting {
     burst: u64,
-    denominator: SplitDenominator,
+    count: SplitCount,
     split: Option<u64>,
-    /// (chan, bytes_written) at the last tick, for "active".
-    last_written: Vec<(u32, u64)>,
 }
 
 impl BitSplitting {
     pub fn new(burst: u64, denominator: SplitDenominator) -> Result<Self, ThrottlingError> {
         check(burst > 0, "burst", || "must be positive".into())?;
-        Ok(BitSplitting { burst, denominator, split: None, last_written: Vec::new() })
+        Ok(BitSplitting { burst, count: SplitCount::new(denominator), split: None })
     }
 
     /// `floor(B / N)`, or `None` when `N` is 0.
@@ -48,22 +80,7 @@ impl BitSplitting {
 
 impl ThrottlePolicy for BitSplitting {
     fn tick(&mut self, guard: &GuardState<'_>) -> Vec<ThrottleDecision> {
-        let n = match self.denominator {
-            SplitDenominator::AllOrConnections => guard.or_connections,
-            SplitDenominator::ClientConnections => guard.clients.len(),
-            SplitDenominator::ActiveClientConnections => {
-                let active = guard
-                    .clients
-                    .iter()
-                    .filter(|c| {
-                        let before = self.last_written.iter().find(|(ch, _)| *ch == c.chan).map_or(0, |&(_, b)| b);
-                        c.bytes_written > before
-                    })
-                    .count();
-                self.last_written = guard.clients.iter().map(|c| (c.chan, c.bytes_written)).collect();
-                active.max(1)
-            }
-        };
+        let n = self.count.count(guard);
         self.split = Self::split_rate(guard.bandwidth_rate, n);
         match self.split {
             // A split of 0 would stall the connection for good; 1 byte/s is tor's minimum.

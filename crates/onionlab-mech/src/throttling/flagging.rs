@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use onionlab_core::SimDuration;
 
-use super::bit_splitting::{BitSplitting, SplitDenominator};
+use super::bit_splitting::{BitSplitting, SplitCount, SplitDenominator};
 use super::conn_ewma::{ConnEwma, MetaEwma};
 use super::{check, GuardState, ThrottleDecision, ThrottlePolicy, ThrottlingError, TICK};
 
@@ -47,6 +47,7 @@ pub struct Flagging {
     p: FlagParams,
     ewma: ConnEwma,
     meta: MetaEwma,
+    count: SplitCount,
     split: Option<u64>,
     /// Flagged connections, with the unflag threshold frozen at flag time (used only with
     /// `freeze_penalty_at_flag`).
@@ -59,7 +60,14 @@ impl Flagging {
         check((0.0..=1.0).contains(&p.penalty), "penalty", || format!("must be in [0, 1], got {}", p.penalty))?;
         check(p.halflife > SimDuration::ZERO, "halflife", || "must be positive".into())?;
         check(p.burst > 0, "burst", || "must be positive".into())?;
-        Ok(Flagging { ewma: ConnEwma::new(p.halflife), meta: MetaEwma::new(p.halflife), p, split: None, flagged: BTreeMap::new() })
+        Ok(Flagging {
+            ewma: ConnEwma::new(p.halflife),
+            meta: MetaEwma::new(p.halflife),
+            count: SplitCount::new(p.denominator),
+            p,
+            split: None,
+            flagged: BTreeMap::new(),
+        })
     }
 
     /// The meta-EWMA `M`, cells.
@@ -79,10 +87,7 @@ impl Flagging {
 impl ThrottlePolicy for Flagging {
     fn tick(&mut self, guard: &GuardState<'_>) -> Vec<ThrottleDecision> {
         self.ewma.update(guard.now, guard.clients);
-        let n = match self.p.denominator {
-            SplitDenominator::AllOrConnections => guard.or_connections,
-            _ => guard.clients.len(),
-        };
+        let n = self.count.count(guard);
         self.split = BitSplitting::split_rate(guard.bandwidth_rate, n);
         match self.split {
             Some(s) => {
