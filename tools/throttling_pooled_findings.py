@@ -16,7 +16,9 @@ configuration under one or more EXTRA directories, then pool:
     python tools/throttling_pooled_findings.py DIR EXTRA
 
 ``--attacks-only`` pools the medium-load runs alone and judges attacks 1 and 2, which
-read only those (a third of the runs to add).
+read only those (a third of the runs to add). ``--attack-pool`` sets attacks 1 and 2's
+candidate guards as ``onionlab reproduce throttling --attack-pool`` does (default: the
+pool DIR's own attacks used; "relays" for a directory written before the option).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("directory", type=Path, metavar="DIR", help="an `onionlab reproduce throttling` output directory")
     p.add_argument("extras", type=Path, nargs="+", metavar="EXTRA", help="a directory of LOAD-ALG results with other seeds of DIR's configs")
     p.add_argument("--attacks-only", action="store_true", help="pool the medium-load runs only and judge attacks 1 and 2")
+    p.add_argument("--attack-pool", choices=("guards", "relays"), help="attacks 1 and 2's candidate guards (default: DIR's own)")
     p.add_argument("--output-dir", type=Path, metavar="OUT", help="also write findings.csv, numbers.csv and anonymity.csv there")
     args = p.parse_args(argv)
     import pandas as pd
@@ -42,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.attacks_only:
-            anon, numbers = pooled_anonymity(args.directory, args.extras), None
+            anon, numbers = pooled_anonymity(args.directory, args.extras, args.attack_pool), None
             table = anonymity_findings(anon)
         else:
-            table, numbers, anon = pooled_findings(args.directory, args.extras)
+            table, numbers, anon = pooled_findings(args.directory, args.extras, args.attack_pool)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

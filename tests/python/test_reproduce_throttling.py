@@ -67,7 +67,14 @@ def test_probe_recovers_the_static_rate_and_static_leaks_nothing(quick):
     a = pd.read_csv(quick / "anonymity_summary.csv")
     static = a[a.algorithm == "static"]
     assert (static.mean_loss_bits == 0).all(), "every guard has the same static rate: nothing to learn"
-    assert a.mean_loss_bits.max() <= math.log2(50) + 1e-9
+    # The candidates are the sample's Guard-flagged relays (the default --attack-pool).
+    from onionlab.config import tomllib
+
+    relays = tomllib.loads((quick / "configs" / "throttling-relays.toml").read_text())["relays"]
+    guards = sum("Guard" in r.get("flags", []) for r in relays)
+    assert (s["attack_pool"], s["attack_pool_size"]) == ("guards", guards) and 0 < guards < len(relays)
+    assert a.mean_loss_bits.max() <= math.log2(guards) + 1e-9
+    assert pd.read_csv(quick / "anonymity.csv")["set_size"].max() <= guards
     assert (a.mean_correct_loss_bits <= a.mean_loss_bits + 1e-12).all()
     by_class = pd.read_csv(quick / "anonymity_by_class.csv")
     assert set(by_class["class"]) == {"web", "bulk"}
@@ -286,7 +293,7 @@ from onionlab.reproduce import throttling as T
 from onionlab.reproduce.throttling.anonymity import (
     _per_minute, _timing_targets, attacks, combined_attack, flag_timing_attack, medium_load_attacks, thresh_timing_attack,
 )
-from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
+from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, attack_pool, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
 from onionlab.reproduce.throttling.metrics import busiest_channels, medians, throttle_state, web_time_mean
 from onionlab.reproduce.throttling.sweep import _sweep_grid, choose, edge_choices, grid_overrides, sweep_axes, sweep_loads, sweep_settings
 
@@ -715,6 +722,36 @@ def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_gua
     conns["throttle_rate"] = 1e6
     a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
+
+
+def test_attack_pool_is_the_relays_clients_may_take_as_guards_unless_asked_for_every_relay():
+    relays = [
+        {"name": "g1", "bandwidth": "1 MB/s", "flags": ["Guard", "Fast"]},
+        {"name": "g2", "bandwidth": "2 MB/s", "flags": ["Guard", "Exit"]},
+        {"name": "m", "bandwidth": "100 kB/s", "flags": ["Fast"]},
+    ]
+    assert attack_pool(relays, "guards") == {"g1": 1e6, "g2": 2e6}
+    assert attack_pool(relays, "relays") == {"g1": 1e6, "g2": 2e6, "m": 1e5}
+    with pytest.raises(ValueError, match="--attack-pool guards: the relay sample has no Guard-flagged relay"):
+        attack_pool([relays[2]], "guards")
+    with pytest.raises(ValueError, match="--attack-pool: must be one of guards, relays, got 'all'"):
+        attack_pool(relays, "all")
+    # Vanilla: the client's circuit (through g1) carries 100 and 200 kB/s in turn, minute
+    # by minute (band 140 +- 49 kB/s), which only the middle-only relay m's bandwidth matches. Over every relay the attacker keeps m
+    # (log2(3) bits, the true guard excluded); over the guards it keeps none (nothing learnt).
+    rel = pd.DataFrame([{"seed": 1, "relay": r["name"], "interval_start": float(t), "throttle_rate": np.nan} for r in relays for t in range(0, 300, 60)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": "g1", "client": "c", "class": "web", "interval_start": float(t), "bytes_written": int(1e6) * (1 + (t // 60) % 2),
+         "bytes_read": 0, "throttle_rate": np.nan}
+        for t in range(0, 300, 10)
+    ])
+    res = SimpleNamespace(relays=rel, connections=conns)
+    every = attacks(res, attack_pool(relays, "relays"), "vanilla", warmup_s=0.0).set_index("attack")
+    assert every.loc["attack1", "set_size"] == 1 and every.loc["attack1", "true_guard_excluded"]
+    assert every.loc["attack1", "entropy_loss_bits"] == pytest.approx(math.log2(3))
+    guards = attacks(res, attack_pool(relays, "guards"), "vanilla", warmup_s=0.0).set_index("attack")
+    assert guards.loc["attack1", "set_size"] == 0 and guards.loc["attack1", "entropy_loss_bits"] == 0
+    assert not guards.loc["attack1", "true_guard_excluded"]
 
 
 def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute():

@@ -36,8 +36,8 @@ from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_con
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, check_relay_sample, client_settings, config_text, load_params, mechanism_line,
-    relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
+    ALGORITHMS, ATTACK_POOLS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings, config_text,
+    load_params, mechanism_line, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
 from onionlab.reproduce.throttling.findings import findings, per_seed_numbers, print_findings
@@ -145,6 +145,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="which relays may be entry guards: the sample's Guard-flagged relays (default, 14 of 50, the consensus's proportion) "
         "or all 50, as the paper's anonymity analysis states (\"Since there are 50 guards\")",
     )
+    p.add_argument(
+        "--attack-pool", choices=ATTACK_POOLS, default="guards",
+        help="the attacker's candidate guards in attacks 1 and 2: the relays clients may take as guards (default; the maximum "
+        "entropy is log2 of their number) or every relay of the sample, spec 7.4's letter (\"all 50 relays as potential "
+        "guards\"), which keeps relays no client uses as candidates; the same with --guards all",
+    )
     p.add_argument("--entry-guards", type=int, default=3, help="entry guards per client (default 3, tor 0.2.2's NumEntryGuards; spec M14 says one is enough)")
     p.add_argument(
         "--predicted-circuits", action="store_true",
@@ -246,6 +252,7 @@ def main(out: Path, args) -> int:
     relays_file = RELAYS_FILE
     (out / "configs" / relays_file).write_text(relays_text, encoding="utf-8")
     relay_bw = relay_bandwidths(relays)
+    pool_bw = attack_pool(relays, args.attack_pool)
 
     if args.no_sweep and args.grid:
         raise ValueError("--grid: has no effect with --no-sweep (the parameters come from --params)")
@@ -298,7 +305,7 @@ def main(out: Path, args) -> int:
     table1.to_csv(out / "table1.csv", index=False)
     figure3(results, out / "figure3.png")
 
-    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, relay_bw, chosen["flag"], warmup_s)
+    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, pool_bw, chosen["flag"], warmup_s)
     anon.to_csv(out / "anonymity.csv", index=False)
     channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
     channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]
@@ -308,9 +315,9 @@ def main(out: Path, args) -> int:
         columns=THROTTLE_STATE_COLUMNS,
     ).round(3)
     state.to_csv(out / "throttle_state.csv", index=False)
-    figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)")
-    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)")
-    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed")
+    figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)", len(pool_bw))
+    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)", len(pool_bw))
+    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed", len(pool_bw))
     anon_summary = summarise(anon, ["attack", "algorithm"])
     anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
     summarise(anon, ["attack", "algorithm", "class"]).to_csv(out / "anonymity_by_class.csv", index=False)
@@ -325,7 +332,7 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
-        "capacity_scale": args.capacity_scale, "guards": args.guards, "relays": args.relays or "built-in", **tor_settings(args),
+        "capacity_scale": args.capacity_scale, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "relays": args.relays or "built-in", **tor_settings(args),
         "client_links": list(sample_in_use(args)[1].client_links),
         "sweep": dict(zip(("seeds", "duration", "warmup", "grid", "criterion", "loads"), (args.sweep_seeds, *sweep_settings(args), args.grid or [], args.criterion, sweep_loads(args.sweep_loads)))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,

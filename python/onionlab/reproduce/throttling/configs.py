@@ -347,6 +347,32 @@ def relay_bandwidths(relays: list[dict]) -> dict[str, float]:
     return {r["name"]: float(parse_byte_rate(r["bandwidth"])) for r in relays}
 
 
+#: The attacker's candidate guards in attacks 1 and 2 (``--attack-pool``): the relays
+#: that clients may take as entry guards (Guard-flagged), or every relay of the sample
+#: (spec 7.4 to the letter: "The paper treats all 50 relays as potential guards").
+ATTACK_POOLS = ("guards", "relays")
+
+
+def attack_pool(relays: list[dict], pool: str) -> dict[str, float]:
+    """The candidate guards of attacks 1 and 2 with their bandwidths (bytes/s), from a
+    config's ``[[relays]]`` tables: the Guard-flagged relays for ``"guards"``, every relay
+    for ``"relays"``. The paper's attacker "probes all guards", and in its network every
+    one of the 50 relays was a possible guard ("Since there are 50 guards, the maximum
+    entropy is log2(50)"); where only some relays are, a relay no client can take as its
+    guard is not a candidate, and the maximum entropy is log2 of the guards' number.
+    ``--guards all`` makes the two pools the same. Raises ValueError naming
+    ``--attack-pool`` for an unknown pool or a sample without Guard-flagged relays."""
+    if pool not in ATTACK_POOLS:
+        raise ValueError(f"--attack-pool: must be one of {', '.join(ATTACK_POOLS)}, got {pool!r}")
+    bw = relay_bandwidths(relays)
+    if pool == "relays":
+        return bw
+    guards = {r["name"]: bw[r["name"]] for r in relays if "Guard" in r.get("flags", [])}
+    if not guards:
+        raise ValueError("--attack-pool guards: the relay sample has no Guard-flagged relay (use --guards all or --attack-pool relays)")
+    return guards
+
+
 def load_params(path: str, relays_text: str, args) -> dict:
     """``--params FILE``: each algorithm's parameters (a ``chosen.json``, or one of
     ``examples/throttling-params/``), checked before any run: an object with exactly the

@@ -75,7 +75,9 @@ def figure4_lines(anon: pd.DataFrame, attack: str) -> list[tuple[str, pd.Series,
     return lines
 
 
-def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str) -> None:
+def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str, candidates: int) -> None:
+    """Figure 4b/4c: the CDF of entropy lost per target, one line per algorithm and
+    reading; ``candidates``, the attacker's candidate guards, sets the maximum."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,7 +88,7 @@ def figure4(anon: pd.DataFrame, attack: str, path: Path, title: str) -> None:
         x, y = ecdf(values)
         if len(x):
             ax.step(x, y, where="post", label=f"{label} (n={len(x)})", lw=1.2, ls=style, color=COLORS[label.split(",")[0]])
-    ax.set_xlabel(f"entropy lost (bits; maximum log2(50) = {math.log2(50):.2f})")
+    ax.set_xlabel(f"entropy lost (bits; maximum log2({candidates}) = {math.log2(candidates):.2f})")
     ax.set_ylabel("cumulative fraction of clients")
     ax.set_title(title)
     ax.grid(alpha=0.3)

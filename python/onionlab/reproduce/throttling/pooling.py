@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import pandas as pd
 
 from onionlab.reproduce.throttling.anonymity import medium_load_attacks
-from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, relay_bandwidths, seconds
+from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, attack_pool, seconds
 from onionlab.reproduce.throttling.findings import attack_tables, findings, main_run_dir, output_file, per_seed_numbers
 
 
@@ -56,21 +56,21 @@ def _sources(out: Path, extras: list[Path], loads: tuple[str, ...]) -> dict[tupl
     return sources
 
 
-def _pooled_config(out: Path, load: str, alg: str, dirs: list[Path]) -> tuple[SimpleNamespace, list[int], dict[str, float]]:
+def _pooled_config(out: Path, load: str, alg: str, dirs: list[Path]) -> tuple[SimpleNamespace, list[int], list[dict]]:
     """One configuration's runs joined over ``dirs`` (``out``'s first): (the ``relays``,
-    ``connections`` and ``downloads`` tables of every seed; its seeds; the relays'
-    bandwidths). Raises ValueError as :func:`pooled_runs` says."""
+    ``connections`` and ``downloads`` tables of every seed; its seeds; the config's
+    ``[[relays]]`` tables). Raises ValueError as :func:`pooled_runs` says."""
     from onionlab import config as config_mod
     from onionlab import results as results_mod
     from onionlab.reproduce import _without_name
 
-    parts, body, owner, relay_bw = [], None, {}, {}
+    parts, body, owner, relays = [], None, {}, []
     for d in dirs:
         res = results_mod.load(d)
         mine = config_mod.with_seeds(_without_name(res.config), [])
         if body is None:
             body = mine
-            relay_bw = relay_bandwidths(config_mod.parse(res.config)["relays"])
+            relays = config_mod.parse(res.config)["relays"]
         elif mine != body:
             raise ValueError(f"{d}: its config differs from {dirs[0]}'s beyond the seeds; run it from {out / 'configs' / f'{load}-{alg}.toml'}")
         for seed in sorted(int(x) for x in res.connections["seed"].unique()):
@@ -79,29 +79,29 @@ def _pooled_config(out: Path, load: str, alg: str, dirs: list[Path]) -> tuple[Si
             owner[seed] = d
         parts.append(res)
     runs = SimpleNamespace(**{table: pd.concat([getattr(p, table) for p in parts], ignore_index=True) for table in ("relays", "connections", "downloads")})
-    return runs, sorted(owner), relay_bw
+    return runs, sorted(owner), relays
 
 
 def _iter_pooled(out: Path, extras: list[Path], loads: tuple[str, ...]):
     """Each configuration of ``loads`` pooled (:func:`_pooled_config`), one at a time, as
-    ((load, algorithm), runs, relays' bandwidths): a caller that keeps only what it needs
+    ((load, algorithm), runs, the config's ``[[relays]]`` tables): a caller that keeps only what it needs
     of each holds one configuration's tables at a time. Raises as :func:`pooled_runs`."""
     sources = _sources(out, extras, loads)
     first = None
     for (load, alg), dirs in sources.items():
-        runs, seeds, relay_bw = _pooled_config(out, load, alg, dirs)
+        runs, seeds, relays = _pooled_config(out, load, alg, dirs)
         if first is None:
             first = (f"{load}-{alg}", seeds)
         elif seeds != first[1]:
             raise ValueError(f"{load}-{alg}: pooled seeds {_seed_text(seeds)}, but {first[0]} has {_seed_text(first[1])}; every configuration needs the same seeds")
-        yield (load, alg), runs, relay_bw
+        yield (load, alg), runs, relays
 
 
-def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LOADS)) -> tuple[dict, dict[str, float], dict]:
+def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LOADS)) -> tuple[dict, list[dict], dict]:
     """The runs of ``out`` (an ``onionlab reproduce throttling`` output directory) at
     ``loads``, each joined with the same configuration's runs in ``extras``: (runs by
     (load, algorithm), each with the ``relays``, ``connections`` and ``downloads`` tables of
-    every seed; the relays' bandwidths; ``out``'s summary).
+    every seed; the config's ``[[relays]]`` tables; ``out``'s summary).
 
     Raises FileNotFoundError naming a missing directory; ValueError naming the results
     directory whose config differs from ``out``'s beyond its seeds (pooling two
@@ -110,40 +110,50 @@ def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LO
     different networks)."""
     out = Path(out)
     summary = _summary(out)
-    runs, relay_bw = {}, {}
-    for key, res, relay_bw in _iter_pooled(out, extras, loads):
+    runs, relays = {}, []
+    for key, res, relays in _iter_pooled(out, extras, loads):
         runs[key] = res
-    return runs, relay_bw, summary
+    return runs, relays, summary
 
 
 def _seed_text(seeds: list[int]) -> str:
     return ", ".join(map(str, seeds))
 
 
-def pooled_anonymity(out: Path, extras: list[Path]) -> pd.DataFrame:
+def summary_attack_pool(summary: dict) -> str:
+    """The attack pool (``--attack-pool``) an output directory's attacks used: its
+    summary's, or "relays" for a directory written before the option existed (every relay
+    was a candidate then)."""
+    return summary.get("attack_pool", "relays")
+
+
+def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None) -> pd.DataFrame:
     """Attacks 1 and 2 (``anonymity.csv``'s rows) over the medium-load runs of ``out``
-    pooled with those of ``extras`` (:func:`pooled_runs`). The anonymity analysis reads
-    only the medium-load runs, a third of the main runs."""
-    runs, relay_bw, summary = pooled_runs(out, extras, ("medium",))
-    return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, relay_bw, summary["chosen"]["flag"], seconds(summary["warmup"]))
+    pooled with those of ``extras`` (:func:`pooled_runs`), over the candidate guards of
+    ``pool`` (``configs.attack_pool``; default: the one ``out`` used). The anonymity
+    analysis reads only the medium-load runs, a third of the main runs."""
+    runs, relays, summary = pooled_runs(out, extras, ("medium",))
+    candidates = attack_pool(relays, pool or summary_attack_pool(summary))
+    return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, candidates, summary["chosen"]["flag"], seconds(summary["warmup"]))
 
 
-def pooled_findings(out: Path, extras: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def pooled_findings(out: Path, extras: list[Path], pool: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every finding (``findings.csv``'s table) judged on ``out``'s main runs at all three
     loads pooled with ``extras`` (:func:`pooled_runs`): (findings, the per-seed numbers
     they were judged on, the attack 1 and 2 rows). Attacks 3 and 4 are judged pooled only
-    from ``out``'s own tables, as the reproduction judges them: their runs are their own."""
+    from ``out``'s own tables, as the reproduction judges them: their runs are their own.
+    ``pool`` as in :func:`pooled_anonymity`."""
     out = Path(out)
     summary = _summary(out)
     warmup_s = seconds(summary["warmup"])
     # One configuration's tables at a time (15 seeds of all fifteen held at once take
     # about 11 GB): each is reduced to its numbers, and the medium-load runs kept for the
     # attacks.
-    numbers, medium, relay_bw = [], {}, {}
-    for (load, alg), res, relay_bw in _iter_pooled(out, extras, tuple(LOADS)):
+    numbers, medium, relays = [], {}, []
+    for (load, alg), res, relays in _iter_pooled(out, extras, tuple(LOADS)):
         numbers.append(per_seed_numbers({(load, alg): res}, warmup_s))
         if load == "medium":
             medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
     numbers = pd.concat(numbers, ignore_index=True)
-    anon = medium_load_attacks(medium, relay_bw, summary["chosen"]["flag"], warmup_s)
+    anon = medium_load_attacks(medium, attack_pool(relays, pool or summary_attack_pool(summary)), summary["chosen"]["flag"], warmup_s)
     return findings(numbers, anon, *attack_tables(out)), numbers, anon
