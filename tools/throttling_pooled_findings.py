@@ -24,6 +24,7 @@ pool DIR's own attacks used; "relays" for a directory written before the option)
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from onionlab.reproduce import markdown_table
     from onionlab.reproduce.throttling.anonymity import summarise
     from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, output_file, print_findings
-    from onionlab.reproduce.throttling.pooling import pooled_anonymity, pooled_findings
+    from onionlab.reproduce.throttling.pooling import pooled_anonymity, pooled_findings, summary_attack_pool
 
     try:
         if args.attacks_only:
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nnot set beside the directory's own seeds: {e}", file=sys.stderr)
     else:
         own = own[own["finding"].isin(set(table["finding"]))]
+        own_pool = summary_attack_pool(json.loads(output_file(args.directory, "summary.json").read_text()))
+        if args.attack_pool and args.attack_pool != own_pool:  # its attack rows are over its own candidates
+            print(f"\n(the directory's own attacks 1 and 2 are over --attack-pool {own_pool}, these over {args.attack_pool})")
         print(f"\nThe directory's own seeds beside all {len(seeds)}:\n")
         print(markdown_table(findings_matrix({"own seeds": own, f"{len(seeds)} seeds": table})))
     if args.output_dir:

@@ -143,6 +143,17 @@ def test_more_seeds_of_the_medium_load_runs_pool_with_the_directorys_own(quick, 
     assert (verdicts["seeds"] == 2).all()
     r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(extra), "--attacks-only"], capture_output=True, text=True, check=True)
     assert r.stdout.startswith("2 seeds (1, 2)") and "attack2_flag_most" in r.stdout and "static_gains_least" not in r.stdout
+    # Over every relay instead of the directory's own candidates (the guards): the entropy
+    # is counted against all 50, and the tool says the directory's own rows are not.
+    every = pooled_anonymity(quick, [extra], "relays")
+    kept = every[every["set_size"] > 0]
+    assert (kept["entropy_loss_bits"] - (math.log2(50) - kept["set_size"].map(math.log2))).abs().max() < 1e-9
+    guards = pooled[pooled["set_size"] > 0]
+    assert (guards["entropy_loss_bits"] - (math.log2(json.loads((quick / "summary.json").read_text())["attack_pool_size"])
+                                           - guards["set_size"].map(math.log2))).abs().max() < 1e-9
+    r = subprocess.run([sys.executable, str(POOL_TOOL), str(quick), str(extra), "--attacks-only", "--attack-pool", "relays"],
+                       capture_output=True, text=True, check=True)
+    assert "(the directory's own attacks 1 and 2 are over --attack-pool guards, these over relays)" in r.stdout
     # Seed 1 again: counted twice if pooled.
     again = tmp_path / "again"
     assert main(["run", str(quick / "configs" / "medium-vanilla.toml"), "--seed", "1", "-o", str(again / "medium-vanilla"), "--no-progress"]) == 0

@@ -12,8 +12,9 @@ seconds of median web download time, points of bulk share or of gain, bits of en
 for ``lower_bulk_and_data`` the smallest reduction against vanilla, as % of vanilla's
 value). ``margin_seed_mean`` is the mean of the seeds' own margins (each seed judged
 alone), ``margin_ci95`` the half-width of its 95 % confidence interval (Student's t), and
-``resolved`` says whether that interval lies wholly on the verdict's side of 0: where it is false, the seeds cannot tell the verdict from its
-opposite, and the matrix marks the cell "(n.s.)". Added 2026-11-27 after the verdicts; it
+``resolved`` says whether that interval lies wholly on the verdict's side of 0: where it
+is false, the seeds cannot tell the verdict from its opposite, and the matrix marks the
+cell "(n.s.)". Added 2026-11-27 after the verdicts; it
 changes no verdict, only says which ones five seeds support. "Static leaks nothing" (an
 exact claim) and the pooled-only attacks 3 and 4 have no margin.
 
@@ -363,7 +364,7 @@ def _margin_ci(holds: bool, margins: list[float]) -> tuple[float, float, bool | 
     """The seeds' mean margin, the half-width of its 95 % confidence interval (Student's t
     over the seeds), and whether the seeds resolve the verdict: the interval excludes 0 on
     the verdict's side (above 0 for a finding that holds, below for one that fails).
-    The mean with (NaN, None) with fewer than two seeds."""
+    With fewer than two seeds: (the mean, NaN, None)."""
     mean, ci = mean_ci95(margins)
     if math.isnan(ci):
         return mean, math.nan, None

@@ -84,8 +84,9 @@ def _pooled_config(out: Path, load: str, alg: str, dirs: list[Path]) -> tuple[Si
 
 def _iter_pooled(out: Path, extras: list[Path], loads: tuple[str, ...]):
     """Each configuration of ``loads`` pooled (:func:`_pooled_config`), one at a time, as
-    ((load, algorithm), runs, the config's ``[[relays]]`` tables): a caller that keeps only what it needs
-    of each holds one configuration's tables at a time. Raises as :func:`pooled_runs`."""
+    ((load, algorithm), runs, the config's ``[[relays]]`` tables): a caller that keeps
+    only what it needs of each holds one configuration's tables at a time. Raises as
+    :func:`pooled_runs`."""
     sources = _sources(out, extras, loads)
     first = None
     for (load, alg), dirs in sources.items():
