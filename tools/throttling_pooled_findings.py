@@ -24,24 +24,25 @@ pool DIR's own attacks used; "relays" for a directory written before the option)
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from onionlab.reproduce.throttling.configs import ATTACK_POOLS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("directory", type=Path, metavar="DIR", help="an `onionlab reproduce throttling` output directory")
     p.add_argument("extras", type=Path, nargs="+", metavar="EXTRA", help="a directory of LOAD-ALG results with other seeds of DIR's configs")
     p.add_argument("--attacks-only", action="store_true", help="pool the medium-load runs only and judge attacks 1 and 2")
-    p.add_argument("--attack-pool", choices=("guards", "relays"), help="attacks 1 and 2's candidate guards (default: DIR's own)")
+    p.add_argument("--attack-pool", choices=ATTACK_POOLS, help="attacks 1 and 2's candidate guards (default: DIR's own)")
     p.add_argument("--output-dir", type=Path, metavar="OUT", help="also write findings.csv, numbers.csv and anonymity.csv there")
     args = p.parse_args(argv)
     import pandas as pd
 
     from onionlab.reproduce import markdown_table
     from onionlab.reproduce.throttling.anonymity import summarise
-    from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, output_file, print_findings
+    from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, output_file, output_summary, print_findings
     from onionlab.reproduce.throttling.pooling import pooled_anonymity, pooled_findings, summary_attack_pool
 
     try:
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nnot set beside the directory's own seeds: {e}", file=sys.stderr)
     else:
         own = own[own["finding"].isin(set(table["finding"]))]
-        own_pool = summary_attack_pool(json.loads(output_file(args.directory, "summary.json").read_text()))
+        own_pool = summary_attack_pool(output_summary(args.directory))
         if args.attack_pool and args.attack_pool != own_pool:  # its attack rows are over its own candidates
             print(f"\n(the directory's own attacks 1 and 2 are over --attack-pool {own_pool}, these over {args.attack_pool})")
         print(f"\nThe directory's own seeds beside all {len(seeds)}:\n")

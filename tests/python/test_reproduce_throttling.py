@@ -748,8 +748,9 @@ def test_attack_pool_is_the_relays_clients_may_take_as_guards_unless_asked_for_e
     with pytest.raises(ValueError, match="--attack-pool: must be one of guards, relays, got 'all'"):
         attack_pool(relays, "all")
     # Vanilla: the client's circuit (through g1) carries 100 and 200 kB/s in turn, minute
-    # by minute (band 140 +- 49 kB/s), which only the middle-only relay m's bandwidth matches. Over every relay the attacker keeps m
-    # (log2(3) bits, the true guard excluded); over the guards it keeps none (nothing learnt).
+    # by minute (band 140 +- 49 kB/s), which only the middle-only relay m's bandwidth
+    # matches. Over every relay the attacker keeps m (log2(3) bits, the true guard
+    # excluded); over the guards it keeps none (nothing learnt).
     rel = pd.DataFrame([{"seed": 1, "relay": r["name"], "interval_start": float(t), "throttle_rate": np.nan} for r in relays for t in range(0, 300, 60)])
     conns = pd.DataFrame([
         {"seed": 1, "relay": "g1", "client": "c", "class": "web", "interval_start": float(t), "bytes_written": int(1e6) * (1 + (t // 60) % 2),

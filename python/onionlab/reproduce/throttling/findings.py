@@ -380,6 +380,11 @@ def output_file(out: Path, name: str) -> Path:
     return path
 
 
+def output_summary(out: Path) -> dict:
+    """An output directory's ``summary.json``; FileNotFoundError naming it if missing."""
+    return json.loads(output_file(out, "summary.json").read_text())
+
+
 def main_run_dir(out: Path, load: str, alg: str) -> Path:
     """The results directory of ``alg``'s main run at ``load`` in the output directory
     ``out``; FileNotFoundError naming it if it is not there."""
@@ -401,8 +406,8 @@ def findings_of_directory(out: Path) -> pd.DataFrame:
     (for the warm-up). Raises FileNotFoundError naming what is missing."""
     from onionlab import results as results_mod
 
-    summary, anonymity = output_file(out, "summary.json"), output_file(out, "anonymity.csv")
-    warmup_s = seconds(json.loads(summary.read_text())["warmup"])
+    summary, anonymity = output_summary(out), output_file(out, "anonymity.csv")
+    warmup_s = seconds(summary["warmup"])
     results = {(load, alg): results_mod.load(main_run_dir(out, load, alg)) for load in LOADS for alg in ALGORITHMS}
     return findings(per_seed_numbers(results, warmup_s), pd.read_csv(anonymity), *attack_tables(out))
 

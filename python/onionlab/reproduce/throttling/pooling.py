@@ -18,7 +18,6 @@ After pooling, every configuration pooled has the same seeds.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -26,11 +25,7 @@ import pandas as pd
 
 from onionlab.reproduce.throttling.anonymity import medium_load_attacks
 from onionlab.reproduce.throttling.configs import ALGORITHMS, LOADS, attack_pool, seconds
-from onionlab.reproduce.throttling.findings import attack_tables, findings, main_run_dir, output_file, per_seed_numbers
-
-
-def _summary(out: Path) -> dict:
-    return json.loads(output_file(out, "summary.json").read_text())
+from onionlab.reproduce.throttling.findings import attack_tables, findings, main_run_dir, output_summary, per_seed_numbers
 
 
 def _sources(out: Path, extras: list[Path], loads: tuple[str, ...]) -> dict[tuple[str, str], list[Path]]:
@@ -110,7 +105,7 @@ def pooled_runs(out: Path, extras: list[Path], loads: tuple[str, ...] = tuple(LO
     the configuration that ends with other seeds than the first (comparing algorithms on
     different networks)."""
     out = Path(out)
-    summary = _summary(out)
+    summary = output_summary(out)
     runs, relays = {}, []
     for key, res, relays in _iter_pooled(out, extras, loads):
         runs[key] = res
@@ -128,13 +123,19 @@ def summary_attack_pool(summary: dict) -> str:
     return summary.get("attack_pool", "relays")
 
 
+def _candidates(relays: list[dict], pool: str | None, summary: dict) -> dict[str, float]:
+    """The attacks' candidate guards: ``pool``'s, or by default the pool the directory of
+    ``summary`` used."""
+    return attack_pool(relays, pool or summary_attack_pool(summary))
+
+
 def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None) -> pd.DataFrame:
     """Attacks 1 and 2 (``anonymity.csv``'s rows) over the medium-load runs of ``out``
     pooled with those of ``extras`` (:func:`pooled_runs`), over the candidate guards of
     ``pool`` (``configs.attack_pool``; default: the one ``out`` used). The anonymity
     analysis reads only the medium-load runs, a third of the main runs."""
     runs, relays, summary = pooled_runs(out, extras, ("medium",))
-    candidates = attack_pool(relays, pool or summary_attack_pool(summary))
+    candidates = _candidates(relays, pool, summary)
     return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, candidates, summary["chosen"]["flag"], seconds(summary["warmup"]))
 
 
@@ -145,7 +146,7 @@ def pooled_findings(out: Path, extras: list[Path], pool: str | None = None) -> t
     from ``out``'s own tables, as the reproduction judges them: their runs are their own.
     ``pool`` as in :func:`pooled_anonymity`."""
     out = Path(out)
-    summary = _summary(out)
+    summary = output_summary(out)
     warmup_s = seconds(summary["warmup"])
     # One configuration's tables at a time (15 seeds of all fifteen held at once take
     # about 11 GB): each is reduced to its numbers, and the medium-load runs kept for the
@@ -156,5 +157,5 @@ def pooled_findings(out: Path, extras: list[Path], pool: str | None = None) -> t
         if load == "medium":
             medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
     numbers = pd.concat(numbers, ignore_index=True)
-    anon = medium_load_attacks(medium, attack_pool(relays, pool or summary_attack_pool(summary)), summary["chosen"]["flag"], warmup_s)
+    anon = medium_load_attacks(medium, _candidates(relays, pool, summary), summary["chosen"]["flag"], warmup_s)
     return findings(numbers, anon, *attack_tables(out)), numbers, anon
