@@ -15,6 +15,11 @@ nor written: the verdicts of ``tools/throttling_pooled_findings.py --output-dir 
 (``OUT/findings.csv``, over more seeds than the directory holds) then take a column of
 their own. Such a column is named by its directory, as a bare directory would be.
 
+``--empty-set`` judges attacks 1 and 2 with their empty anonymity sets counted another way
+than each directory counted them (``onionlab reproduce throttling --empty-set``), from the
+same ``anonymity.csv``; it implies ``--no-write``, since a directory's ``findings.csv``
+is its own policy's.
+
     python tools/throttling_findings.py results/repro-throttling
     python tools/throttling_findings.py built-in=results/repro-throttling paper=results/paper --csv matrix.csv
     python tools/throttling_findings.py paper=results/paper paper-15=pooled/findings.csv
@@ -50,9 +55,12 @@ def read_findings(path: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from onionlab.reproduce.throttling.anonymity import EMPTY_SETS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("directories", nargs="+", metavar="[NAME=]DIR", help="`onionlab reproduce throttling` output directories, or findings.csv files read as they are")
     p.add_argument("--no-write", action="store_true", help="print only; do not write DIR/findings.csv")
+    p.add_argument("--empty-set", choices=EMPTY_SETS, help="count attacks 1 and 2's empty anonymity sets this way (implies --no-write)")
     p.add_argument("--csv", type=Path, metavar="FILE", help="with several directories, also write the side-by-side table to FILE")
     args = p.parse_args(argv)
     from onionlab.reproduce import markdown_table
@@ -66,17 +74,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv and len(dirs) < 2:
         print("error: --csv: needs two or more directories to set side by side", file=sys.stderr)
         return 2
+    if args.empty_set and any(d.suffix == ".csv" for _, d in dirs):
+        print("error: --empty-set: a findings.csv is read as it is (judge its runs again with tools/throttling_pooled_findings.py --empty-set)", file=sys.stderr)
+        return 2
     tables = {}
     for name, d in dirs:
         given = d.suffix == ".csv"
         try:
-            table = read_findings(d) if given else findings_of_directory(d)
+            table = read_findings(d) if given else findings_of_directory(d, args.empty_set)
         except (FileNotFoundError, KeyError, ValueError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         if len(dirs) == 1:
             print_findings(table)
-        if not args.no_write and not given:
+        if not (args.no_write or args.empty_set or given):
             table.to_csv(d / "findings.csv", index=False)
             print(f"wrote {d / 'findings.csv'}")
         tables[name] = table

@@ -18,7 +18,9 @@ configuration under one or more EXTRA directories, then pool:
 ``--attacks-only`` pools the medium-load runs alone and judges attacks 1 and 2, which
 read only those (a third of the runs to add). ``--attack-pool`` sets attacks 1 and 2's
 candidate guards as ``onionlab reproduce throttling --attack-pool`` does (default: the
-pool DIR's own attacks used; "relays" for a directory written before the option).
+pool DIR's own attacks used; "relays" for a directory written before the option), and
+``--empty-set`` how they count an empty anonymity set (default: as DIR did; "nothing"
+before the option); DIR's own seeds are then judged again under the same policy.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    from onionlab.reproduce.throttling.anonymity import EMPTY_SETS
     from onionlab.reproduce.throttling.configs import ATTACK_POOLS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -36,21 +39,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("extras", type=Path, nargs="+", metavar="EXTRA", help="a directory of LOAD-ALG results with other seeds of DIR's configs")
     p.add_argument("--attacks-only", action="store_true", help="pool the medium-load runs only and judge attacks 1 and 2")
     p.add_argument("--attack-pool", choices=ATTACK_POOLS, help="attacks 1 and 2's candidate guards (default: DIR's own)")
+    p.add_argument("--empty-set", choices=EMPTY_SETS, help="how attacks 1 and 2 count an empty anonymity set (default: as DIR did)")
     p.add_argument("--output-dir", type=Path, metavar="OUT", help="also write findings.csv, numbers.csv and anonymity.csv there")
     args = p.parse_args(argv)
     import pandas as pd
 
     from onionlab.reproduce import markdown_table
     from onionlab.reproduce.throttling.anonymity import summarise
-    from onionlab.reproduce.throttling.findings import anonymity_findings, findings_matrix, findings_of_directory, output_file, output_summary, print_findings
+    from onionlab.reproduce.throttling.findings import anonymity_findings, directory_anonymity, findings_matrix, findings_of_directory, output_summary, print_findings
     from onionlab.reproduce.throttling.pooling import pooled_anonymity, pooled_findings, summary_attack_pool
 
     try:
         if args.attacks_only:
-            anon, numbers = pooled_anonymity(args.directory, args.extras, args.attack_pool), None
+            anon, numbers = pooled_anonymity(args.directory, args.extras, args.attack_pool, args.empty_set), None
             table = anonymity_findings(anon)
         else:
-            table, numbers, anon = pooled_findings(args.directory, args.extras, args.attack_pool)
+            table, numbers, anon = pooled_findings(args.directory, args.extras, args.attack_pool, args.empty_set)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -62,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     print_findings(table)
     try:  # the directory's own seeds judged again by the same code (its findings.csv may be older)
         if args.attacks_only:  # from its anonymity.csv alone, without loading its main runs
-            own = anonymity_findings(pd.read_csv(output_file(args.directory, "anonymity.csv")))
+            own = anonymity_findings(directory_anonymity(args.directory, args.empty_set))
         else:
-            own = findings_of_directory(args.directory)
+            own = findings_of_directory(args.directory, args.empty_set)
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"\nnot set beside the directory's own seeds: {e}", file=sys.stderr)
     else:

@@ -53,6 +53,9 @@ def test_table1_has_the_papers_numbers_beside_ours_and_throttling_cuts_the_bulk_
     t = pd.read_csv(quick / "table1.csv")
     assert len(t) == 15
     assert t.loc[(t.load == "medium") & (t.algorithm == "vanilla"), "paper_bulk_pct"].item() == 34.2
+    # The mean that counts cut-short web downloads at their elapsed time is there (the run's
+    # end is known), besides the mean over finished ones.
+    assert (t["web_time_mean"] > 0).all() and (t["web_ttlb_mean"] > 0).all()
     for load, grp in t.groupby("load"):
         v = grp[grp.algorithm == "vanilla"].iloc[0]
         for _, row in grp[grp.algorithm != "vanilla"].iterrows():
@@ -200,7 +203,7 @@ def test_more_seeds_of_every_main_run_pool_into_every_finding(quick, second_seed
     written = pd.read_csv(quick / "findings.csv")
     assert list(table["finding"]) == list(written["finding"]) and list(table["load"]) == list(written["load"])
     seeded = table[table["seeds"].notna()]
-    assert (seeded["seeds"] == 2).all() and len(seeded) == 4 * 3 + 1 + 4
+    assert (seeded["seeds"] == 2).all() and len(seeded) == 6 * 3 + 1 + 4
     # Attacks 3 and 4 are the directory's own, judged pooled only.
     own_only = written[written["seeds"].isna()].reset_index(drop=True)
     pd.testing.assert_frame_equal(table[table["seeds"].isna()].reset_index(drop=True)[["finding", "holds", "detail"]], own_only[["finding", "holds", "detail"]])
@@ -223,9 +226,9 @@ def test_more_seeds_of_every_main_run_pool_into_every_finding(quick, second_seed
 
 def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     written = pd.read_csv(quick / "findings.csv")
-    # Table 1's four per load, the gains' growth, three anonymity, two of attack 3, two of
+    # Table 1's six per load, the gains' growth, four anonymity, two of attack 3, two of
     # attack 4 on flooded and two on paced targets.
-    assert len(written) == 4 * 3 + 1 + 4 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
+    assert len(written) == 6 * 3 + 1 + 4 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
     # One seed in the quick run: each seeded verdict is that seed's.
     seeded = written[written["seeds"].notna()]
     assert (seeded["seeds"] == 1).all() and (seeded["seeds_holding"] == seeded["holds"].astype(int)).all()
@@ -244,6 +247,19 @@ def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     assert list(m.columns) == ["finding", "load", "a", "b"] and (m["a"] == m["b"]).all()
     assert list(m["finding"]) == list(written["finding"])
     assert "| finding | load | a | b |" in r.stdout
+    # The same directory with its empty sets skipped: judged again from anonymity.csv, the
+    # directory's own findings.csv left as its own policy's; the summary names the policy.
+    assert s["empty_set"] == "nothing"
+    before = (quick / "findings.csv").read_text()
+    r = subprocess.run([sys.executable, str(tool), f"nothing={quick}", f"skip={quick}", "--empty-set", "skip", "--csv", str(matrix_csv)],
+                       capture_output=True, text=True, check=True)
+    assert (quick / "findings.csv").read_text() == before
+    from onionlab.reproduce.throttling.findings import directory_anonymity
+
+    skipped = directory_anonymity(quick, "skip")
+    assert skipped["entropy_loss_bits"].isna().tolist() == (skipped["set_size"] == 0).tolist()
+    r = subprocess.run([sys.executable, str(tool), str(quick / "findings.csv"), "--empty-set", "max"], capture_output=True, text=True)
+    assert r.returncode == 2 and "--empty-set: a findings.csv is read as it is" in r.stderr
 
 
 def test_compare_tool_orders_the_algorithms_per_load(quick):
@@ -302,7 +318,8 @@ import numpy as np
 
 from onionlab.reproduce import throttling as T
 from onionlab.reproduce.throttling.anonymity import (
-    _per_minute, _timing_targets, attacks, combined_attack, flag_timing_attack, medium_load_attacks, thresh_timing_attack,
+    _per_minute, _timing_targets, attacks, combined_attack, empty_set_policy, flag_timing_attack, medium_load_attacks, summarise,
+    thresh_timing_attack,
 )
 from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, attack_pool, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
 from onionlab.reproduce.throttling.metrics import busiest_channels, medians, throttle_state, web_time_mean
@@ -735,6 +752,36 @@ def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_gua
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
 
 
+def test_an_empty_anonymity_set_counts_as_nothing_skipped_or_the_maximum_as_asked():
+    """Spec 7.4: "If A_c = ∅, report max loss or skip; state the policy used". Three targets
+    over 8 candidates: a set of 2 with the true guard (2 bits), a set of 1 without it (3
+    bits, a false exclusion), and an empty set."""
+    anon = pd.DataFrame({
+        "seed": 1, "client": ["a", "b", "c"], "class": "web", "attack": "attack1", "algorithm": "split",
+        "set_size": [2, 1, 0], "entropy_loss_bits": [2.0, 3.0, 0.0], "true_guard_excluded": [False, True, False],
+    })
+    nothing = empty_set_policy(anon, "nothing", 8)
+    pd.testing.assert_frame_equal(nothing, anon)
+    skip = empty_set_policy(anon, "skip", None)
+    assert skip["entropy_loss_bits"].tolist()[:2] == [2.0, 3.0] and math.isnan(skip["entropy_loss_bits"].iloc[2])
+    most = empty_set_policy(anon, "max", 8)
+    assert most["entropy_loss_bits"].tolist() == [2.0, 3.0, 3.0] and most["true_guard_excluded"].tolist() == [False, True, True]
+    # The policy reads set_size, not the loss written: any policy's rows can be counted again.
+    pd.testing.assert_frame_equal(empty_set_policy(most, "nothing", None), anon)
+    pd.testing.assert_frame_equal(empty_set_policy(skip, "max", 8), most)
+    s = {p: summarise(f, ["algorithm"]).iloc[0] for p, f in (("nothing", nothing), ("skip", skip), ("max", most))}
+    assert [s[p]["clients"] for p in s] == [3, 3, 3] and all(s[p]["empty_set_rate"] == pytest.approx(1 / 3) for p in s)
+    assert s["nothing"]["mean_loss_bits"] == pytest.approx(5 / 3) and s["nothing"]["false_exclusion_rate"] == pytest.approx(1 / 3)
+    # Skipped: the mean and the exclusions over the two targets with a set.
+    assert s["skip"]["mean_loss_bits"] == pytest.approx(2.5) and s["skip"]["false_exclusion_rate"] == pytest.approx(0.5)
+    assert s["skip"]["mean_correct_loss_bits"] == pytest.approx(1.0)
+    assert s["max"]["mean_loss_bits"] == pytest.approx(8 / 3) and s["max"]["false_exclusion_rate"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="--empty-set: must be one of nothing, skip, max, got 'zero'"):
+        empty_set_policy(anon, "zero", 8)
+    with pytest.raises(ValueError, match="--empty-set max: needs the number of candidate guards"):
+        empty_set_policy(anon, "max", None)
+
+
 def test_attack_pool_is_the_relays_clients_may_take_as_guards_unless_asked_for_every_relay():
     relays = [
         {"name": "g1", "bandwidth": "1 MB/s", "flags": ["Guard", "Fast"]},
@@ -913,7 +960,7 @@ def test_busiest_channels_averages_over_samples_and_ranks_by_queued_cells():
     assert busiest_channels(SimpleNamespace(channels=ch.iloc[:0]), warmup_s=10.0).empty
 
 
-def test_a_sweep_at_two_loads_runs_each_point_at_each_and_chooses_once(tmp_path):
+def test_a_sweep_at_two_loads_runs_each_point_at_each_and_chooses_once(tmp_path, capsys):
     import argparse
 
     from onionlab.reproduce.throttling import add_arguments
@@ -922,11 +969,14 @@ def test_a_sweep_at_two_loads_runs_each_point_at_each_and_chooses_once(tmp_path)
 
     p = argparse.ArgumentParser()
     add_arguments(p)
-    args = p.parse_args(["--quick", "--sweep-loads", "heavy,light", "--jobs", "2", "--grid", "static.rate=10 KiB/s"])
-    args.duration, args.warmup, args.sweep_seeds, args.criterion = "2 min", "1 min", 1, "median"
+    # Seed 7: held out from the main runs (seed 1 in --quick), so no note says otherwise.
+    args = p.parse_args(["--quick", "--sweep-loads", "heavy,light", "--jobs", "2", "--grid", "static.rate=10 KiB/s", "--sweep-first-seed", "7"])
+    args.duration, args.warmup, args.sweep_seeds, args.criterion, args.seeds = "2 min", "1 min", 1, "median", 1
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / RELAYS_FILE).write_text(relay_sample_text(None))
     chosen = sweep(tmp_path, args, RELAYS_FILE, grid_overrides(args.grid))
+    assert set(pd.read_csv(tmp_path / "sweep_per_seed.csv")["seed"]) == {7}
+    assert "also main-run seeds" not in capsys.readouterr().out
     assert chosen["static"] == {"rate": "10 KiB/s"} and set(chosen) == {"vanilla", "static", "split", "flag", "thresh"}
     t = pd.read_csv(tmp_path / "sweep.csv")
     # vanilla, split, one static, one flag and one thresh point, at each load.
@@ -1039,10 +1089,11 @@ def test_anonymity_summary_counts_a_misled_attacker_as_learning_nothing():
     anon = pd.DataFrame({
         "attack": ["attack1"] * 4, "algorithm": ["flag"] * 4, "client": ["w1", "w2", "w3", "b1"],
         "class": ["web", "web", "web", "bulk"], "entropy_loss_bits": [4.0, 2.0, 0.0, 5.0],
-        "true_guard_excluded": [False, True, False, False],
+        "true_guard_excluded": [False, True, False, False], "set_size": [2, 8, 0, 1],
     })
     t = summarise(anon, ["attack", "algorithm"]).iloc[0]
     assert (t.clients, t.mean_loss_bits, t.false_exclusion_rate, t.mean_correct_loss_bits) == (4, 11 / 4, 0.25, 9 / 4)
+    assert t.empty_set_rate == 0.25
     by = summarise(anon, ["attack", "algorithm", "class"]).set_index("class")
     assert by.at["web", "mean_loss_bits"] == 2.0 and by.at["web", "mean_correct_loss_bits"] == pytest.approx(4 / 3)
     assert by.at["bulk", "mean_correct_loss_bits"] == 5.0 and by.at["bulk", "clients"] == 1
@@ -1138,3 +1189,22 @@ def test_a_bad_params_file_stops_the_command_before_any_config_is_written(tmp_pa
     assert main(["reproduce", "throttling", "--no-sweep", "--params", str(f), "-o", str(tmp_path / "o")]) != 0
     assert f"--params {f}:\nstatic: mechanisms.throttling.rate" in capsys.readouterr().err
     assert not list((tmp_path / "o" / "configs").glob("medium-*.toml"))
+
+
+def test_the_sweep_seeds_can_be_held_out_from_the_main_runs(tmp_path, capsys):
+    """By default the sweep's seeds (1-2) are main-run seeds too; ``--sweep-first-seed``
+    moves them, and below 1 is an error naming it."""
+    import argparse
+
+    from onionlab.reproduce.throttling import add_arguments
+    from onionlab.reproduce.throttling.sweep import seeds_shared_with_main_runs, sweep_seed_list
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    default = p.parse_args([])
+    assert sweep_seed_list(default) == [1, 2] and seeds_shared_with_main_runs(default) == [1, 2]
+    moved = p.parse_args(["--sweep-first-seed", "5", "--sweep-seeds", "3"])
+    assert sweep_seed_list(moved) == [5, 6, 7] and seeds_shared_with_main_runs(moved) == [5]
+    assert seeds_shared_with_main_runs(p.parse_args(["--sweep-first-seed", "6"])) == []
+    assert main(["reproduce", "throttling", "--quick", "--sweep-first-seed", "0", "-o", str(tmp_path / "o")]) != 0
+    assert "--sweep-first-seed: must be at least 1, got 0" in capsys.readouterr().err

@@ -67,7 +67,7 @@ def test_every_finding_holds_on_numbers_in_the_papers_order():
     table_rows = t[t["finding"] != "flag_thresh_gain_grows"]
     assert set(table_rows["load"]) == {"light", "medium", "heavy"}
     # Each table finding once per load, the gain finding once, 4 + 2 for the attacks.
-    assert len(t) == 4 * 3 + 1 + 4 + 2
+    assert len(t) == 6 * 3 + 1 + 4 + 2
     seeded = t[t["seeds"].notna()]
     assert (seeded["seeds_holding"] == 2).all() and (seeded["seeds"] == 2).all()
     assert t[t["finding"].str.startswith("attack3")]["seeds"].isna().all()
@@ -117,6 +117,35 @@ def test_findings_that_fail_say_no_with_the_numbers_behind_them():
     t = findings(numbers({0: more}), anonymity({1: PAPER_ANON}), None)
     assert not verdict(t, "lower_bulk_and_data", "medium")["holds"]
     assert verdict(t, "lower_bulk_and_data", "light")["holds"]
+
+
+def test_static_must_also_throttle_bulk_least_and_reduce_load_least():
+    """The paper's "static throttling results in the least amount of bulk traffic
+    throttling" and "Static throttling reduces load the least": at heavy load bit-splitting
+    carries more data (92 GiB against static's 91) and at medium load a larger bulk share
+    (28 % against 27 %); static's web clients stay the slowest."""
+    n = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    n["heavy"] = {**PAPER_ORDER["heavy"], "split": (3.4, 92, 36)}
+    n["medium"] = {**PAPER_ORDER["medium"], "split": (1.7, 85, 28)}
+    t = findings(numbers({0: n, 1: n}), anonymity({1: PAPER_ANON}), None)
+    load_least = verdict(t, "static_reduces_load_least", "heavy")
+    assert not load_least["holds"] and load_least["margin"] == pytest.approx(-1.0) and load_least["margin_unit"] == "GiB"
+    assert "split 92.00" in load_least["detail"]
+    bulk_least = verdict(t, "static_throttles_bulk_least", "medium")
+    assert not bulk_least["holds"] and bulk_least["margin"] == pytest.approx(-1.0) and bulk_least["margin_unit"] == "points"
+    assert verdict(t, "static_reduces_load_least", "medium")["holds"] and verdict(t, "static_throttles_bulk_least", "heavy")["holds"]
+    assert all(verdict(t, "static_gains_least", load)["holds"] for load in ("light", "medium", "heavy"))
+
+
+def test_a_missing_number_fails_the_findings_that_read_it():
+    """A NaN median (no finished web download) compares false both ways; it must not let a
+    verdict through (static's NaN would otherwise never be beaten)."""
+    n = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    n["light"] = {**PAPER_ORDER["light"], "static": (math.nan, 80, 16)}
+    t = findings(numbers({0: n, 1: n}), anonymity({1: PAPER_ANON}), None)
+    light = t[(t["load"] == "light")]
+    assert not light["holds"].any() and (light["detail"] == "no number: static web median").all()
+    assert t[t["load"] == "medium"]["holds"].all()
 
 
 def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
@@ -207,6 +236,16 @@ def test_seeds_resolve_a_verdict_only_if_their_interval_stays_on_its_side(capsys
     line = next(ln for ln in capsys.readouterr().out.splitlines() if "flag_thresh_best_web" in ln and "heavy" in ln)
     assert f"margin 1.4 (seeds' mean 0.65 +- {v['margin_ci95']:.3g}) s n.s.:" in line, line
     assert verdict(t, "flag_thresh_best_web", "medium")["resolved"]
+
+
+def test_static_leaks_nothing_when_every_static_set_is_empty_and_skipped():
+    """Under ``--empty-set skip`` a static run whose every target's set is empty has no loss
+    to average (NaN): the attack took nothing from it, 0 bits."""
+    skipped = {**PAPER_ANON, ("attack1", "static"): math.nan, ("attack2-observed", "static"): math.nan}
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: skipped}), None)
+    v = verdict(t, "attack1_static_nothing", "medium")
+    assert v["holds"] and v["detail"] == "static loses 0.00 bits"
+    assert verdict(t, "attack1_vanilla_most", "medium")["holds"]
 
 
 def test_a_directory_that_is_not_a_reproduction_is_a_clear_error(tmp_path):

@@ -34,7 +34,7 @@ import pandas as pd
 
 from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
-from onionlab.reproduce.throttling.anonymity import PEAK_STEP_S, TIMING_STEP_S, attack3, medium_load_attacks, probe, summarise
+from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, ATTACK_POOLS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings, config_text,
     load_params, mechanism_line, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
@@ -113,6 +113,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", default="20 min", help='simulated time per main run (default "20 min")')
     p.add_argument("--warmup", default="4 min", help='warm-up excluded from metrics (default "4 min")')
     p.add_argument("--sweep-seeds", type=int, default=2, help="seeds per sweep point (default 2); the choice is the best mean of per-seed medians")
+    p.add_argument(
+        "--sweep-first-seed", type=int, default=1, metavar="N",
+        help="the sweep's seeds are N, N+1, ... (default 1: seeds 1-2, which the main runs also use, so the choice is judged "
+        "partly on the seeds it was made on; a seed above --seeds holds the choice out from the runs that judge it)",
+    )
     p.add_argument("--sweep-duration", help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
     p.add_argument("--sweep-warmup", help="warm-up of sweep runs (default: --warmup)")
     p.add_argument(
@@ -150,6 +155,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the attacker's candidate guards in attacks 1 and 2: the relays clients may take as guards (default; the maximum "
         "entropy is log2 of their number) or every relay of the sample, spec 7.4's letter (\"all 50 relays as potential "
         "guards\"), which keeps relays no client uses as candidates; the same with --guards all",
+    )
+    p.add_argument(
+        "--empty-set", choices=EMPTY_SETS, default="nothing",
+        help="what attacks 1 and 2 count for a target whose anonymity set is empty (spec 7.4: \"report max loss or skip; "
+        "state the policy used\"): nothing, loss 0, the paper's \"an attacker can learn nothing\" (default); skip, left out of "
+        "the mean and the CDFs; max, the maximum loss",
     )
     p.add_argument("--entry-guards", type=int, default=3, help="entry guards per client (default 3, tor 0.2.2's NumEntryGuards; spec M14 says one is enough)")
     p.add_argument(
@@ -232,6 +243,8 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     if args.sweep_seeds < 1:
         raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
+    if args.sweep_first_seed < 1:
+        raise ValueError(f"--sweep-first-seed: must be at least 1, got {args.sweep_first_seed}")
     if not (math.isfinite(args.attack4_factor) and args.attack4_factor > 1):
         raise ValueError(f"--attack4-factor: must be a number above 1, got {args.attack4_factor:g}")
     if args.attack4_guards < 0:
@@ -299,13 +312,13 @@ def main(out: Path, args) -> int:
             "load": load, "algorithm": alg,
             "data_GiB": round(total, 3), "web_pct": round(100 * web / total, 1) if total else math.nan, "bulk_pct": round(100 * bulk / total, 1) if total else math.nan,
             "paper_data_GiB": p_total, "paper_web_pct": p_web, "paper_bulk_pct": p_bulk,
-            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in medians(res).items()},
+            **{k: (round(v, 3) if isinstance(v, float) else v) for k, v in medians(res, end_s=seconds(args.duration)).items()},
         })
     table1 = pd.DataFrame(rows)
     table1.to_csv(out / "table1.csv", index=False)
     figure3(results, out / "figure3.png")
 
-    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, pool_bw, chosen["flag"], warmup_s)
+    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, pool_bw, chosen["flag"], warmup_s, args.empty_set)
     anon.to_csv(out / "anonymity.csv", index=False)
     channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
     channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]
@@ -315,9 +328,10 @@ def main(out: Path, args) -> int:
         columns=THROTTLE_STATE_COLUMNS,
     ).round(3)
     state.to_csv(out / "throttle_state.csv", index=False)
-    figure4(anon, "attack1", out / "figure4b.png", "Figure 4b: information leaked by circuit throughput (attack 1)", len(pool_bw))
-    figure4(anon, "attack2-observed", out / "figure4c.png", "Figure 4c: information leaked by throttle rates (attack 2)", len(pool_bw))
-    figure4(anon, "attack2", out / "figure4c-flood.png", "Attack 2 with a flood: every throttle rate revealed", len(pool_bw))
+    empty = "" if args.empty_set == "nothing" else f" (empty sets: {args.empty_set})"
+    figure4(anon, "attack1", out / "figure4b.png", f"Figure 4b: information leaked by circuit throughput (attack 1){empty}", len(pool_bw))
+    figure4(anon, "attack2-observed", out / "figure4c.png", f"Figure 4c: information leaked by throttle rates (attack 2){empty}", len(pool_bw))
+    figure4(anon, "attack2", out / "figure4c-flood.png", f"Attack 2 with a flood: every throttle rate revealed{empty}", len(pool_bw))
     anon_summary = summarise(anon, ["attack", "algorithm"])
     anon_summary.to_csv(out / "anonymity_summary.csv", index=False)
     summarise(anon, ["attack", "algorithm", "class"]).to_csv(out / "anonymity_by_class.csv", index=False)
@@ -332,9 +346,10 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
-        "capacity_scale": args.capacity_scale, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "relays": args.relays or "built-in", **tor_settings(args),
+        "capacity_scale": args.capacity_scale, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "relays": args.relays or "built-in", **tor_settings(args),
         "client_links": list(sample_in_use(args)[1].client_links),
-        "sweep": dict(zip(("seeds", "duration", "warmup", "grid", "criterion", "loads"), (args.sweep_seeds, *sweep_settings(args), args.grid or [], args.criterion, sweep_loads(args.sweep_loads)))) if not args.no_sweep else None,
+        "sweep": dict(zip(("seeds", "first_seed", "duration", "warmup", "grid", "criterion", "loads"),
+                          (args.sweep_seeds, args.sweep_first_seed, *sweep_settings(args), args.grid or [], args.criterion, sweep_loads(args.sweep_loads)))) if not args.no_sweep else None,
         "table1": rows, "probe": probe_res,
         "anonymity": anon_summary.to_dict(orient="records"),
         "attack3": a3.to_dict(orient="records"),

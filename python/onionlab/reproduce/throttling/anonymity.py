@@ -75,7 +75,8 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float, sets: di
     """Attacks 1 and 2 per target client (spec 7.4): the anonymity set of guards whose mean
     throttle rate lies within one standard deviation of the client's per-minute throughput
     (attack 1) or of its connection's throttle rate (attack 2). An empty set tells the
-    attacker nothing (entropy loss 0); a set without the true guard is a false exclusion.
+    attacker nothing (entropy loss 0; :func:`empty_set_policy` may count it otherwise); a
+    set without the true guard is a false exclusion.
 
     Rows ``attack1-any`` and ``attack2-any`` apply spec 7.4's variant rule to the same band:
     a guard stays if its rate in *any* minute lies in the band. The paper's "remove any guard
@@ -150,7 +151,8 @@ ANONYMITY_COLUMNS = ["seed", "client", "class", "attack", "algorithm", "set_size
 
 def _set_row(seed, client, cls, attack: str, alg: str, cand: np.ndarray, true_guard: str, gi: dict[str, int]) -> dict:
     """One target's row of an attack on its guard: ``cand`` marks the guards (in ``gi``'s
-    order) the attacker keeps. An empty set tells the attacker nothing (loss 0); a set
+    order) the attacker keeps. An empty set tells the attacker nothing (loss 0; see
+    :func:`empty_set_policy`); a set
     without the true guard is a false exclusion (and its loss is counted, as the paper's
     entropy counts it)."""
     n = int(cand.sum())
@@ -161,6 +163,47 @@ def _set_row(seed, client, cls, attack: str, alg: str, cand: np.ndarray, true_gu
         loss, excluded = 0.0, False
     return {"seed": seed, "client": client, "class": cls, "attack": attack, "algorithm": alg,
             "set_size": n, "entropy_loss_bits": loss, "true_guard_excluded": excluded}
+
+
+#: What attacks 1 and 2 count for a target whose anonymity set is empty (``--empty-set``),
+#: where spec 7.4 says "report max loss or skip; state the policy used":
+#:
+#: * ``nothing`` (default): the attacker learns nothing, loss 0 bits, and the true guard is
+#:   not counted as excluded. The paper: "if a circuit consistently falls below the
+#:   throttling rate of all guards, an attacker can learn nothing about its possible entry
+#:   guard from this attack"; an attacker whose rule rules out every guard falls back on
+#:   its prior. The mean is over every target.
+#: * ``skip``: the target is left out of the entropy (its loss is NaN in ``anonymity.csv``);
+#:   the mean and the CDF are over the targets the attack gives a set for.
+#: * ``max``: the maximum loss, log2 of the candidates' number, with the true guard excluded.
+#:   It contradicts the paper's "the static algorithm actually loses no information" (under
+#:   static every guard's rate is one number, so a target's set is every guard or none).
+EMPTY_SETS = ("nothing", "skip", "max")
+
+
+def check_empty_set(policy: str) -> str:
+    """``policy`` if it is one of :data:`EMPTY_SETS`; otherwise ValueError naming ``--empty-set``."""
+    if policy not in EMPTY_SETS:
+        raise ValueError(f"--empty-set: must be one of {', '.join(EMPTY_SETS)}, got {policy!r}")
+    return policy
+
+
+def empty_set_policy(anon: pd.DataFrame, policy: str, candidates: int | None) -> pd.DataFrame:
+    """``anon``'s attack rows (:func:`attacks`, the timing and combined attacks;
+    ``anonymity.csv``, written under any policy) with the empty sets counted by ``policy``
+    (:data:`EMPTY_SETS`) over ``candidates`` candidate guards (needed for ``max`` only);
+    other rows as they are. Raises ValueError naming ``--empty-set`` for an unknown policy
+    or ``max`` without the candidates' number."""
+    if check_empty_set(policy) == "max" and not candidates:
+        raise ValueError("--empty-set max: needs the number of candidate guards")
+    if anon.empty:
+        return anon
+    empty = anon["set_size"] == 0
+    loss = math.log2(candidates) if policy == "max" else {"nothing": 0.0, "skip": np.nan}[policy]
+    out = anon.copy()
+    out["entropy_loss_bits"] = out["entropy_loss_bits"].astype(float).mask(empty, loss)
+    out["true_guard_excluded"] = out["true_guard_excluded"].astype(bool).mask(empty, policy == "max")
+    return out
 
 
 #: The combined attacks (:func:`combined_attack`): (row name, band attack, timing attack).
@@ -197,16 +240,24 @@ def combined_attack(sets: dict, relay_bw: dict[str, float], alg: str) -> pd.Data
 
 def summarise(anon: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Per-client attack rows (:func:`attacks` and the timing attacks) summed up per ``by``
-    (e.g. attack and algorithm, or those and the client class): clients, mean and median
-    entropy loss (bits), the false exclusion rate (the true guard outside the set), and
-    ``mean_correct_loss_bits``, the mean loss counting a client whose set excludes its true
-    guard as 0: what the attacker learns that is true, where the paper's entropy (which it
-    reported alone) also counts sets that would mislead it."""
-    a = anon.assign(correct=anon["entropy_loss_bits"].where(~anon["true_guard_excluded"].astype(bool), 0.0))
+    (e.g. attack and algorithm, or those and the client class): clients, the share whose
+    anonymity set is empty, mean and median entropy loss (bits), the false exclusion rate
+    (the true guard outside the set), and ``mean_correct_loss_bits``, the mean loss
+    counting a client whose set excludes its true guard as 0: what the attacker learns that
+    is true, where the paper's entropy (which it reported alone) also counts sets that would
+    mislead it. A client whose loss is NaN (an empty set under ``--empty-set skip``) counts
+    in ``clients`` and ``empty_set_rate`` only."""
+    measured = anon["entropy_loss_bits"].notna()
+    excluded = anon["true_guard_excluded"].astype(bool)
+    a = anon.assign(
+        correct=anon["entropy_loss_bits"].where(~excluded, 0.0).where(measured),
+        excluded=excluded.astype(float).where(measured),
+        empty=(anon["set_size"] == 0).astype(float),
+    )
     return (
         a.groupby(by)
-        .agg(clients=("client", "size"), mean_loss_bits=("entropy_loss_bits", "mean"), median_loss_bits=("entropy_loss_bits", "median"),
-             false_exclusion_rate=("true_guard_excluded", "mean"), mean_correct_loss_bits=("correct", "mean"))
+        .agg(clients=("client", "size"), empty_set_rate=("empty", "mean"), mean_loss_bits=("entropy_loss_bits", "mean"),
+             median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("excluded", "mean"), mean_correct_loss_bits=("correct", "mean"))
         .reset_index()
     )
 
@@ -437,7 +488,7 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     return pd.DataFrame(out)
 
 
-def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dict, warmup_s: float) -> pd.DataFrame:
+def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dict, warmup_s: float, empty_set: str = "nothing") -> pd.DataFrame:
     """Attacks 1 and 2 on the medium-load runs, one per algorithm (``runs``: algorithm ->
     results), every variant: ``anonymity.csv``'s rows. The band procedure for every
     algorithm (:func:`attacks`), flagging's timing (:func:`flag_timing_attack`, whose rows
@@ -445,7 +496,9 @@ def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dic
     made after the fact to account for the burst bucket of the target circuit, but it can
     still be made precisely", section 5.2), threshold's rate signature
     (:func:`thresh_timing_attack`), and for those two the band and timing combined
-    (:func:`combined_attack`)."""
+    (:func:`combined_attack`). Empty sets count as ``empty_set`` says
+    (:func:`empty_set_policy`)."""
+    check_empty_set(empty_set)  # before the attacks' minutes of work, not after
     frames = []
     for alg, res in runs.items():
         sets: dict = {}
@@ -458,7 +511,7 @@ def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dic
         else:
             continue
         frames.append(combined_attack(sets, relay_bw, alg))
-    return pd.concat([f for f in frames if not f.empty], ignore_index=True)
+    return empty_set_policy(pd.concat([f for f in frames if not f.empty], ignore_index=True), empty_set, len(relay_bw))
 
 
 def attack3_name(alg: str, response_bytes: int) -> str:

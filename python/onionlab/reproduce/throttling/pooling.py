@@ -123,28 +123,36 @@ def summary_attack_pool(summary: dict) -> str:
     return summary.get("attack_pool", "relays")
 
 
+def summary_empty_set(summary: dict) -> str:
+    """How an output directory's attacks counted empty anonymity sets (``--empty-set``): its
+    summary's, or "nothing" (loss 0) for a directory written before the option existed."""
+    return summary.get("empty_set", "nothing")
+
+
 def _candidates(relays: list[dict], pool: str | None, summary: dict) -> dict[str, float]:
     """The attacks' candidate guards: ``pool``'s, or by default the pool the directory of
     ``summary`` used."""
     return attack_pool(relays, pool or summary_attack_pool(summary))
 
 
-def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None) -> pd.DataFrame:
+def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None, empty_set: str | None = None) -> pd.DataFrame:
     """Attacks 1 and 2 (``anonymity.csv``'s rows) over the medium-load runs of ``out``
     pooled with those of ``extras`` (:func:`pooled_runs`), over the candidate guards of
-    ``pool`` (``configs.attack_pool``; default: the one ``out`` used). The anonymity
-    analysis reads only the medium-load runs, a third of the main runs."""
+    ``pool`` (``configs.attack_pool``; default: the one ``out`` used), empty sets counted
+    as ``empty_set`` says (``anonymity.EMPTY_SETS``; default: as ``out`` counted them).
+    The anonymity analysis reads only the medium-load runs, a third of the main runs."""
     runs, relays, summary = pooled_runs(out, extras, ("medium",))
     candidates = _candidates(relays, pool, summary)
-    return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, candidates, summary["chosen"]["flag"], seconds(summary["warmup"]))
+    return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, candidates, summary["chosen"]["flag"], seconds(summary["warmup"]),
+                               empty_set or summary_empty_set(summary))
 
 
-def pooled_findings(out: Path, extras: list[Path], pool: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def pooled_findings(out: Path, extras: list[Path], pool: str | None = None, empty_set: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every finding (``findings.csv``'s table) judged on ``out``'s main runs at all three
     loads pooled with ``extras`` (:func:`pooled_runs`): (findings, the per-seed numbers
     they were judged on, the attack 1 and 2 rows). Attacks 3 and 4 are judged pooled only
     from ``out``'s own tables, as the reproduction judges them: their runs are their own.
-    ``pool`` as in :func:`pooled_anonymity`."""
+    ``pool`` and ``empty_set`` as in :func:`pooled_anonymity`."""
     out = Path(out)
     summary = output_summary(out)
     warmup_s = seconds(summary["warmup"])
@@ -157,5 +165,5 @@ def pooled_findings(out: Path, extras: list[Path], pool: str | None = None) -> t
         if load == "medium":
             medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
     numbers = pd.concat(numbers, ignore_index=True)
-    anon = medium_load_attacks(medium, _candidates(relays, pool, summary), summary["chosen"]["flag"], warmup_s)
+    anon = medium_load_attacks(medium, _candidates(relays, pool, summary), summary["chosen"]["flag"], warmup_s, empty_set or summary_empty_set(summary))
     return findings(numbers, anon, *attack_tables(out)), numbers, anon

@@ -194,13 +194,24 @@ def sweep_loads(text: str | None) -> list[str]:
     return [load for load in LOADS if load in loads]
 
 
+def sweep_seed_list(args) -> list[int]:
+    """The sweep's seeds: ``--sweep-seeds`` of them from ``--sweep-first-seed`` on."""
+    return list(range(args.sweep_first_seed, args.sweep_first_seed + args.sweep_seeds))
+
+
+def seeds_shared_with_main_runs(args) -> list[int]:
+    """The sweep's seeds that the main runs (seeds 1 to ``--seeds``) also use: on them the
+    runs that judge the choice are the sweep's own runs of the chosen setting."""
+    return [s for s in sweep_seed_list(args) if s <= args.seeds]
+
+
 def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list]]) -> dict[str, dict]:
     """Runs the sweep (spec 9's axes with ``overrides`` from :func:`grid_overrides` in place)
     at each of ``--sweep-loads`` and writes its tables and choice; returns the choice."""
     grid = _sweep_grid(args.quick, overrides)
     duration, warmup = sweep_settings(args)
     end_s = seconds(duration)
-    seeds = list(range(1, args.sweep_seeds + 1))
+    seeds = sweep_seed_list(args)
     loads = sweep_loads(args.sweep_loads)
     exps, meta = [], {}
     for load in loads:
@@ -216,6 +227,9 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
         f"criterion: web download {args.criterion}" + (" relative to vanilla, averaged over the loads" if len(loads) > 1 else ""),
         flush=True,
     )
+    shared = seeds_shared_with_main_runs(args)
+    if shared:  # the choice is then judged partly on the runs it was made on
+        print(f"sweep: seeds {shared} are also main-run seeds (--sweep-first-seed {args.seeds + 1} holds the choice out)", flush=True)
     results = run_many(exps, out, args.jobs, **reuse_options(args))
     rows = []
     for name, res in results.items():
