@@ -150,6 +150,28 @@ def mean_ci95(values: Iterable[float]) -> tuple[float, float]:
     return mean, t975(n - 1) * float(s.std(ddof=1)) / math.sqrt(n) if n >= 2 else float("nan")
 
 
+def wilson_ci95(successes: int, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion, ``successes`` of ``n`` trials (sound
+    for small ``n`` and for proportions at 0 or 1, where the normal interval collapses).
+    Raises ValueError for ``n`` < 1 or successes outside 0..n."""
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"wilson_ci95: need 0 <= successes <= n and n >= 1, got {successes} of {n}")
+    z, p = 1.96, successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def difference_ci95(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
+    """The 95% interval of p1 - p2, the difference of two independent proportions (x1 of
+    n1, x2 of n2), by Newcombe's hybrid score method (his method 10), built from the two
+    Wilson intervals. Raises ValueError as :func:`wilson_ci95`."""
+    p1, p2 = x1 / n1 if n1 else 0.0, x2 / n2 if n2 else 0.0
+    (l1, u1), (l2, u2) = wilson_ci95(x1, n1), wilson_ci95(x2, n2)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
 def seed_spread(downloads: pd.DataFrame, metrics: Iterable[str] = ("ttfb", "ttlb")) -> pd.DataFrame:
     """How a class's median moves between seeds: per class and metric, the median over each
     seed's completed downloads, then their mean over the seeds and the half-width of its 95%

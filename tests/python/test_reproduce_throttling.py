@@ -1026,31 +1026,44 @@ def test_reuse_runs_from_another_output_reads_it_and_copies_its_runs(quick, tmp_
 
 
 def test_linking_rates_hand_worked():
-    """Attack 3 on hand-made tables, 5 s connection samples. Guard g1: a link-same response
-    ends at 12 s and its throttle is set in the next 5 s (true positive); another ends at
-    212 s with no throttle near its end (a miss); a third never finishes, and its throttle
-    was set at 400 s, long after it started (true positive: the attacker watches it being
-    sent). Two link-diff responses from different clients start 10 s apart at g1, both
-    throttled by their end (one false-positive pair); a third starts 100 s later (no pair)."""
+    """Attack 3 on hand-made tables, 5 s connection samples, a 1200 s run. At guard g1:
+    - s1's first response ends at 12 s; in the next interval its throttle is set but its
+      bucket never runs empty (a fresh burst): the guard's state says throttled, the test
+      response is not held back;
+    - s1's second response ends at 212 s, and in that interval the bucket runs empty: both
+      readings say throttled;
+    - s2's response never finishes: its throttle was set at 400 s (outside the window) and
+      its bucket runs empty in the run's last-but-one interval: both say throttled;
+    - two link-diff responses from different clients start 10 s apart, both throttle-set
+      by their end but only d1's bucket empty (a false-positive pair by the state, not by
+      the test response); d3 starts 100 s later (no pair)."""
     from onionlab.reproduce.throttling.anonymity import _linking_rates
 
     downloads = pd.DataFrame({
         "seed": 1, "client": ["s1", "s1", "s2", "d1", "d2", "d3"], "class": ["link-same"] * 3 + ["link-diff"] * 3,
         "path": "g1,m,x", "start": [5.0, 200.0, 300.0, 500.0, 510.0, 610.0], "ttlb": [7.0, 12.0, np.nan, 3.0, 4.0, 2.0],
     })
-    samples = [("s1", 15.0), ("s1", 100.0), ("s2", 400.0), ("d1", 505.0), ("d2", 515.0)]
-    connections = pd.DataFrame({"seed": 1, "relay": "g1", "client": [c for c, _ in samples], "interval_start": [t for _, t in samples], "throttle_rate": 5120.0})
+    samples = [("s1", 15.0, 0.0), ("s1", 210.0, 2.0), ("s2", 400.0, 0.0), ("s2", 1190.0, 1.0), ("d1", 505.0, 1.0), ("d2", 515.0, 0.0)]
+    connections = pd.DataFrame({"seed": 1, "relay": "g1", "client": [c for c, _, _ in samples], "interval_start": [t for _, t, _ in samples],
+                                "throttle_rate": 5120.0, "bucket_empty_s": [e for _, _, e in samples]})
     rates = _linking_rates(SimpleNamespace(connections=connections, downloads=downloads), run_end=1200.0)
-    assert rates["same_client_responses"] == 3 and rates["unfinished_responses"] == 1
-    assert rates["true_positive_rate"] == pytest.approx(2 / 3)
-    assert rates["different_client_pairs"] == 1 and rates["false_positive_rate"] == 1.0
-    assert rates["single_response_throttled_rate"] == pytest.approx(2 / 3)
+    assert rates["same_client_responses"] == 3 and rates["unfinished_responses"] == 1 and rates["different_client_pairs"] == 1
+    # The test response held back (the attacker's reading).
+    assert rates["true_positive_rate"] == pytest.approx(2 / 3) and rates["false_positive_rate"] == 0.0
+    assert rates["single_response_throttled_rate"] == pytest.approx(1 / 3)
+    # The guard's throttle state (the paper's reasoning; not observable).
+    assert rates["state_true_positive_rate"] == 1.0 and rates["state_false_positive_rate"] == 1.0
+    assert rates["state_single_response_throttled_rate"] == pytest.approx(2 / 3)
+    # Runs from before the bucket column have the state reading only.
+    old = _linking_rates(SimpleNamespace(connections=connections.drop(columns=["bucket_empty_s"]), downloads=downloads), run_end=1200.0)
+    assert math.isnan(old["true_positive_rate"]) and old["state_true_positive_rate"] == 1.0 and old["different_client_pairs"] == 1
 
 
 def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path):
     """`--attack3-sizes "1 MiB,4 MiB"`: the paper's size keeps its run names, 4 MiB sends
-    8 MiB to the same client and 4 MiB to each of two; bit-splitting and static throttle
-    every response (no information), vanilla none."""
+    8 MiB to the same client and 4 MiB to each of two; by the guard's state bit-splitting
+    and static throttle every response, vanilla none, and no response is held back under
+    vanilla (it has no bucket)."""
     import argparse
     import tomllib
 
@@ -1074,10 +1087,14 @@ def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path
     assert pd.read_csv(tmp_path / "attack3.csv").equals(t)
     assert (t.loc[t["response_size"] == "1 MiB", "same_client_responses"] > 0).all()
     assert (t["different_client_pairs"] > 0).all()
-    rates = ["true_positive_rate", "false_positive_rate", "single_response_throttled_rate"]
+    state = ["state_true_positive_rate", "state_false_positive_rate", "state_single_response_throttled_rate"]
     for alg, expected in (("vanilla", 0.0), ("static", 1.0), ("split", 1.0)):
-        got = t.loc[t["algorithm"] == alg, rates].to_numpy().ravel()
+        got = t.loc[t["algorithm"] == alg, state].to_numpy().ravel()
         assert (got[~np.isnan(got)] == expected).all(), alg
+    held = t[["true_positive_rate", "false_positive_rate", "single_response_throttled_rate"]]
+    assert (held.loc[t["algorithm"] == "vanilla"].fillna(0.0) == 0.0).all().all()
+    values = held.to_numpy().ravel()
+    assert ((values[~np.isnan(values)] >= 0) & (values[~np.isnan(values)] <= 1)).all()
 
 
 def test_anonymity_summary_counts_a_misled_attacker_as_learning_nothing():

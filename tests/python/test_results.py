@@ -293,3 +293,17 @@ def test_wait_split_is_cell_seconds_over_cells_per_relay_and_pooled():
     assert pooled.iloc[0].tolist() == pytest.approx([250, 14.0, 1.6, 20.0, 35.6, 1.6, 6.4, 12.0])
     with pytest.raises(ValueError, match="wait columns"):
         stats.wait_split(relays.drop(columns=["wire_wait_cell_s"]))
+
+
+def test_proportion_intervals_match_newcombes_worked_example():
+    """Newcombe (1998), "Interval estimation for the difference between independent
+    proportions", example (a): 56/70 against 48/80, method 10 gives 0.0524 to 0.3339, built
+    from the Wilson intervals (56/70: 0.6918 to 0.8770). At 0 and 1 the Wilson interval
+    stays in [0, 1] and is not a point."""
+    lo, hi = stats.difference_ci95(56, 70, 48, 80)
+    assert (lo, hi) == (pytest.approx(0.0524, abs=5e-4), pytest.approx(0.3339, abs=5e-4))
+    assert stats.wilson_ci95(56, 70) == (pytest.approx(0.6918, abs=5e-4), pytest.approx(0.8770, abs=5e-4))
+    assert stats.wilson_ci95(0, 10)[0] == 0.0 and 0.25 < stats.wilson_ci95(0, 10)[1] < 0.3
+    assert stats.wilson_ci95(10, 10)[1] == 1.0
+    with pytest.raises(ValueError, match="wilson_ci95: need 0 <= successes <= n and n >= 1, got 3 of 2"):
+        stats.wilson_ci95(3, 2)

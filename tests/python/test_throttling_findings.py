@@ -51,6 +51,7 @@ PAPER_ANON = {
 A3 = pd.DataFrame({
     "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
     "true_positive_rate": [0.0, 1.0, 1.0, 0.7, 0.8], "false_positive_rate": [0.0, 1.0, 1.0, 0.1, 0.2],
+    "same_client_responses": 20, "different_client_pairs": 100,
 })
 
 
@@ -119,6 +120,30 @@ def test_findings_that_fail_say_no_with_the_numbers_behind_them():
     assert verdict(t, "lower_bulk_and_data", "light")["holds"]
 
 
+def test_attack3_needs_a_difference_the_counts_resolve():
+    """A true positive rate above the false positive one on few responses is not a link:
+    1 of 5 same-client responses against 1 of 50 pairs (0.20 against 0.02) could be chance,
+    12 of 20 against 10 of 100 is not. Split at 0.34 against 0.00 on 32 responses and 400
+    pairs, as the test response shows it on the built-in sample, tells something."""
+    def table(flag, split, same, pairs):
+        return pd.DataFrame({
+            "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
+            "true_positive_rate": [0.0, 0.0, split[0], flag[0], 0.6], "false_positive_rate": [0.0, 0.0, split[1], flag[1], 0.1],
+            "same_client_responses": same, "different_client_pairs": pairs,
+        })
+
+    def judged(a3):
+        t = findings(numbers({0: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3)
+        return verdict(t, "attack3_flag_thresh", "medium"), verdict(t, "attack3_split_nothing", "medium")
+
+    works, nothing = judged(table((0.2, 0.02), (0.0, 0.0), 5, 50))
+    assert not works["holds"] and "flag 1 MiB 0.20/0.02 (difference -0.00..+0.60)" in works["detail"] and nothing["holds"]
+    works, _ = judged(table((0.6, 0.1), (0.0, 0.0), 20, 100))
+    assert works["holds"]
+    _, nothing = judged(table((0.6, 0.1), (11 / 32, 0.0), 32, 400))
+    assert not nothing["holds"] and nothing["detail"] == "TPR/FPR: split 1 MiB 0.34/0.00 (difference +0.20..+0.52)"
+
+
 def test_static_must_also_throttle_bulk_least_and_reduce_load_least():
     """The paper's "static throttling results in the least amount of bulk traffic
     throttling" and "Static throttling reduces load the least": at heavy load bit-splitting
@@ -152,26 +177,25 @@ def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
     """At the paper's 1 MiB nothing is throttled (a network with a large fair share); at
     8 MiB flagging separates, at 4 MiB threshold does: the attacker picks its size per
     algorithm, so the finding holds. Split must give nothing at every size."""
-    def table(size, flag, thresh, split=(1.0, 1.0)):
+    def table(size, flag, thresh, split=(1.0, 1.0), same=20, pairs=100):
         return pd.DataFrame({
             "response_size": [size] * 5, "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
             "true_positive_rate": [0.0, 1.0, split[0], flag[0], thresh[0]], "false_positive_rate": [0.0, 1.0, split[1], flag[1], thresh[1]],
+            "same_client_responses": same, "different_client_pairs": pairs,
         })
 
     a3 = pd.concat([table("1 MiB", (0, 0), (0, 0)), table("4 MiB", (0.2, 0.2), (0.6, 0.1)), table("8 MiB", (0.9, 0.3), (0.5, 0.5))], ignore_index=True)
     t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3)
     flag_thresh = verdict(t, "attack3_flag_thresh", "medium")
     assert flag_thresh["holds"]
-    assert flag_thresh["detail"] == (
-        "TPR/FPR by response size: flag 1 MiB 0.00/0.00, 4 MiB 0.20/0.20, 8 MiB 0.90/0.30; "
-        "thresh 1 MiB 0.00/0.00, 4 MiB 0.60/0.10, 8 MiB 0.50/0.50"
-    )
+    assert flag_thresh["detail"].startswith("TPR/FPR by response size: flag 1 MiB 0.00/0.00 (difference -0.04..+0.16), 4 MiB 0.20/0.20")
+    assert "thresh 1 MiB 0.00/0.00" in flag_thresh["detail"] and "4 MiB 0.60/0.10 (difference +0.27..+0.69)" in flag_thresh["detail"]
     assert verdict(t, "attack3_split_nothing", "medium")["holds"]
     # A size without a same-client response (NaN) says nothing either way.
     unmeasured = pd.concat([a3, table("16 MiB", (float("nan"), 0.5), (0.0, 0.0), split=(float("nan"), 1.0))], ignore_index=True)
     t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), unmeasured)
     assert verdict(t, "attack3_flag_thresh", "medium")["holds"] and verdict(t, "attack3_split_nothing", "medium")["holds"]
-    assert "16 MiB nan/1.00" in verdict(t, "attack3_split_nothing", "medium")["detail"]
+    assert "16 MiB nan/1.00 (difference +nan..+nan)" in verdict(t, "attack3_split_nothing", "medium")["detail"]
     # Only the paper's size: nothing separates, the finding fails.
     only_paper = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3[a3["response_size"] == "1 MiB"])
     assert not verdict(only_paper, "attack3_flag_thresh", "medium")["holds"]

@@ -527,16 +527,29 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
     shared burst bucket. The paper gives no simulation; this is ours. Two malicious servers
     each send S bytes, the paper's beta/2 = 1 MiB by default (``--attack3-sizes`` adds
     others); on one client connection that is 2S through one bucket (clients "link-same":
-    one response of 2S), on two clients' connections S each ("link-diff"). The attacker
-    then sees whether the connection is throttled (here: its throttle is set in the 5 s
-    interval the response ends in or the next; the paper's small test response measures the
-    same; a response still being sent when the run ends is throttled if its throttle was set
-    at any time since it started, since the attacker watches it being sent). True positive:
+    one response of 2S), on two clients' connections S each ("link-diff"). Then small
+    "test" responses go out, and "If the throughput of each circuit when downloading the
+    'test' response is consistently throttled, then it is possible that the requests are
+    coming from the same client": the attacker sees a test response slowed, which it is
+    when the connection's burst bucket has run dry (the paper's Eq. 1: a connection is
+    throttled once it has used its burst). Here a test response is throttled if the
+    connection's bucket ran empty (``bucket_empty_s`` > 0) in the 5 s interval the response
+    ends in or the next, the time the test response goes out. The ``state_`` columns read
+    the same intervals for the guard's throttle state instead (a throttle rate set), the
+    paper's own reasoning ("This attack is intended to indicate if and when a circuit is
+    throttled ... It will therefore not be effective against bit splitting"), which the
+    attacker cannot see: a connection throttled just now starts with a full bucket, and
+    under static and bit-splitting every connection always has a rate. A response still
+    being sent when the run ends is judged on the run's last two intervals. True positive:
     a link-same response followed by throttling. False positive: two link-diff responses at
     the same guard starting within 30 s of each other, both followed by throttling. Medium
     load, every algorithm, every size: one row per (size, algorithm). Its
     ``unfinished_responses`` counts the responses of both kinds, link-same and link-diff,
     still being sent when the run ended.
+
+    Each linking client asks again 120 s after its response ends, so a later response can
+    find its connection still throttled, or its bucket still low, from the previous one (the
+    paper's attack is one-shot); the rates are over every response.
 
     Why sizes beyond the paper's: under flagging a connection is throttled once its cell
     EWMA passes the guard's meta-EWMA M, which is about B/N * H / ln 2 bytes' worth of cells
@@ -563,43 +576,58 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
     return t
 
 
+#: Attack 3's two readings of "the test response is throttled" (:func:`_linking_rates`):
+#: the column prefix in ``attack3.csv`` ("" for the attacker's own reading) and what counts.
+LINKING_READINGS = {
+    "": "held back",  # the bucket ran empty: the test response is slowed (observable)
+    "state_": "throttle set",  # the guard has a throttle on the connection (not observable)
+}
+
+
 def _linking_rates(res, run_end: float) -> dict:
-    """Attack 3's true and false positive rates on one run (see :func:`attack3`)."""
+    """Attack 3's true and false positive rates on one run (see :func:`attack3`), under both
+    readings of :data:`LINKING_READINGS`, with the counts they rest on. A response's test
+    response goes out in the 5 s interval the response ends in or the next; for a response
+    still being sent when the run ends, the run's last two intervals."""
     c = res.connections
     d = res.downloads
     d = d[d["class"].isin(["link-same", "link-diff"])].copy()
     d["guard"] = d["path"].str.split(",").str[0]
     d["end"] = d["start"] + d["ttlb"]
-    thr = c[c["throttle_rate"].notna()].groupby(["seed", "relay", "client"])["interval_start"].apply(lambda x: set((x // 5).astype(int)))
+    last = int(run_end // 5) - 1  # the run's last 5 s interval
+    # The 5 s interval in which each response's test response would start.
+    d["slot"] = [last - 1 if pd.isna(e) else int(e // 5) for e in d["end"]]
 
-    def throttled(r) -> bool:
-        slots = thr.get((r.seed, r.guard, r.client), set())
-        if pd.isna(r.end):  # still being sent at the run's end
-            return any(int(r.start // 5) <= k <= int(run_end // 5) for k in slots)
-        k = int(r.end // 5)
-        return k in slots or (k + 1) in slots
+    def slots(rows: pd.DataFrame) -> pd.Series:
+        return rows.groupby(["seed", "relay", "client"])["interval_start"].apply(lambda x: set((x // 5).astype(int)))
 
-    d["throttled"] = [throttled(r) for r in d.itertuples()]
-    same = d[d["class"] == "link-same"]
-    diff = d[d["class"] == "link-diff"].sort_values(["seed", "guard", "start"])
-    pairs = both = 0
-    for _, g in diff.groupby(["seed", "guard"]):
-        st, th, cl = g["start"].to_numpy(), g["throttled"].to_numpy(), g["client"].to_numpy()
-        for i in range(len(g)):
-            for j in range(i + 1, len(g)):
-                if st[j] - st[i] > 30:
-                    break
-                if cl[i] != cl[j]:
-                    pairs += 1
-                    both += bool(th[i] and th[j])
-    return {
-        "same_client_responses": len(same),
-        "unfinished_responses": int(d["ttlb"].isna().sum()),
-        "true_positive_rate": float(same["throttled"].mean()) if len(same) else math.nan,
-        "different_client_pairs": pairs,
-        "false_positive_rate": both / pairs if pairs else math.nan,
-        "single_response_throttled_rate": float(diff["throttled"].mean()) if len(diff) else math.nan,
-    }
+    readings = {"state_": slots(c[c["throttle_rate"].notna()])}
+    if "bucket_empty_s" in c:  # runs from before the column have the state reading only
+        readings[""] = slots(c[c["bucket_empty_s"] > 0])
+    out = {"same_client_responses": int((d["class"] == "link-same").sum()), "unfinished_responses": int(d["ttlb"].isna().sum())}
+    for prefix in LINKING_READINGS:
+        held = readings.get(prefix)
+        if held is None:
+            out.update({f"{prefix}true_positive_rate": math.nan, f"{prefix}false_positive_rate": math.nan, f"{prefix}single_response_throttled_rate": math.nan})
+            continue
+        d["throttled"] = [bool(held.get((r.seed, r.guard, r.client), set()) & {r.slot, r.slot + 1}) for r in d.itertuples()]
+        same = d[d["class"] == "link-same"]
+        diff = d[d["class"] == "link-diff"].sort_values(["seed", "guard", "start"])
+        pairs = both = 0
+        for _, g in diff.groupby(["seed", "guard"]):
+            st, th, cl = g["start"].to_numpy(), g["throttled"].to_numpy(), g["client"].to_numpy()
+            for i in range(len(g)):
+                for j in range(i + 1, len(g)):
+                    if st[j] - st[i] > 30:
+                        break
+                    if cl[i] != cl[j]:
+                        pairs += 1
+                        both += bool(th[i] and th[j])
+        out["different_client_pairs"] = pairs
+        out[f"{prefix}true_positive_rate"] = float(same["throttled"].mean()) if len(same) else math.nan
+        out[f"{prefix}false_positive_rate"] = both / pairs if pairs else math.nan
+        out[f"{prefix}single_response_throttled_rate"] = float(diff["throttled"].mean()) if len(diff) else math.nan
+    return out
 
 
 def probe(out: Path, args, relays_file: str) -> dict:

@@ -35,8 +35,11 @@ def completed_of_class(d: pd.DataFrame, cls: str) -> pd.DataFrame:
 
 def data_by_class(res, warmup_s: float, seed: int | None = None) -> dict[str, float]:
     """Payload GiB delivered by guards to each client class after the warm-up, averaged
-    over seeds, or of one ``seed`` (from the per-connection table; partial downloads
-    count, as bytes did in the paper's totals)."""
+    over seeds, or of one ``seed``, from the per-connection table: every byte delivered in
+    the measured window counts, of downloads finished or not and whenever they started.
+    The paper says only "Total data downloaded ... by client type" (table 1); counting
+    finished downloads alone would leave out most of a throttled bulk client's bytes, as
+    the run ends in its download."""
     c = res.connections
     if seed is not None:
         c = c[c["seed"] == seed]
