@@ -251,12 +251,13 @@ def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     # directory's own findings.csv left as its own policy's; the summary names the policy.
     assert s["empty_set"] == "nothing"
     before = (quick / "findings.csv").read_text()
-    r = subprocess.run([sys.executable, str(tool), f"nothing={quick}", f"skip={quick}", "--empty-set", "skip", "--csv", str(matrix_csv)],
+    r = subprocess.run([sys.executable, str(tool), f"one={quick}", f"two={quick}", "--empty-set", "skip", "--csv", str(matrix_csv)],
                        capture_output=True, text=True, check=True)
     assert (quick / "findings.csv").read_text() == before
     from onionlab.reproduce.throttling.findings import directory_anonymity
 
     skipped = directory_anonymity(quick, "skip")
+    assert (skipped["set_size"] == 0).any(), "the quick run has empty sets (static's, at least) to skip"
     assert skipped["entropy_loss_bits"].isna().tolist() == (skipped["set_size"] == 0).tolist()
     r = subprocess.run([sys.executable, str(tool), str(quick / "findings.csv"), "--empty-set", "max"], capture_output=True, text=True)
     assert r.returncode == 2 and "--empty-set: a findings.csv is read as it is" in r.stderr
@@ -1034,29 +1035,35 @@ def test_linking_rates_hand_worked():
       readings say throttled;
     - s2's response never finishes: its throttle was set at 400 s (outside the window) and
       its bucket runs empty in the run's last-but-one interval: both say throttled;
+    - s3's response never finishes either; its throttle was set and its bucket ran empty at
+      400 s only, long before the run's end: neither reading counts it (the test response
+      goes out when the run ends);
+    - s4's response starts in the run's last 10 s and is cut short: it cannot be tested
+      and is left out of the rates;
     - two link-diff responses from different clients start 10 s apart, both throttle-set
       by their end but only d1's bucket empty (a false-positive pair by the state, not by
       the test response); d3 starts 100 s later (no pair)."""
     from onionlab.reproduce.throttling.anonymity import _linking_rates
 
     downloads = pd.DataFrame({
-        "seed": 1, "client": ["s1", "s1", "s2", "d1", "d2", "d3"], "class": ["link-same"] * 3 + ["link-diff"] * 3,
-        "path": "g1,m,x", "start": [5.0, 200.0, 300.0, 500.0, 510.0, 610.0], "ttlb": [7.0, 12.0, np.nan, 3.0, 4.0, 2.0],
+        "seed": 1, "client": ["s1", "s1", "s2", "s3", "s4", "d1", "d2", "d3"], "class": ["link-same"] * 5 + ["link-diff"] * 3,
+        "path": "g1,m,x", "start": [5.0, 200.0, 300.0, 350.0, 1195.0, 500.0, 510.0, 610.0], "ttlb": [7.0, 12.0, np.nan, np.nan, np.nan, 3.0, 4.0, 2.0],
     })
-    samples = [("s1", 15.0, 0.0), ("s1", 210.0, 2.0), ("s2", 400.0, 0.0), ("s2", 1190.0, 1.0), ("d1", 505.0, 1.0), ("d2", 515.0, 0.0)]
+    samples = [("s1", 15.0, 0.0), ("s1", 210.0, 2.0), ("s2", 400.0, 0.0), ("s2", 1190.0, 1.0), ("s3", 400.0, 3.0), ("s4", 1195.0, 5.0),
+               ("d1", 505.0, 1.0), ("d2", 515.0, 0.0)]
     connections = pd.DataFrame({"seed": 1, "relay": "g1", "client": [c for c, _, _ in samples], "interval_start": [t for _, t, _ in samples],
                                 "throttle_rate": 5120.0, "bucket_empty_s": [e for _, _, e in samples]})
     rates = _linking_rates(SimpleNamespace(connections=connections, downloads=downloads), run_end=1200.0)
-    assert rates["same_client_responses"] == 3 and rates["unfinished_responses"] == 1 and rates["different_client_pairs"] == 1
-    # The test response held back (the attacker's reading).
-    assert rates["true_positive_rate"] == pytest.approx(2 / 3) and rates["false_positive_rate"] == 0.0
+    assert rates["same_client_responses"] == 4 and rates["unfinished_responses"] == 3 and rates["different_client_pairs"] == 1
+    # The test response held back (the attacker's reading): s1's second and s2.
+    assert rates["true_positive_rate"] == pytest.approx(2 / 4) and rates["false_positive_rate"] == 0.0
     assert rates["single_response_throttled_rate"] == pytest.approx(1 / 3)
-    # The guard's throttle state (the paper's reasoning; not observable).
-    assert rates["state_true_positive_rate"] == 1.0 and rates["state_false_positive_rate"] == 1.0
+    # The guard's throttle state (the paper's reasoning; not observable): s1 twice and s2.
+    assert rates["state_true_positive_rate"] == pytest.approx(3 / 4) and rates["state_false_positive_rate"] == 1.0
     assert rates["state_single_response_throttled_rate"] == pytest.approx(2 / 3)
     # Runs from before the bucket column have the state reading only.
     old = _linking_rates(SimpleNamespace(connections=connections.drop(columns=["bucket_empty_s"]), downloads=downloads), run_end=1200.0)
-    assert math.isnan(old["true_positive_rate"]) and old["state_true_positive_rate"] == 1.0 and old["different_client_pairs"] == 1
+    assert math.isnan(old["true_positive_rate"]) and old["state_true_positive_rate"] == pytest.approx(3 / 4) and old["different_client_pairs"] == 1
 
 
 def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path):

@@ -52,6 +52,8 @@ A3 = pd.DataFrame({
     "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
     "true_positive_rate": [0.0, 1.0, 1.0, 0.7, 0.8], "false_positive_rate": [0.0, 1.0, 1.0, 0.1, 0.2],
     "same_client_responses": 20, "different_client_pairs": 100,
+    # The guard's throttle state (the old reading): static and split always throttled.
+    "state_true_positive_rate": [0.0, 1.0, 1.0, 0.9, 0.9], "state_false_positive_rate": [0.0, 1.0, 1.0, 0.2, 0.2],
 })
 
 
@@ -129,7 +131,7 @@ def test_attack3_needs_a_difference_the_counts_resolve():
         return pd.DataFrame({
             "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
             "true_positive_rate": [0.0, 0.0, split[0], flag[0], 0.6], "false_positive_rate": [0.0, 0.0, split[1], flag[1], 0.1],
-            "same_client_responses": same, "different_client_pairs": pairs,
+            "same_client_responses": same, "different_client_pairs": pairs, "state_true_positive_rate": 1.0, "state_false_positive_rate": 1.0,
         })
 
     def judged(a3):
@@ -142,6 +144,23 @@ def test_attack3_needs_a_difference_the_counts_resolve():
     assert works["holds"]
     _, nothing = judged(table((0.6, 0.1), (11 / 32, 0.0), 32, 400))
     assert not nothing["holds"] and nothing["detail"] == "TPR/FPR: split 1 MiB 0.34/0.00 (difference +0.20..+0.52)"
+
+
+def test_attack3_says_when_it_judges_the_throttle_state():
+    """A table from before the test-response reading (no ``state_`` columns) and one from
+    runs without the bucket column (test-response rates NaN) are judged on the guard's
+    throttle state, and the detail says which."""
+    old = A3.drop(columns=["state_true_positive_rate", "state_false_positive_rate"])
+    t = findings(numbers({0: PAPER_ORDER}), anonymity({1: PAPER_ANON}), old)
+    assert verdict(t, "attack3_split_nothing", "medium")["detail"].endswith("(throttle-state reading: attack3.csv from before the test-response reading)")
+    no_bucket = A3.assign(state_true_positive_rate=A3["true_positive_rate"], state_false_positive_rate=A3["false_positive_rate"],
+                          true_positive_rate=math.nan, false_positive_rate=math.nan)
+    t = findings(numbers({0: PAPER_ORDER}), anonymity({1: PAPER_ANON}), no_bucket)
+    v = verdict(t, "attack3_flag_thresh", "medium")
+    assert v["holds"] and "flag 1 MiB 0.70/0.10" in v["detail"] and v["detail"].endswith("(throttle-state reading: the runs have no bucket_empty_s)")
+    # With both readings the test response's is judged, without a note.
+    t = findings(numbers({0: PAPER_ORDER}), anonymity({1: PAPER_ANON}), A3)
+    assert "reading" not in verdict(t, "attack3_flag_thresh", "medium")["detail"] and verdict(t, "attack3_flag_thresh", "medium")["holds"]
 
 
 def test_static_must_also_throttle_bulk_least_and_reduce_load_least():
@@ -164,13 +183,24 @@ def test_static_must_also_throttle_bulk_least_and_reduce_load_least():
 
 def test_a_missing_number_fails_the_findings_that_read_it():
     """A NaN median (no finished web download) compares false both ways; it must not let a
-    verdict through (static's NaN would otherwise never be beaten)."""
+    verdict through (static's NaN would otherwise never be beaten). The findings that read
+    the bulk share and the data are judged as usual, and a seed with the NaN leaves its
+    verdict unresolved."""
     n = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
     n["light"] = {**PAPER_ORDER["light"], "static": (math.nan, 80, 16)}
     t = findings(numbers({0: n, 1: n}), anonymity({1: PAPER_ANON}), None)
-    light = t[(t["load"] == "light")]
-    assert not light["holds"].any() and (light["detail"] == "no number: static web median").all()
+    for f in ("flag_thresh_best_web", "static_gains_least"):
+        v = verdict(t, f, "light")
+        assert not v["holds"] and v["detail"] == "no number: static web median" and math.isnan(v["margin"])
+    for f in ("lower_bulk_and_data", "flag_thresh_hardest_on_bulk", "static_throttles_bulk_least", "static_reduces_load_least"):
+        assert verdict(t, f, "light")["holds"], f
     assert t[t["load"] == "medium"]["holds"].all()
+    # Pooled numbers whole, one of three seeds without static's median: judged pooled, the
+    # seed counts against it, and the seeds do not resolve it.
+    t = findings(numbers({0: PAPER_ORDER, 1: PAPER_ORDER, 2: PAPER_ORDER, 3: n}), anonymity({1: PAPER_ANON}), None)
+    v = verdict(t, "static_gains_least", "light")
+    assert v["holds"] and (v["seeds_holding"], v["seeds"]) == (2, 3)
+    assert not bool(v["resolved"]), "a seed without a margin cannot resolve it (NA would raise here)"
 
 
 def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
@@ -181,7 +211,7 @@ def test_attack3_with_several_sizes_needs_one_that_separates_per_algorithm():
         return pd.DataFrame({
             "response_size": [size] * 5, "algorithm": ["vanilla", "static", "split", "flag", "thresh"],
             "true_positive_rate": [0.0, 1.0, split[0], flag[0], thresh[0]], "false_positive_rate": [0.0, 1.0, split[1], flag[1], thresh[1]],
-            "same_client_responses": same, "different_client_pairs": pairs,
+            "same_client_responses": same, "different_client_pairs": pairs, "state_true_positive_rate": 1.0, "state_false_positive_rate": 1.0,
         })
 
     a3 = pd.concat([table("1 MiB", (0, 0), (0, 0)), table("4 MiB", (0.2, 0.2), (0.6, 0.1)), table("8 MiB", (0.9, 0.3), (0.5, 0.5))], ignore_index=True)

@@ -588,15 +588,20 @@ def _linking_rates(res, run_end: float) -> dict:
     """Attack 3's true and false positive rates on one run (see :func:`attack3`), under both
     readings of :data:`LINKING_READINGS`, with the counts they rest on. A response's test
     response goes out in the 5 s interval the response ends in or the next; for a response
-    still being sent when the run ends, the run's last two intervals."""
+    still being sent when the run ends, the run's last two intervals. A response with no
+    such pair of intervals inside the run (one ending in the run's last 5 s, or one cut
+    short that started in its last 10 s) cannot be tested and is left out of the rates
+    (``unfinished_responses`` still counts every one cut short)."""
     c = res.connections
     d = res.downloads
     d = d[d["class"].isin(["link-same", "link-diff"])].copy()
+    unfinished = int(d["ttlb"].isna().sum())
     d["guard"] = d["path"].str.split(",").str[0]
     d["end"] = d["start"] + d["ttlb"]
     last = int(run_end // 5) - 1  # the run's last 5 s interval
     # The 5 s interval in which each response's test response would start.
     d["slot"] = [last - 1 if pd.isna(e) else int(e // 5) for e in d["end"]]
+    d = d[(d["slot"] < last) & (d["ttlb"].notna() | (d["start"] < (last - 1) * 5))]
 
     def slots(rows: pd.DataFrame) -> pd.Series:
         return rows.groupby(["seed", "relay", "client"])["interval_start"].apply(lambda x: set((x // 5).astype(int)))
@@ -604,7 +609,7 @@ def _linking_rates(res, run_end: float) -> dict:
     readings = {"state_": slots(c[c["throttle_rate"].notna()])}
     if "bucket_empty_s" in c:  # runs from before the column have the state reading only
         readings[""] = slots(c[c["bucket_empty_s"] > 0])
-    out = {"same_client_responses": int((d["class"] == "link-same").sum()), "unfinished_responses": int(d["ttlb"].isna().sum())}
+    out = {"same_client_responses": int((d["class"] == "link-same").sum()), "unfinished_responses": unfinished}
     for prefix in LINKING_READINGS:
         held = readings.get(prefix)
         if held is None:

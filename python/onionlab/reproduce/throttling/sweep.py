@@ -201,7 +201,8 @@ def sweep_seed_list(args) -> list[int]:
 
 def seeds_shared_with_main_runs(args) -> list[int]:
     """The sweep's seeds that the main runs (seeds 1 to ``--seeds``) also use: on them the
-    runs that judge the choice are the sweep's own runs of the chosen setting."""
+    runs that judge the choice repeat the sweep's own runs of the chosen setting (the same
+    configuration and seed)."""
     return [s for s in sweep_seed_list(args) if s <= args.seeds]
 
 
