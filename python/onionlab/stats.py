@@ -166,8 +166,8 @@ def difference_ci95(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
     """The 95% interval of p1 - p2, the difference of two independent proportions (x1 of
     n1, x2 of n2), by Newcombe's hybrid score method (his method 10), built from the two
     Wilson intervals. Raises ValueError as :func:`wilson_ci95`."""
-    p1, p2 = x1 / n1 if n1 else 0.0, x2 / n2 if n2 else 0.0
-    (l1, u1), (l2, u2) = wilson_ci95(x1, n1), wilson_ci95(x2, n2)
+    (l1, u1), (l2, u2) = wilson_ci95(x1, n1), wilson_ci95(x2, n2)  # raise on n < 1 first
+    p1, p2 = x1 / n1, x2 / n2
     d = p1 - p2
     return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
 

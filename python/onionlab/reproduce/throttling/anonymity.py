@@ -609,29 +609,29 @@ def _linking_rates(res, run_end: float) -> dict:
     readings = {"state_": slots(c[c["throttle_rate"].notna()])}
     if "bucket_empty_s" in c:  # runs from before the column have the state reading only
         readings[""] = slots(c[c["bucket_empty_s"] > 0])
-    out = {"same_client_responses": int((d["class"] == "link-same").sum()), "unfinished_responses": unfinished}
+    d = d.reset_index(drop=True)
+    same = d.index[d["class"] == "link-same"]
+    diff = d[d["class"] == "link-diff"].sort_values(["seed", "guard", "start"])
+    # The different-client pairs (row labels of d): at one guard, starting within 30 s.
+    pairs = []
+    for _, g in diff.groupby(["seed", "guard"]):
+        st, cl, rows = g["start"].to_numpy(), g["client"].to_numpy(), g.index.to_numpy()
+        for i in range(len(g)):
+            for j in range(i + 1, len(g)):
+                if st[j] - st[i] > 30:
+                    break
+                if cl[i] != cl[j]:
+                    pairs.append((rows[i], rows[j]))
+    out = {"same_client_responses": len(same), "unfinished_responses": unfinished, "different_client_pairs": len(pairs)}
     for prefix in LINKING_READINGS:
         held = readings.get(prefix)
         if held is None:
             out.update({f"{prefix}true_positive_rate": math.nan, f"{prefix}false_positive_rate": math.nan, f"{prefix}single_response_throttled_rate": math.nan})
             continue
-        d["throttled"] = [bool(held.get((r.seed, r.guard, r.client), set()) & {r.slot, r.slot + 1}) for r in d.itertuples()]
-        same = d[d["class"] == "link-same"]
-        diff = d[d["class"] == "link-diff"].sort_values(["seed", "guard", "start"])
-        pairs = both = 0
-        for _, g in diff.groupby(["seed", "guard"]):
-            st, th, cl = g["start"].to_numpy(), g["throttled"].to_numpy(), g["client"].to_numpy()
-            for i in range(len(g)):
-                for j in range(i + 1, len(g)):
-                    if st[j] - st[i] > 30:
-                        break
-                    if cl[i] != cl[j]:
-                        pairs += 1
-                        both += bool(th[i] and th[j])
-        out["different_client_pairs"] = pairs
-        out[f"{prefix}true_positive_rate"] = float(same["throttled"].mean()) if len(same) else math.nan
-        out[f"{prefix}false_positive_rate"] = both / pairs if pairs else math.nan
-        out[f"{prefix}single_response_throttled_rate"] = float(diff["throttled"].mean()) if len(diff) else math.nan
+        th = np.array([bool(held.get((r.seed, r.guard, r.client), set()) & {r.slot, r.slot + 1}) for r in d.itertuples()], dtype=bool)
+        out[f"{prefix}true_positive_rate"] = float(th[same].mean()) if len(same) else math.nan
+        out[f"{prefix}false_positive_rate"] = sum(th[i] and th[j] for i, j in pairs) / len(pairs) if pairs else math.nan
+        out[f"{prefix}single_response_throttled_rate"] = float(th[diff.index].mean()) if len(diff) else math.nan
     return out
 
 

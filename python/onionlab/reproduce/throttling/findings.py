@@ -172,32 +172,33 @@ def _pair_margin(values: dict[str, float], pair=("flag", "thresh")) -> float:
     return min(v for a, v in values.items() if a not in pair) - max(values[a] for a in pair)
 
 
+def _static_highest(values: dict[str, float], label: str, digits: int) -> tuple[bool, str, float]:
+    """Static has the highest of ``values`` (one number per throttling algorithm; ties to
+    the first by name): (holds, detail, how far it lies above the next, in their unit)."""
+    return (
+        max(values, key=lambda a: (values[a], a)) == "static", f"{label}: {_fmt(values, digits)}",
+        values["static"] - max(v for a, v in values.items() if a != "static"),
+    )
+
+
 def _table_verdicts(n: pd.DataFrame) -> dict[str, tuple[bool, str, float]]:
     """The table-1 and figure-3 findings for one load, on one seed's (or the pooled)
     numbers ``n`` (rows of :func:`per_seed_numbers` for that load and seed): (holds,
     detail, margin in :data:`MARGIN_UNITS`, positive where the finding holds)."""
     by = n.set_index("algorithm")
-    web = {a: float(by.at[a, "web_ttlb_median"]) for a in THROTTLING}
-    bulk = {a: float(by.at[a, "bulk_pct"]) for a in THROTTLING}
-    data = {a: float(by.at[a, "data_GiB"]) for a in THROTTLING}
-    v_bulk, v_data = float(by.at["vanilla", "bulk_pct"]), float(by.at["vanilla", "data_GiB"])
+    # The numbers these findings read: the web median of the four, the bulk share and the
+    # data of all five.
+    read = {"web": ("web_ttlb_median", "web median", THROTTLING), "bulk": ("bulk_pct", "bulk %", ALGORITHMS), "data": ("data_GiB", "GiB", ALGORITHMS)}
+    numbers = {k: {a: float(by.at[a, col]) for a in algs} for k, (col, _, algs) in read.items()}
     # NaN compares false both ways: it would let a verdict through unjudged, so a finding
-    # that reads a missing number fails, and says which.
-    numbers = {"web": ("web median", web), "bulk": ("bulk %", {**bulk, "vanilla": v_bulk}), "data": ("GiB", {**data, "vanilla": v_data})}
-    missing = {k: [f"{a} {what}" for a, v in vals.items() if math.isnan(v)] for k, (what, vals) in numbers.items()}
-    if any(missing.values()):
-        verdicts = {}
-        for f, reads in TABLE_FINDING_READS.items():
-            gone = [m for k in reads for m in missing[k]]
-            verdicts[f] = (False, "no number: " + ", ".join(gone), math.nan) if gone else None
-        if all(verdicts.values()):
-            return verdicts
-        # The rest judged as usual; the stand-in 1.0 is read only by the findings failed above.
-        ok = _table_verdicts(n.assign(**{c: n[c].fillna(1.0) for c in ("web_ttlb_median", "bulk_pct", "data_GiB")}))
-        return {f: v if v is not None else ok[f] for f, v in verdicts.items()}
+    # that reads a missing number fails, and says which. The rest are judged on the
+    # numbers with 1.0 standing in, which only the failed findings read.
+    missing = {k: [f"{a} {read[k][1]}" for a, v in vals.items() if math.isnan(v)] for k, vals in numbers.items()}
+    web, bulk, data = ({a: 1.0 if math.isnan(v) else v for a, v in numbers[k].items()} for k in ("web", "bulk", "data"))
+    v_bulk, v_data = bulk.pop("vanilla"), data.pop("vanilla")
     # The smallest reduction against vanilla, of the bulk share or the data, relative.
     lower = 100.0 * min(min(1 - bulk[a] / v_bulk, 1 - data[a] / v_data) for a in THROTTLING)
-    return {
+    verdicts = {
         "lower_bulk_and_data": (
             all(bulk[a] < v_bulk and data[a] < v_data for a in THROTTLING),
             f"bulk % vanilla {v_bulk:.1f}, {_fmt(bulk, 1)}; GiB vanilla {v_data:.1f}, {_fmt(data, 1)}",
@@ -205,19 +206,15 @@ def _table_verdicts(n: pd.DataFrame) -> dict[str, tuple[bool, str, float]]:
         ),
         "flag_thresh_best_web": (_two_lowest(web) == {"flag", "thresh"}, f"web median s: {_fmt(web, 3)}", _pair_margin(web)),
         "flag_thresh_hardest_on_bulk": (_two_lowest(bulk) == {"flag", "thresh"}, f"bulk %: {_fmt(bulk, 1)}", _pair_margin(bulk)),
-        "static_gains_least": (
-            max(web, key=lambda a: (web[a], a)) == "static", f"web median s: {_fmt(web, 3)}",
-            web["static"] - max(v for a, v in web.items() if a != "static"),
-        ),
-        "static_throttles_bulk_least": (
-            max(bulk, key=lambda a: (bulk[a], a)) == "static", f"bulk %: {_fmt(bulk, 1)}",
-            bulk["static"] - max(v for a, v in bulk.items() if a != "static"),
-        ),
-        "static_reduces_load_least": (
-            max(data, key=lambda a: (data[a], a)) == "static", f"GiB: {_fmt(data, 2)}",
-            data["static"] - max(v for a, v in data.items() if a != "static"),
-        ),
+        "static_gains_least": _static_highest(web, "web median s", 3),
+        "static_throttles_bulk_least": _static_highest(bulk, "bulk %", 1),
+        "static_reduces_load_least": _static_highest(data, "GiB", 2),
     }
+    for f, reads in TABLE_FINDING_READS.items():
+        gone = [m for k in reads for m in missing[k]]
+        if gone:
+            verdicts[f] = (False, "no number: " + ", ".join(gone), math.nan)
+    return verdicts
 
 
 #: The table 1 and figure 3 findings judged per load (:func:`_table_verdicts`), in order,
