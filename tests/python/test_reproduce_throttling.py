@@ -76,6 +76,7 @@ def test_probe_recovers_the_static_rate_and_static_leaks_nothing(quick):
     relays = tomllib.loads((quick / "configs" / "throttling-relays.toml").read_text())["relays"]
     guards = sum("Guard" in r.get("flags", []) for r in relays)
     assert (s["attack_pool"], s["attack_pool_size"]) == ("guards", guards) and 0 < guards < len(relays)
+    assert (s["empty_set"], s["vanilla_rate"]) == ("nothing", "bandwidth"), "the analysis' readings are recorded"
     assert a.mean_loss_bits.max() <= math.log2(guards) + 1e-9
     assert pd.read_csv(quick / "anonymity.csv")["set_size"].max() <= guards
     assert (a.mean_correct_loss_bits <= a.mean_loss_bits + 1e-12).all()
@@ -319,7 +320,7 @@ import numpy as np
 
 from onionlab.reproduce import throttling as T
 from onionlab.reproduce.throttling.anonymity import (
-    _per_minute, _timing_targets, attacks, combined_attack, empty_set_policy, flag_timing_attack, medium_load_attacks, summarise,
+    _guard_rates, _per_minute, _timing_targets, attacks, combined_attack, empty_set_policy, flag_timing_attack, medium_load_attacks, summarise,
     thresh_timing_attack,
 )
 from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, attack_pool, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
@@ -751,6 +752,36 @@ def test_attack2_on_an_unthrottled_connection_sees_the_circuit_speed_not_its_gua
     conns["throttle_rate"] = 1e6
     a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "vanilla", warmup_s=0.0).set_index("attack")
     assert a.loc["attack2", "set_size"] == 1 and not a.loc["attack2", "true_guard_excluded"]
+
+
+def test_vanilla_rate_busiest_reads_each_guards_busiest_connection_per_minute():
+    """``--vanilla-rate busiest``: under vanilla a guard's rate in a minute is what its
+    busiest client connection carried (bytes / 60 s), summed over the minute's samples,
+    not its bandwidth. Two guards of 1 MB/s: at "a", a web client carrying 30 KB/s and a
+    bulk one 60 KB/s every minute; at "b", one client carrying 30 KB/s. The target (the
+    web client at "a", 30 KB/s every minute, so a band of [30, 30] KB/s) keeps no guard
+    by bandwidth and only "b" (a false exclusion: its own guard reads 60 KB/s) by the
+    busiest connection."""
+    bw = {"a": 1e6, "b": 1e6}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": np.nan} for g in bw for t in range(0, 300, 60)])
+    conns = pd.DataFrame([
+        {"seed": 1, "relay": g, "client": c, "class": cls, "interval_start": float(t), "bytes_written": per_s * 30, "bytes_read": 0,
+         "throttle_rate": np.nan}
+        for g, c, cls, per_s in (("a", "w", "web", 30_000), ("a", "k", "bulk", 60_000), ("b", "x", "web", 30_000))
+        for t in range(0, 300, 30)  # two samples a minute, each half the minute's bytes
+    ])
+    res = SimpleNamespace(relays=relays, connections=conns)
+    rates = _guard_rates(res, bw, "vanilla", "busiest").set_index(["relay", "minute"])["alpha"]
+    assert rates.loc[("a", 0)] == 60_000.0 and rates.loc[("b", 4)] == 30_000.0
+    assert (_guard_rates(res, bw, "vanilla")["alpha"] == 1e6).all(), "the default: the bandwidth"
+    assert _guard_rates(res, bw, "split", "busiest")["alpha"].isna().all(), "only vanilla's reading changes"
+    by_bw = attacks(res, bw, "vanilla", warmup_s=0.0).set_index(["client", "attack"])
+    by_busiest = attacks(res, bw, "vanilla", warmup_s=0.0, vanilla_rate="busiest").set_index(["client", "attack"])
+    assert by_bw.loc[("w", "attack1"), "set_size"] == 0
+    assert by_busiest.loc[("w", "attack1"), "set_size"] == 1 and by_busiest.loc[("w", "attack1"), "true_guard_excluded"]
+    assert by_busiest.loc[("k", "attack1"), "set_size"] == 1 and not by_busiest.loc[("k", "attack1"), "true_guard_excluded"]
+    with pytest.raises(ValueError, match="--vanilla-rate: must be one of bandwidth, busiest, got 'probe'"):
+        medium_load_attacks({"vanilla": res}, bw, {}, 0.0, vanilla_rate="probe")
 
 
 def test_an_empty_anonymity_set_counts_as_nothing_skipped_or_the_maximum_as_asked():

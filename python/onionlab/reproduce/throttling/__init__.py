@@ -34,7 +34,7 @@ import pandas as pd
 
 from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
-from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, attack3, medium_load_attacks, probe, summarise
+from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
     ALGORITHMS, ATTACK_POOLS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings, config_text,
     load_params, mechanism_line, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
@@ -161,6 +161,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="what attacks 1 and 2 count for a target whose anonymity set is empty (spec 7.4: \"report max loss or skip; "
         "state the policy used\"): nothing, loss 0, the paper's \"an attacker can learn nothing\" (default); skip, left out of "
         "the mean and the CDFs; max, the maximum loss",
+    )
+    p.add_argument(
+        "--vanilla-rate", choices=VANILLA_RATES, default="bandwidth",
+        help="what attacks 1 and 2 read as a guard's rate under vanilla: its bandwidth (default; the paper's \"distribution on "
+        "guard bandwidth\") or what its busiest client connection carried each minute, a stand-in for spec 7.4's \"measured "
+        "probe throughput through g\"",
     )
     p.add_argument("--entry-guards", type=int, default=3, help="entry guards per client (default 3, tor 0.2.2's NumEntryGuards; spec M14 says one is enough)")
     p.add_argument(
@@ -318,7 +324,7 @@ def main(out: Path, args) -> int:
     table1.to_csv(out / "table1.csv", index=False)
     figure3(results, out / "figure3.png")
 
-    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, pool_bw, chosen["flag"], warmup_s, args.empty_set)
+    anon = medium_load_attacks({alg: results[("medium", alg)] for alg in ALGORITHMS}, pool_bw, chosen["flag"], warmup_s, args.empty_set, args.vanilla_rate)
     anon.to_csv(out / "anonymity.csv", index=False)
     channels = pd.concat([busiest_channels(results[("medium", alg)], warmup_s).assign(algorithm=alg) for alg in ALGORITHMS], ignore_index=True)
     channels = channels[["algorithm", *[c for c in channels.columns if c != "algorithm"]]]
@@ -346,7 +352,7 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
-        "capacity_scale": args.capacity_scale, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "relays": args.relays or "built-in", **tor_settings(args),
+        "capacity_scale": args.capacity_scale, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "vanilla_rate": args.vanilla_rate, "relays": args.relays or "built-in", **tor_settings(args),
         "client_links": list(sample_in_use(args)[1].client_links),
         "sweep": dict(zip(("seeds", "first_seed", "duration", "warmup", "grid", "criterion", "loads"),
                           (args.sweep_seeds, args.sweep_first_seed, *sweep_settings(args), args.grid or [], args.criterion, sweep_loads(args.sweep_loads)))) if not args.no_sweep else None,

@@ -34,9 +34,36 @@ TIMING_STEP_S = 1.0
 PEAK_STEP_S = 10.0
 
 
-def _guard_rates(res, relay_bw: dict[str, float], alg: str) -> pd.DataFrame:
+#: What the attacker of attacks 1 and 2 reads as a guard's rate under vanilla, which
+#: throttles nobody (``--vanilla-rate``; spec 7.4):
+#:
+#: * ``bandwidth`` (default): the guard's bandwidth, B_g. The paper: "the distribution on
+#:   guard bandwidth leaks more information than throttled circuits' throughputs".
+#: * ``busiest``: what the busiest client connection through the guard carried in the
+#:   minute (its bytes / 60 s), a stand-in for spec 7.4's alternative, "a measured probe
+#:   throughput through g": a probe that downloads as hard as any client through g would
+#:   see about that. No probe is run (probes through every guard would add load to the
+#:   runs they measure), and a guard no client connection used in a minute has no reading
+#:   for it.
+VANILLA_RATES = ("bandwidth", "busiest")
+
+
+def check_vanilla_rate(reading: str) -> str:
+    """``reading`` if it is one of :data:`VANILLA_RATES`; otherwise ValueError naming ``--vanilla-rate``."""
+    if reading not in VANILLA_RATES:
+        raise ValueError(f"--vanilla-rate: must be one of {', '.join(VANILLA_RATES)}, got {reading!r}")
+    return reading
+
+
+def _guard_rates(res, relay_bw: dict[str, float], alg: str, vanilla_rate: str = "bandwidth") -> pd.DataFrame:
     """Per (seed, relay, minute): the rate at which a connection would become throttled;
-    for vanilla the relay's bandwidth (spec 7.4)."""
+    for vanilla what ``vanilla_rate`` says (:data:`VANILLA_RATES`)."""
+    if alg == "vanilla" and check_vanilla_rate(vanilla_rate) == "busiest":
+        c = res.connections
+        c = c.assign(minute=(c["interval_start"] // 60).astype(int))
+        per_conn = c.groupby(["seed", "relay", "client", "minute"], as_index=False)["bytes_written"].sum()
+        per_conn["alpha"] = per_conn["bytes_written"] / 60.0
+        return per_conn.groupby(["seed", "relay", "minute"], as_index=False)["alpha"].max()
     r = res.relays.copy()
     r["minute"] = (r["interval_start"] // 60).astype(int)
     if alg == "vanilla":
@@ -71,7 +98,7 @@ def _per_minute(c: pd.DataFrame) -> pd.DataFrame:
     return m
 
 
-def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float, sets: dict | None = None) -> pd.DataFrame:
+def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float, sets: dict | None = None, vanilla_rate: str = "bandwidth") -> pd.DataFrame:
     """Attacks 1 and 2 per target client (spec 7.4): the anonymity set of guards whose mean
     throttle rate lies within one standard deviation of the client's per-minute throughput
     (attack 1) or of its connection's throttle rate (attack 2). An empty set tells the
@@ -92,10 +119,11 @@ def attacks(res, relay_bw: dict[str, float], alg: str, warmup_s: float, sets: di
     describes, which reveals the rate whether or not it binds.
     Results recorded before the connection table had ``bucket_empty_s`` have no such rows.
     With ``sets``, each target's candidate mask is also recorded there, for
-    :func:`combined_attack`."""
+    :func:`combined_attack`. ``vanilla_rate`` is the guards' rate under vanilla
+    (:data:`VANILLA_RATES`)."""
     guards = sorted(relay_bw)
     gi = {name: i for i, name in enumerate(guards)}
-    g = _guard_rates(res, relay_bw, alg)
+    g = _guard_rates(res, relay_bw, alg, vanilla_rate)
     g = g[g["minute"] * 60 >= warmup_s]
     rho = g.groupby(["seed", "relay"])["alpha"].mean()
     # Per seed: every guard's mean rate (NaN if it has none) and its minutes' rates, sorted,
@@ -488,7 +516,8 @@ def thresh_timing_attack(res, relay_bw: dict[str, float], warmup_s: float, slack
     return pd.DataFrame(out)
 
 
-def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dict, warmup_s: float, empty_set: str = "nothing") -> pd.DataFrame:
+def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dict, warmup_s: float, empty_set: str = "nothing",
+                        vanilla_rate: str = "bandwidth") -> pd.DataFrame:
     """Attacks 1 and 2 on the medium-load runs, one per algorithm (``runs``: algorithm ->
     results), every variant: ``anonymity.csv``'s rows. The band procedure for every
     algorithm (:func:`attacks`), flagging's timing (:func:`flag_timing_attack`, whose rows
@@ -497,12 +526,14 @@ def medium_load_attacks(runs: dict, relay_bw: dict[str, float], flag_params: dic
     still be made precisely", section 5.2), threshold's rate signature
     (:func:`thresh_timing_attack`), and for those two the band and timing combined
     (:func:`combined_attack`). Empty sets count as ``empty_set`` says
-    (:func:`empty_set_policy`)."""
+    (:func:`empty_set_policy`); vanilla's guards' rate is ``vanilla_rate``'s
+    (:data:`VANILLA_RATES`)."""
     check_empty_set(empty_set)  # before the attacks' minutes of work, not after
+    check_vanilla_rate(vanilla_rate)
     frames = []
     for alg, res in runs.items():
         sets: dict = {}
-        frames.append(attacks(res, relay_bw, alg, warmup_s, sets=sets))
+        frames.append(attacks(res, relay_bw, alg, warmup_s, sets=sets, vanilla_rate=vanilla_rate))
         if alg == "flag":
             timing = flag_timing_attack(res, relay_bw, flag_params, warmup_s, TIMING_STEP_S, sets=sets)
             frames += [timing, timing.assign(attack="attack2-observed-timing")]

@@ -129,6 +129,13 @@ def summary_empty_set(summary: dict) -> str:
     return summary.get("empty_set", "nothing")
 
 
+def summary_vanilla_rate(summary: dict) -> str:
+    """What an output directory's attacks read as a guard's rate under vanilla
+    (``--vanilla-rate``): its summary's, or "bandwidth" for a directory written before the
+    option existed."""
+    return summary.get("vanilla_rate", "bandwidth")
+
+
 def _candidates(relays: list[dict], pool: str | None, summary: dict) -> dict[str, float]:
     """The attacks' candidate guards: ``pool``'s, or by default the pool the directory of
     ``summary`` used."""
@@ -139,12 +146,13 @@ def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None, emp
     """Attacks 1 and 2 (``anonymity.csv``'s rows) over the medium-load runs of ``out``
     pooled with those of ``extras`` (:func:`pooled_runs`), over the candidate guards of
     ``pool`` (``configs.attack_pool``; default: the one ``out`` used), empty sets counted
-    as ``empty_set`` says (``anonymity.EMPTY_SETS``; default: as ``out`` counted them).
+    as ``empty_set`` says (``anonymity.EMPTY_SETS``; default: as ``out`` counted them),
+    vanilla's guards' rate read as ``out`` read it (``--vanilla-rate``).
     The anonymity analysis reads only the medium-load runs, a third of the main runs."""
     runs, relays, summary = pooled_runs(out, extras, ("medium",))
     candidates = _candidates(relays, pool, summary)
     return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, candidates, summary["chosen"]["flag"], seconds(summary["warmup"]),
-                               empty_set or summary_empty_set(summary))
+                               empty_set or summary_empty_set(summary), summary_vanilla_rate(summary))
 
 
 def pooled_findings(out: Path, extras: list[Path], pool: str | None = None, empty_set: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -165,5 +173,6 @@ def pooled_findings(out: Path, extras: list[Path], pool: str | None = None, empt
         if load == "medium":
             medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
     numbers = pd.concat(numbers, ignore_index=True)
-    anon = medium_load_attacks(medium, _candidates(relays, pool, summary), summary["chosen"]["flag"], warmup_s, empty_set or summary_empty_set(summary))
+    anon = medium_load_attacks(medium, _candidates(relays, pool, summary), summary["chosen"]["flag"], warmup_s, empty_set or summary_empty_set(summary),
+                               summary_vanilla_rate(summary))
     return findings(numbers, anon, *attack_tables(out)), numbers, anon
