@@ -1092,9 +1092,38 @@ def test_linking_rates_hand_worked():
     # The guard's throttle state (the paper's reasoning; not observable): s1 twice and s2.
     assert rates["state_true_positive_rate"] == pytest.approx(3 / 4) and rates["state_false_positive_rate"] == 1.0
     assert rates["state_single_response_throttled_rate"] == pytest.approx(2 / 3)
+    # One pair: its FPR is 0 or 1 in every resample, so the interval spans TPR's, less 0 or 1.
+    assert -1.0 <= rates["state_difference_ci95_low"] <= rates["state_difference_ci95_high"] <= 1.0
+    assert rates["difference_ci95_low"] <= 0.5 <= rates["difference_ci95_high"]
     # Runs from before the bucket column have the state reading only.
     old = _linking_rates(SimpleNamespace(connections=connections.drop(columns=["bucket_empty_s"]), downloads=downloads), run_end=1200.0)
     assert math.isnan(old["true_positive_rate"]) and old["state_true_positive_rate"] == pytest.approx(3 / 4) and old["different_client_pairs"] == 1
+
+
+def test_attack3_interval_counts_a_client_once_not_each_of_its_responses():
+    """Ten same-client responses from each of ten clients, and 100 different-client pairs
+    among ten other clients, none held back. If one client's ten responses are all held
+    back (TPR 0.10), that is one client's doing: a resample leaves it out about a third of
+    the time ((9/10)^10), so the interval reaches 0, where Newcombe's, counting 100
+    independent responses, does not. Spread over ten clients, one each, the same TPR
+    separates. The same input gives the same interval."""
+    from onionlab.reproduce.throttling.anonymity import _linking_difference_ci95
+    from onionlab.stats import difference_ci95
+
+    same_client = np.repeat(np.arange(10), 10)
+    a, b = np.array([(i, j) for i in range(10) for j in range(10) if i != j][:100]).T
+    no_pair = np.zeros(len(a), dtype=bool)
+    one_client = same_client == 0
+    lo, hi = _linking_difference_ci95(same_client, one_client, a, b, no_pair)
+    assert lo == 0.0 < hi and difference_ci95(10, 100, 0, 100)[0] > 0.04
+    spread = np.zeros(100, dtype=bool)
+    spread[::10] = True  # each client's first response
+    assert _linking_difference_ci95(same_client, spread, a, b, no_pair)[0] > 0
+    assert _linking_difference_ci95(same_client, one_client, a, b, no_pair) == (lo, hi)
+    # Nothing held back anywhere: exactly 0; every response and pair held back: exactly 0.
+    assert _linking_difference_ci95(same_client, np.zeros(100, dtype=bool), a, b, no_pair) == (0.0, 0.0)
+    assert _linking_difference_ci95(same_client, np.ones(100, dtype=bool), a, b, ~no_pair) == (0.0, 0.0)
+    assert all(math.isnan(x) for x in _linking_difference_ci95(same_client[:0], one_client[:0], a, b, no_pair))
 
 
 def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path):

@@ -615,6 +615,45 @@ LINKING_READINGS = {
 }
 
 
+#: Attack 3's interval of TPR - FPR (:func:`_linking_difference_ci95`): the resamples, and
+#: the seed of their generator (fixed, so that the same runs give the same interval).
+LINKING_RESAMPLES = 2000
+LINKING_RESAMPLE_SEED = 0
+
+
+def _linking_difference_ci95(same_client: np.ndarray, same_hit: np.ndarray, pair_a: np.ndarray, pair_b: np.ndarray,
+                             pair_hit: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of attack 3's TPR - FPR, by a bootstrap over the linking clients
+    (percentile interval, :data:`LINKING_RESAMPLES` resamples). ``same_client`` numbers the
+    client (0, 1, ...) of each same-client response and ``same_hit`` says whether its test
+    response was held back; ``pair_a`` and ``pair_b`` number the two clients (in a second
+    numbering) of each different-client pair, and ``pair_hit`` says whether both were.
+
+    The clients, not the responses, are resampled: one client asks every 120 s, and its
+    responses meet the same guard in much the same state, and a response stands in as many
+    pairs as it has neighbours within 30 s. So one client's responses are one piece of
+    evidence, not several, and an interval that counted each response and each pair as
+    independent (Newcombe's, which judged attack 3 until 2026-11-27) would be too narrow.
+    A resampled client counts with its multiplicity, a pair with the product of its two
+    clients'. (NaN, NaN) without a response or a pair."""
+    if len(same_hit) == 0 or len(pair_hit) == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(LINKING_RESAMPLE_SEED)
+
+    def weights(clients: int) -> np.ndarray:
+        return rng.multinomial(clients, np.full(clients, 1.0 / clients), size=LINKING_RESAMPLES).astype(float)
+
+    w = weights(int(same_client.max()) + 1)[:, same_client]
+    v = weights(int(max(pair_a.max(), pair_b.max())) + 1)
+    pv = v[:, pair_a] * v[:, pair_b]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        # A resample that keeps no pair whole has no FPR, and counts for nothing.
+        d = (w * same_hit).sum(axis=1) / w.sum(axis=1) - (pv * pair_hit).sum(axis=1) / pv.sum(axis=1)
+    d = d[~np.isnan(d)]
+    lo, hi = np.percentile(d, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def _linking_rates(res, run_end: float) -> dict:
     """Attack 3's true and false positive rates on one run (see :func:`attack3`), under both
     readings of :data:`LINKING_READINGS`, with the counts they rest on. A response's test
@@ -622,7 +661,9 @@ def _linking_rates(res, run_end: float) -> dict:
     still being sent when the run ends, the run's last two intervals. A response with no
     such pair of intervals inside the run (one ending in the run's last 5 s, or one cut
     short that started in its last 10 s) cannot be tested and is left out of the rates
-    (``unfinished_responses`` still counts every one cut short)."""
+    (``unfinished_responses`` still counts every one cut short). ``difference_ci95_low``
+    and ``_high`` bound TPR - FPR (:func:`_linking_difference_ci95`: the clients
+    resampled)."""
     c = res.connections
     d = res.downloads
     d = d[d["class"].isin(["link-same", "link-diff"])].copy()
@@ -654,15 +695,24 @@ def _linking_rates(res, run_end: float) -> dict:
                 if cl[i] != cl[j]:
                     pairs.append((rows[i], rows[j]))
     out = {"same_client_responses": len(same), "unfinished_responses": unfinished, "different_client_pairs": len(pairs)}
+    # The clients each response and each pair belong to, numbered for the bootstrap.
+    same_client = pd.factorize(pd.MultiIndex.from_frame(d.loc[same, ["seed", "client"]]))[0] if len(same) else np.empty(0, dtype=int)
+    pair_rows = np.array(pairs, dtype=int).reshape(-1, 2)
+    diff_keys = pd.MultiIndex.from_frame(d[["seed", "client"]])
+    pair_client = pd.factorize(diff_keys[pair_rows.ravel()])[0].reshape(-1, 2) if pairs else np.empty((0, 2), dtype=int)
     for prefix in LINKING_READINGS:
         held = readings.get(prefix)
         if held is None:
-            out.update({f"{prefix}true_positive_rate": math.nan, f"{prefix}false_positive_rate": math.nan, f"{prefix}single_response_throttled_rate": math.nan})
+            out.update({f"{prefix}{k}": math.nan for k in ("true_positive_rate", "false_positive_rate", "single_response_throttled_rate",
+                                                          "difference_ci95_low", "difference_ci95_high")})
             continue
         th = np.array([bool(held.get((r.seed, r.guard, r.client), set()) & {r.slot, r.slot + 1}) for r in d.itertuples()], dtype=bool)
+        pair_hit = th[pair_rows[:, 0]] & th[pair_rows[:, 1]]
         out[f"{prefix}true_positive_rate"] = float(th[same].mean()) if len(same) else math.nan
-        out[f"{prefix}false_positive_rate"] = sum(th[i] and th[j] for i, j in pairs) / len(pairs) if pairs else math.nan
+        out[f"{prefix}false_positive_rate"] = float(pair_hit.mean()) if pairs else math.nan
         out[f"{prefix}single_response_throttled_rate"] = float(th[diff.index].mean()) if len(diff) else math.nan
+        out[f"{prefix}difference_ci95_low"], out[f"{prefix}difference_ci95_high"] = _linking_difference_ci95(
+            same_client, th[same], pair_client[:, 0], pair_client[:, 1], pair_hit)
     return out
 
 

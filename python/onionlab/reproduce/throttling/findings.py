@@ -59,16 +59,17 @@ verdict with such a seed is not resolved.
   margin is the smallest excess, in bits. Added 2026-11-27, after every other verdict.
 * ``attack3_flag_thresh`` / ``attack3_split_nothing``: linking two streams through the
   burst bucket tells something under flagging and threshold (the true positive rate above
-  the false positive rate: the 95 % interval of their difference, Newcombe's score
-  interval over the same-client responses and the different-client pairs, lies above 0)
-  and nothing under bit-splitting (that interval contains 0). With several response
-  sizes (``--attack3-sizes``), flagging and threshold each need one size that separates
-  (the attacker knows the system-wide policy and picks its size), and bit-splitting must
-  give nothing at every size. The rates are the attacker's own reading, the test
+  the false positive rate: the 95 % interval of their difference lies above 0) and
+  nothing under bit-splitting (that interval contains 0). The interval resamples the
+  linking clients (``anonymity._linking_difference_ci95``), since one client's responses
+  and the pairs that share a response are not independent; tables from before it have
+  Newcombe's score interval over the responses and pairs, and the detail says so. With
+  several response sizes (``--attack3-sizes``), flagging and threshold each need one size
+  that separates (the attacker knows the system-wide policy and picks its size), and
+  bit-splitting must give nothing at every size. The rates are the attacker's own reading, the test
   response held back (``anonymity.attack3``); tables from before that reading, and runs
   without the bucket column, are judged on the guard's throttle state, and the detail
-  says so. The pairs share responses, and one client's responses are alike, so they are
-  not independent and the interval is narrower than it should be. "Nothing" also holds
+  says so. "Nothing" also holds
   where no algorithm holds any test response back (the attack then tells nothing of
   anyone). Until 2026-11-27 (a helper's review) the two
   rates were read from the guard's throttle state, and "nothing" meant exactly equal
@@ -306,11 +307,20 @@ def _attack3_verdicts(a3: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     def rates(size: str, alg: str) -> tuple[float, float]:
         return float(by.at[(size, alg), f"{col}true_positive_rate"]), float(by.at[(size, alg), f"{col}false_positive_rate"])
 
+    # The interval: the clients resampled (anonymity._linking_difference_ci95), where the
+    # table has it; otherwise Newcombe's over responses and pairs as if independent, too
+    # narrow, and the detail says so.
+    clustered = f"{col}difference_ci95_low" in a3
+    if not clustered:
+        note += " (Newcombe's interval, every response and pair counted as independent: attack3.csv from before the clients were resampled)"
+
     def interval(size: str, alg: str) -> tuple[float, float]:
         """The 95 % interval of TPR - FPR at ``size`` (NaN where a rate is missing)."""
         (tp, fp), n1, n2 = rates(size, alg), int(by.at[(size, alg), "same_client_responses"]), int(by.at[(size, alg), "different_client_pairs"])
         if math.isnan(tp) or math.isnan(fp) or not n1 or not n2:
             return math.nan, math.nan
+        if clustered:
+            return float(by.at[(size, alg), f"{col}difference_ci95_low"]), float(by.at[(size, alg), f"{col}difference_ci95_high"])
         return difference_ci95(round(tp * n1), n1, round(fp * n2), n2)
 
     def fmt(alg: str) -> str:
