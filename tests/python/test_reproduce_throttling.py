@@ -204,7 +204,7 @@ def test_more_seeds_of_every_main_run_pool_into_every_finding(quick, second_seed
     written = pd.read_csv(quick / "findings.csv")
     assert list(table["finding"]) == list(written["finding"]) and list(table["load"]) == list(written["load"])
     seeded = table[table["seeds"].notna()]
-    assert (seeded["seeds"] == 2).all() and len(seeded) == 6 * 3 + 1 + 4
+    assert (seeded["seeds"] == 2).all() and len(seeded) == 7 * 3 + 1 + 4
     # Attacks 3 and 4 are the directory's own, judged pooled only.
     own_only = written[written["seeds"].isna()].reset_index(drop=True)
     pd.testing.assert_frame_equal(table[table["seeds"].isna()].reset_index(drop=True)[["finding", "holds", "detail"]], own_only[["finding", "holds", "detail"]])
@@ -229,7 +229,7 @@ def test_findings_are_judged_in_the_run_and_again_from_its_directory(quick):
     written = pd.read_csv(quick / "findings.csv")
     # Table 1's six per load, the gains' growth, four anonymity, two of attack 3, two of
     # attack 4 on flooded and two on paced targets.
-    assert len(written) == 6 * 3 + 1 + 4 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
+    assert len(written) == 7 * 3 + 1 + 4 + 2 + 2 + 2 and set(written["holds"]) <= {True, False}
     # One seed in the quick run: each seeded verdict is that seed's.
     seeded = written[written["seeds"].notna()]
     assert (seeded["seeds"] == 1).all() and (seeded["seeds_holding"] == seeded["holds"].astype(int)).all()
