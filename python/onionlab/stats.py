@@ -156,20 +156,76 @@ def wilson_ci95(successes: int, n: int) -> tuple[float, float]:
     Raises ValueError for ``n`` < 1 or successes outside 0..n."""
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"wilson_ci95: need 0 <= successes <= n and n >= 1, got {successes} of {n}")
-    z, p = 1.96, successes / n
+    return _wilson(successes / n, n)
+
+
+def _wilson(p: float, n: float) -> tuple[float, float]:
+    """Wilson's 95% interval of a proportion ``p`` over ``n`` trials, ``n`` > 0 and possibly
+    fractional (an effective sample size)."""
+    z = 1.96
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _newcombe(p1: float, n1: float, p2: float, n2: float) -> tuple[float, float]:
+    """Newcombe's hybrid score interval (his method 10) of ``p1 - p2`` from the two Wilson
+    intervals, over (possibly effective) sample sizes ``n1`` and ``n2``."""
+    (l1, u1), (l2, u2) = _wilson(p1, n1), _wilson(p2, n2)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
 
 
 def difference_ci95(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
     """The 95% interval of p1 - p2, the difference of two independent proportions (x1 of
     n1, x2 of n2), by Newcombe's hybrid score method (his method 10), built from the two
     Wilson intervals. Raises ValueError as :func:`wilson_ci95`."""
-    (l1, u1), (l2, u2) = wilson_ci95(x1, n1), wilson_ci95(x2, n2)  # raise on n < 1 first
-    p1, p2 = x1 / n1, x2 / n2
-    d = p1 - p2
-    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    wilson_ci95(x1, n1), wilson_ci95(x2, n2)  # raise on bad counts first
+    return _newcombe(x1 / n1, n1, x2 / n2, n2)
+
+
+def design_effect(hits: Iterable[float], trials: Iterable[float]) -> float:
+    """The design effect of a proportion pooled over clusters, p = sum(hits) / sum(trials)
+    (cluster i: ``hits[i]`` of ``trials[i]``): the cluster-robust variance of that ratio
+    (the linearised, "sandwich" one) over the binomial variance p (1 - p) / n, floored at
+    1. Both are the plain estimates, without a small-sample correction, so that trials of
+    one cluster each give exactly 1. Trials that share a cluster and fail or succeed
+    together make it large; dividing n by it gives the effective number of independent
+    trials (Kish; Rao and Scott's adjustment). 1 where it cannot be estimated or says
+    nothing: fewer than two clusters, or p at 0 or 1. The floor keeps an interval built
+    on it from being narrower than the one that treats every trial as independent.
+    Raises ValueError for hits and trials of different lengths, a negative count or hits
+    above trials."""
+    y, m = np.asarray(list(hits), dtype=float), np.asarray(list(trials), dtype=float)
+    if y.shape != m.shape or (y < 0).any() or (y > m).any():
+        raise ValueError("design_effect: need as many hits as trials, 0 <= hits <= trials in every cluster")
+    n, c = float(m.sum()), int((m > 0).sum())
+    if c < 2 or n <= 0:
+        return 1.0
+    p = float(y.sum()) / n
+    if p <= 0.0 or p >= 1.0:
+        return 1.0
+    robust = float(((y - p * m) ** 2).sum()) / (n * n)
+    return max(1.0, robust / (p * (1 - p) / n))
+
+
+def clustered_difference_ci95(hits1: Iterable[float], trials1: Iterable[float], hits2: Iterable[float],
+                              trials2: Iterable[float]) -> tuple[float, float]:
+    """The 95% interval of p1 - p2 for two proportions each pooled over clusters
+    (``hits1[i]`` of ``trials1[i]`` in cluster i; the same for group 2): Newcombe's interval
+    (:func:`difference_ci95`) with each n divided by its :func:`design_effect`, so that
+    trials that move together count as fewer. Where every cluster holds one trial, or the
+    trials do not cluster, it is Newcombe's. The two groups are taken as independent.
+    Raises ValueError for a group without trials, or as :func:`design_effect`."""
+    groups = []
+    for k, (hits, trials) in enumerate(((hits1, trials1), (hits2, trials2)), start=1):
+        y, m = np.asarray(list(hits), dtype=float), np.asarray(list(trials), dtype=float)
+        deff = design_effect(y, m)  # raises on bad counts
+        if m.sum() <= 0:
+            raise ValueError(f"clustered_difference_ci95: group {k} has no trials")
+        groups.append((float(y.sum() / m.sum()), float(m.sum()) / deff))
+    (p1, n1), (p2, n2) = groups
+    return _newcombe(p1, n1, p2, n2)
 
 
 def seed_spread(downloads: pd.DataFrame, metrics: Iterable[str] = ("ttfb", "ttlb")) -> pd.DataFrame:

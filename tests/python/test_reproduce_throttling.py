@@ -761,18 +761,20 @@ def test_vanilla_rate_busiest_reads_each_guards_busiest_connection_per_minute():
     bulk one 60 KB/s every minute; at "b", one client carrying 30 KB/s. The target (the
     web client at "a", 30 KB/s every minute, so a band of [30, 30] KB/s) keeps no guard
     by bandwidth and only "b" (a false exclusion: its own guard reads 60 KB/s) by the
-    busiest connection."""
-    bw = {"a": 1e6, "b": 1e6}
+    busiest connection. A third guard "c" holds only an idle connection: no reading, so
+    never a candidate (not a rate of 0)."""
+    bw = {"a": 1e6, "b": 1e6, "c": 1e6}
     relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": np.nan} for g in bw for t in range(0, 300, 60)])
     conns = pd.DataFrame([
         {"seed": 1, "relay": g, "client": c, "class": cls, "interval_start": float(t), "bytes_written": per_s * 30, "bytes_read": 0,
          "throttle_rate": np.nan}
-        for g, c, cls, per_s in (("a", "w", "web", 30_000), ("a", "k", "bulk", 60_000), ("b", "x", "web", 30_000))
+        for g, c, cls, per_s in (("a", "w", "web", 30_000), ("a", "k", "bulk", 60_000), ("b", "x", "web", 30_000), ("c", "z", "web", 0))
         for t in range(0, 300, 30)  # two samples a minute, each half the minute's bytes
     ])
     res = SimpleNamespace(relays=relays, connections=conns)
     rates = _guard_rates(res, bw, "vanilla", "busiest").set_index(["relay", "minute"])["alpha"]
     assert rates.loc[("a", 0)] == 60_000.0 and rates.loc[("b", 4)] == 30_000.0
+    assert "c" not in rates.index.get_level_values("relay")
     assert (_guard_rates(res, bw, "vanilla")["alpha"] == 1e6).all(), "the default: the bandwidth"
     assert _guard_rates(res, bw, "split", "busiest")["alpha"].isna().all(), "only vanilla's reading changes"
     by_bw = attacks(res, bw, "vanilla", warmup_s=0.0).set_index(["client", "attack"])
@@ -782,6 +784,11 @@ def test_vanilla_rate_busiest_reads_each_guards_busiest_connection_per_minute():
     assert by_busiest.loc[("k", "attack1"), "set_size"] == 1 and not by_busiest.loc[("k", "attack1"), "true_guard_excluded"]
     with pytest.raises(ValueError, match="--vanilla-rate: must be one of bandwidth, busiest, got 'probe'"):
         medium_load_attacks({"vanilla": res}, bw, {}, 0.0, vanilla_rate="probe")
+    # The pooled tool analyses extra seeds as the directory was analysed: its summary's
+    # reading, or the bandwidth for a directory from before the option.
+    from onionlab.reproduce.throttling.pooling import summary_vanilla_rate
+
+    assert summary_vanilla_rate({"vanilla_rate": "busiest"}) == "busiest" and summary_vanilla_rate({}) == "bandwidth"
 
 
 def test_an_empty_anonymity_set_counts_as_nothing_skipped_or_the_maximum_as_asked():
@@ -1092,38 +1099,45 @@ def test_linking_rates_hand_worked():
     # The guard's throttle state (the paper's reasoning; not observable): s1 twice and s2.
     assert rates["state_true_positive_rate"] == pytest.approx(3 / 4) and rates["state_false_positive_rate"] == 1.0
     assert rates["state_single_response_throttled_rate"] == pytest.approx(2 / 3)
-    # One pair: its FPR is 0 or 1 in every resample, so the interval spans TPR's, less 0 or 1.
-    assert -1.0 <= rates["state_difference_ci95_low"] <= rates["state_difference_ci95_high"] <= 1.0
-    assert rates["difference_ci95_low"] <= 0.5 <= rates["difference_ci95_high"]
+    # Every response met one guard in one run: one cell, so no design effect to estimate,
+    # and the interval is Newcombe's over the four responses and the one pair.
+    from onionlab.stats import difference_ci95
+
+    assert (rates["difference_ci95_low"], rates["difference_ci95_high"]) == pytest.approx(difference_ci95(2, 4, 0, 1))
+    assert (rates["state_difference_ci95_low"], rates["state_difference_ci95_high"]) == pytest.approx(difference_ci95(3, 4, 1, 1))
     # Runs from before the bucket column have the state reading only.
     old = _linking_rates(SimpleNamespace(connections=connections.drop(columns=["bucket_empty_s"]), downloads=downloads), run_end=1200.0)
     assert math.isnan(old["true_positive_rate"]) and old["state_true_positive_rate"] == pytest.approx(3 / 4) and old["different_client_pairs"] == 1
 
 
-def test_attack3_interval_counts_a_client_once_not_each_of_its_responses():
-    """Ten same-client responses from each of ten clients, and 100 different-client pairs
-    among ten other clients, none held back. If one client's ten responses are all held
-    back (TPR 0.10), that is one client's doing: a resample leaves it out about a third of
-    the time ((9/10)^10), so the interval reaches 0, where Newcombe's, counting 100
-    independent responses, does not. Spread over ten clients, one each, the same TPR
-    separates. The same input gives the same interval."""
+def test_attack3_interval_counts_responses_at_one_guard_as_fewer():
+    """Ten same-client responses in each of ten (seed, guard) cells, and nine pairs in each.
+    If one cell's ten responses are all held back (TPR 0.10), they rose and fell with that
+    guard's state: the interval is wider than Newcombe's over 100 independent responses.
+    Spread over the ten cells, one each, the same TPR is Newcombe's interval exactly (the
+    design effect's floor of 1), as is every interval without a held-back response. A pair
+    held back counts in its own cell: all in one cell widens the interval too."""
     from onionlab.reproduce.throttling.anonymity import _linking_difference_ci95
     from onionlab.stats import difference_ci95
 
-    same_client = np.repeat(np.arange(10), 10)
-    a, b = np.array([(i, j) for i in range(10) for j in range(10) if i != j][:100]).T
-    no_pair = np.zeros(len(a), dtype=bool)
-    one_client = same_client == 0
-    lo, hi = _linking_difference_ci95(same_client, one_client, a, b, no_pair)
-    assert lo == 0.0 < hi and difference_ci95(10, 100, 0, 100)[0] > 0.04
+    same_cell, pair_cell = np.repeat(np.arange(10), 10), np.repeat(np.arange(10), 9)
+    no_pair = np.zeros(90, dtype=bool)
+    one_cell = same_cell == 0
+    lo, hi = _linking_difference_ci95(same_cell, one_cell, pair_cell, no_pair)
+    newcombe = difference_ci95(10, 100, 0, 90)
+    assert lo < newcombe[0] and hi > newcombe[1]
     spread = np.zeros(100, dtype=bool)
-    spread[::10] = True  # each client's first response
-    assert _linking_difference_ci95(same_client, spread, a, b, no_pair)[0] > 0
-    assert _linking_difference_ci95(same_client, one_client, a, b, no_pair) == (lo, hi)
-    # Nothing held back anywhere: exactly 0; every response and pair held back: exactly 0.
-    assert _linking_difference_ci95(same_client, np.zeros(100, dtype=bool), a, b, no_pair) == (0.0, 0.0)
-    assert _linking_difference_ci95(same_client, np.ones(100, dtype=bool), a, b, ~no_pair) == (0.0, 0.0)
-    assert all(math.isnan(x) for x in _linking_difference_ci95(same_client[:0], one_client[:0], a, b, no_pair))
+    spread[::10] = True  # each cell's first response
+    assert _linking_difference_ci95(same_cell, spread, pair_cell, no_pair) == pytest.approx(newcombe)
+    assert _linking_difference_ci95(same_cell, np.zeros(100, dtype=bool), pair_cell, no_pair) == pytest.approx(difference_ci95(0, 100, 0, 90))
+    # Nine false-positive pairs: spread over nine cells, or all in cell 3.
+    spread_pairs = pair_cell.copy() == -1
+    spread_pairs[::10] = True
+    clumped = pair_cell == 3
+    assert _linking_difference_ci95(same_cell, spread, pair_cell, spread_pairs) == pytest.approx(difference_ci95(10, 100, 9, 90))
+    clumped_lo, clumped_hi = _linking_difference_ci95(same_cell, spread, pair_cell, clumped)
+    assert clumped_lo < difference_ci95(10, 100, 9, 90)[0] and clumped_hi > difference_ci95(10, 100, 9, 90)[1]
+    assert all(math.isnan(x) for x in _linking_difference_ci95(same_cell[:0], one_cell[:0], pair_cell, no_pair))
 
 
 def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path):

@@ -307,3 +307,23 @@ def test_proportion_intervals_match_newcombes_worked_example():
     assert stats.wilson_ci95(10, 10)[1] == 1.0
     with pytest.raises(ValueError, match="wilson_ci95: need 0 <= successes <= n and n >= 1, got 3 of 2"):
         stats.wilson_ci95(3, 2)
+
+
+def test_design_effect_hand_worked_and_the_clustered_interval_built_on_it():
+    """Ten clusters of ten trials, all ten successes in one: p = 0.1 over n = 100. The
+    cluster-robust variance is (9^2 + 9 x 1^2) / 100^2 = 0.009 against the binomial
+    0.1 x 0.9 / 100 = 0.0009: a design effect of 10, so the 100 trials count as 10. One
+    success per cluster varies less than binomial trials would, and the floor keeps it at
+    1; so do a proportion at 0 or 1 and a single cluster. Trials of one cluster each give
+    Newcombe's interval."""
+    clumped, spread = [10] + [0] * 9, [1] * 10
+    assert stats.design_effect(clumped, [10] * 10) == pytest.approx(10.0)
+    assert stats.design_effect(spread, [10] * 10) == 1.0
+    assert stats.design_effect([0] * 10, [10] * 10) == stats.design_effect([10] * 10, [10] * 10) == stats.design_effect([3], [10]) == 1.0
+    lo, hi = stats.clustered_difference_ci95(clumped, [10] * 10, [0] * 10, [9] * 10)
+    assert (lo, hi) == pytest.approx(stats._newcombe(0.1, 10.0, 0.0, 90))
+    assert stats.clustered_difference_ci95([1] * 56 + [0] * 14, [1] * 70, [1] * 48 + [0] * 32, [1] * 80) == pytest.approx(stats.difference_ci95(56, 70, 48, 80))
+    with pytest.raises(ValueError, match="design_effect: need as many hits as trials"):
+        stats.design_effect([3, 1], [2, 1])
+    with pytest.raises(ValueError, match="clustered_difference_ci95: group 2 has no trials"):
+        stats.clustered_difference_ci95([1], [2], [0], [0])

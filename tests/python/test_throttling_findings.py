@@ -145,7 +145,7 @@ def test_attack3_needs_a_difference_the_counts_resolve():
     assert works["holds"]
     _, nothing = judged(table((0.6, 0.1), (11 / 32, 0.0), 32, 400))
     assert not nothing["holds"] and nothing["detail"].startswith("TPR/FPR: split 1 MiB 0.34/0.00 (difference +0.20..+0.52) (Newcombe's interval")
-    # A table with the clients resampled is judged on its own interval: 0.6 against 0.1 from
+    # A table with the clustered interval is judged on it: 0.6 against 0.1 from
     # few clients need not separate, and the detail has no note.
     a3 = table((0.6, 0.1), (0.0, 0.0), 20, 100).assign(difference_ci95_low=[0.0, 0.0, 0.0, -0.05, 0.2], difference_ci95_high=[0.0, 0.0, 0.0, 0.8, 0.7])
     works, nothing = judged(a3)

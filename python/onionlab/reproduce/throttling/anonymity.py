@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.reproduce import reuse_options, run_many, write_config
+from onionlab.stats import clustered_difference_ci95
 from onionlab.reproduce.throttling.configs import (
     ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, seconds, size_text,
 )
@@ -43,8 +44,10 @@ PEAK_STEP_S = 10.0
 #:   minute (its bytes / 60 s), a stand-in for spec 7.4's alternative, "a measured probe
 #:   throughput through g": a probe that downloads as hard as any client through g would
 #:   see about that. No probe is run (probes through every guard would add load to the
-#:   runs they measure), and a guard no client connection used in a minute has no reading
-#:   for it.
+#:   runs they measure). A guard whose client connections carried nothing in a minute has
+#:   no reading for it (open but idle connections show no rate). The busiest connection
+#:   may be the target's own, which hands the attacker its own throughput at its own
+#:   guard: the reading favours the attacker.
 VANILLA_RATES = ("bandwidth", "busiest")
 
 
@@ -62,6 +65,7 @@ def _guard_rates(res, relay_bw: dict[str, float], alg: str, vanilla_rate: str = 
         c = res.connections
         c = c.assign(minute=(c["interval_start"] // 60).astype(int))
         per_conn = c.groupby(["seed", "relay", "client", "minute"], as_index=False)["bytes_written"].sum()
+        per_conn = per_conn[per_conn["bytes_written"] > 0]  # an idle connection shows no rate
         per_conn["alpha"] = per_conn["bytes_written"] / 60.0
         return per_conn.groupby(["seed", "relay", "minute"], as_index=False)["alpha"].max()
     r = res.relays.copy()
@@ -615,43 +619,29 @@ LINKING_READINGS = {
 }
 
 
-#: Attack 3's interval of TPR - FPR (:func:`_linking_difference_ci95`): the resamples, and
-#: the seed of their generator (fixed, so that the same runs give the same interval).
-LINKING_RESAMPLES = 2000
-LINKING_RESAMPLE_SEED = 0
+def _linking_difference_ci95(same_cell: np.ndarray, same_hit: np.ndarray, pair_cell: np.ndarray, pair_hit: np.ndarray) -> tuple[float, float]:
+    """The 95 % interval of attack 3's TPR - FPR, the responses and pairs clustered by the
+    (seed, guard) they met: ``same_cell`` numbers the cell of each same-client response and
+    ``same_hit`` says whether its test response was held back; ``pair_cell`` and
+    ``pair_hit`` the same for each different-client pair (both of whose responses met one
+    guard). Newcombe's interval with each count divided by its design effect
+    (``stats.clustered_difference_ci95``).
 
-
-def _linking_difference_ci95(same_client: np.ndarray, same_hit: np.ndarray, pair_a: np.ndarray, pair_b: np.ndarray,
-                             pair_hit: np.ndarray) -> tuple[float, float]:
-    """The 95 % interval of attack 3's TPR - FPR, by a bootstrap over the linking clients
-    (percentile interval, :data:`LINKING_RESAMPLES` resamples). ``same_client`` numbers the
-    client (0, 1, ...) of each same-client response and ``same_hit`` says whether its test
-    response was held back; ``pair_a`` and ``pair_b`` number the two clients (in a second
-    numbering) of each different-client pair, and ``pair_hit`` says whether both were.
-
-    The clients, not the responses, are resampled: one client asks every 120 s, and its
-    responses meet the same guard in much the same state, and a response stands in as many
-    pairs as it has neighbours within 30 s. So one client's responses are one piece of
-    evidence, not several, and an interval that counted each response and each pair as
-    independent (Newcombe's, which judged attack 3 until 2026-11-27) would be too narrow.
-    A resampled client counts with its multiplicity, a pair with the product of its two
-    clients'. (NaN, NaN) without a response or a pair."""
+    Why cells: whether a test response is held back depends on the guard's state (its B/N,
+    its meta-EWMA M, its ranking), which the responses at one guard in one run share, and
+    a response stands in as many pairs as it has neighbours within 30 s. Where the held-back
+    responses crowd into a few guards, the design effect makes them count as fewer; where
+    they do not, or none is held back, the interval is Newcombe's over every response and
+    pair (never narrower). TPR and FPR are taken as independent, though they share guards.
+    (NaN, NaN) without a response or a pair."""
     if len(same_hit) == 0 or len(pair_hit) == 0:
         return math.nan, math.nan
-    rng = np.random.default_rng(LINKING_RESAMPLE_SEED)
+    cells = int(max(same_cell.max(), pair_cell.max())) + 1
 
-    def weights(clients: int) -> np.ndarray:
-        return rng.multinomial(clients, np.full(clients, 1.0 / clients), size=LINKING_RESAMPLES).astype(float)
+    def per_cell(cell: np.ndarray, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return np.bincount(cell, weights=hit.astype(float), minlength=cells), np.bincount(cell, minlength=cells).astype(float)
 
-    w = weights(int(same_client.max()) + 1)[:, same_client]
-    v = weights(int(max(pair_a.max(), pair_b.max())) + 1)
-    pv = v[:, pair_a] * v[:, pair_b]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        # A resample that keeps no pair whole has no FPR, and counts for nothing.
-        d = (w * same_hit).sum(axis=1) / w.sum(axis=1) - (pv * pair_hit).sum(axis=1) / pv.sum(axis=1)
-    d = d[~np.isnan(d)]
-    lo, hi = np.percentile(d, [2.5, 97.5])
-    return float(lo), float(hi)
+    return clustered_difference_ci95(*per_cell(same_cell, same_hit), *per_cell(pair_cell, pair_hit))
 
 
 def _linking_rates(res, run_end: float) -> dict:
@@ -662,8 +652,7 @@ def _linking_rates(res, run_end: float) -> dict:
     such pair of intervals inside the run (one ending in the run's last 5 s, or one cut
     short that started in its last 10 s) cannot be tested and is left out of the rates
     (``unfinished_responses`` still counts every one cut short). ``difference_ci95_low``
-    and ``_high`` bound TPR - FPR (:func:`_linking_difference_ci95`: the clients
-    resampled)."""
+    and ``_high`` bound TPR - FPR (:func:`_linking_difference_ci95`: clustered by guard)."""
     c = res.connections
     d = res.downloads
     d = d[d["class"].isin(["link-same", "link-diff"])].copy()
@@ -695,11 +684,10 @@ def _linking_rates(res, run_end: float) -> dict:
                 if cl[i] != cl[j]:
                     pairs.append((rows[i], rows[j]))
     out = {"same_client_responses": len(same), "unfinished_responses": unfinished, "different_client_pairs": len(pairs)}
-    # The clients each response and each pair belong to, numbered for the bootstrap.
-    same_client = pd.factorize(pd.MultiIndex.from_frame(d.loc[same, ["seed", "client"]]))[0] if len(same) else np.empty(0, dtype=int)
+    # The (seed, guard) cell of every response, one numbering for both kinds; a pair's two
+    # responses share theirs.
+    cell = pd.factorize(pd.MultiIndex.from_frame(d[["seed", "guard"]]))[0] if len(d) else np.empty(0, dtype=int)
     pair_rows = np.array(pairs, dtype=int).reshape(-1, 2)
-    diff_keys = pd.MultiIndex.from_frame(d[["seed", "client"]])
-    pair_client = pd.factorize(diff_keys[pair_rows.ravel()])[0].reshape(-1, 2) if pairs else np.empty((0, 2), dtype=int)
     for prefix in LINKING_READINGS:
         held = readings.get(prefix)
         if held is None:
@@ -712,7 +700,7 @@ def _linking_rates(res, run_end: float) -> dict:
         out[f"{prefix}false_positive_rate"] = float(pair_hit.mean()) if pairs else math.nan
         out[f"{prefix}single_response_throttled_rate"] = float(th[diff.index].mean()) if len(diff) else math.nan
         out[f"{prefix}difference_ci95_low"], out[f"{prefix}difference_ci95_high"] = _linking_difference_ci95(
-            same_client, th[same], pair_client[:, 0], pair_client[:, 1], pair_hit)
+            cell[same], th[same], cell[pair_rows[:, 0]], pair_hit)
     return out
 
 

@@ -64,21 +64,22 @@ verdict with such a seed is not resolved.
 * ``attack3_flag_thresh`` / ``attack3_split_nothing``: linking two streams through the
   burst bucket tells something under flagging and threshold (the true positive rate above
   the false positive rate: the 95 % interval of their difference lies above 0) and
-  nothing under bit-splitting (that interval contains 0). The interval resamples the
-  linking clients (``anonymity._linking_difference_ci95``), since one client's responses
-  and the pairs that share a response are not independent; tables from before it have
-  Newcombe's score interval over the responses and pairs, and the detail says so. With
-  several response sizes (``--attack3-sizes``), flagging and threshold each need one size
-  that separates (the attacker knows the system-wide policy and picks its size), and
-  bit-splitting must give nothing at every size. The rates are the attacker's own reading, the test
-  response held back (``anonymity.attack3``); tables from before that reading, and runs
-  without the bucket column, are judged on the guard's throttle state, and the detail
-  says so. "Nothing" also holds
-  where no algorithm holds any test response back (the attack then tells nothing of
-  anyone). Until 2026-11-27 (a helper's review) the two
-  rates were read from the guard's throttle state, and "nothing" meant exactly equal
-  rates, which static and bit-splitting gave by construction (both 1.00). Attack 3 is
-  judged pooled only: its runs are few.
+  nothing under bit-splitting (that interval contains 0). The interval is Newcombe's
+  with each count divided by its design effect over the (seed, guard) cells the responses
+  met (``anonymity._linking_difference_ci95``), since responses at one guard share its
+  state; tables from before it have Newcombe's over every response and pair as if
+  independent, and the detail says so. "Contains 0" is no proof of "nothing": it says
+  only that these runs cannot tell TPR from FPR. With several response sizes
+  (``--attack3-sizes``), flagging and threshold each need one size that separates (the
+  attacker knows the system-wide policy and picks its size), and bit-splitting must give
+  nothing at every size. The rates are the attacker's own reading, the test response held
+  back (``anonymity.attack3``); tables from before that reading, and runs without the
+  bucket column, are judged on the guard's throttle state, and the detail says so.
+  "Nothing" also holds where no algorithm holds any test response back (the attack then
+  tells nothing of anyone). Until 2026-11-27 (a helper's review) the two rates were read
+  from the guard's throttle state, and "nothing" meant exactly equal rates, which static
+  and bit-splitting gave by construction (both 1.00). Attack 3 is judged pooled only:
+  its runs are few.
 * ``attack4_adaptive`` / ``attack4_static_vanilla_nothing``: opening connections to a
   guard confirms it as a flooded circuit's guard under bit-splitting, flagging and
   threshold (the paper: the adversary "can therefore uniquely determine the entry guard";
@@ -317,12 +318,12 @@ def _attack3_verdicts(a3: pd.DataFrame) -> dict[str, tuple[bool, str]]:
     def rates(size: str, alg: str) -> tuple[float, float]:
         return float(by.at[(size, alg), f"{col}true_positive_rate"]), float(by.at[(size, alg), f"{col}false_positive_rate"])
 
-    # The interval: the clients resampled (anonymity._linking_difference_ci95), where the
-    # table has it; otherwise Newcombe's over responses and pairs as if independent, too
-    # narrow, and the detail says so.
+    # The interval: clustered by guard (anonymity._linking_difference_ci95), where the
+    # table has it; otherwise Newcombe's over responses and pairs as if independent, and
+    # the detail says so.
     clustered = f"{col}difference_ci95_low" in a3
     if not clustered:
-        note += " (Newcombe's interval, every response and pair counted as independent: attack3.csv from before the clients were resampled)"
+        note += " (Newcombe's interval, every response and pair counted as independent: attack3.csv from before the clustered interval)"
 
     def interval(size: str, alg: str) -> tuple[float, float]:
         """The 95 % interval of TPR - FPR at ``size`` (NaN where a rate is missing)."""
