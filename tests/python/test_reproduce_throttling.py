@@ -1123,21 +1123,47 @@ def test_attack3_interval_counts_responses_at_one_guard_as_fewer():
     same_cell, pair_cell = np.repeat(np.arange(10), 10), np.repeat(np.arange(10), 9)
     no_pair = np.zeros(90, dtype=bool)
     one_cell = same_cell == 0
-    lo, hi = _linking_difference_ci95(same_cell, one_cell, pair_cell, no_pair)
+    lo, hi = _linking_difference_ci95(same_cell, one_cell, pair_cell, no_pair, 180)
     newcombe = difference_ci95(10, 100, 0, 90)
     assert lo < newcombe[0] and hi > newcombe[1]
     spread = np.zeros(100, dtype=bool)
     spread[::10] = True  # each cell's first response
-    assert _linking_difference_ci95(same_cell, spread, pair_cell, no_pair) == pytest.approx(newcombe)
-    assert _linking_difference_ci95(same_cell, np.zeros(100, dtype=bool), pair_cell, no_pair) == pytest.approx(difference_ci95(0, 100, 0, 90))
+    assert _linking_difference_ci95(same_cell, spread, pair_cell, no_pair, 180) == pytest.approx(newcombe)
+    assert _linking_difference_ci95(same_cell, np.zeros(100, dtype=bool), pair_cell, no_pair, 180) == pytest.approx(difference_ci95(0, 100, 0, 90))
+    # 90 pairs made of 30 responses are at most 30 independent trials, held back or not.
+    from onionlab.stats import _newcombe
+
+    assert _linking_difference_ci95(same_cell, spread, pair_cell, no_pair, 30) == pytest.approx(_newcombe(0.1, 100, 0.0, 30))
     # Nine false-positive pairs: spread over nine cells, or all in cell 3.
     spread_pairs = pair_cell.copy() == -1
     spread_pairs[::10] = True
     clumped = pair_cell == 3
-    assert _linking_difference_ci95(same_cell, spread, pair_cell, spread_pairs) == pytest.approx(difference_ci95(10, 100, 9, 90))
-    clumped_lo, clumped_hi = _linking_difference_ci95(same_cell, spread, pair_cell, clumped)
+    assert _linking_difference_ci95(same_cell, spread, pair_cell, spread_pairs, 180) == pytest.approx(difference_ci95(10, 100, 9, 90))
+    clumped_lo, clumped_hi = _linking_difference_ci95(same_cell, spread, pair_cell, clumped, 180)
     assert clumped_lo < difference_ci95(10, 100, 9, 90)[0] and clumped_hi > difference_ci95(10, 100, 9, 90)[1]
-    assert all(math.isnan(x) for x in _linking_difference_ci95(same_cell[:0], one_cell[:0], pair_cell, no_pair))
+    assert all(math.isnan(x) for x in _linking_difference_ci95(same_cell[:0], one_cell[:0], pair_cell, no_pair, 180))
+
+
+def test_linking_rates_cluster_by_guard_and_seed():
+    """Four same-client responses, two at each of guards g1 and g2 (seed 1), the two at g1
+    held back; two different-client pairs, one at each guard, neither held back. TPR 2/4
+    with one cell all held back and one none: a design effect of 2, so the four responses
+    count as two; the two pairs, made of four responses, count as two."""
+    from onionlab.reproduce.throttling.anonymity import _linking_rates
+    from onionlab.stats import _newcombe
+
+    rows = [("s1", "link-same", "g1", 100.0), ("s2", "link-same", "g1", 300.0), ("s3", "link-same", "g2", 100.0), ("s4", "link-same", "g2", 300.0),
+            ("d1", "link-diff", "g1", 500.0), ("d2", "link-diff", "g1", 505.0), ("d3", "link-diff", "g2", 500.0), ("d4", "link-diff", "g2", 505.0)]
+    downloads = pd.DataFrame({"seed": 1, "client": [c for c, *_ in rows], "class": [k for _, k, *_ in rows], "path": [f"{g},m,x" for _, _, g, _ in rows],
+                              "start": [t for *_, t in rows], "ttlb": 2.0})
+    # Each response ends at start + 2 s; its connection's bucket ran dry then for s1 and s2.
+    connections = pd.DataFrame({"seed": 1, "relay": [g for _, _, g, _ in rows], "client": [c for c, *_ in rows],
+                                "interval_start": [(t + 2.0) // 5 * 5 for *_, t in rows], "throttle_rate": 5120.0,
+                                "bucket_empty_s": [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]})
+    rates = _linking_rates(SimpleNamespace(connections=connections, downloads=downloads), run_end=1200.0)
+    assert (rates["same_client_responses"], rates["different_client_pairs"]) == (4, 2)
+    assert (rates["true_positive_rate"], rates["false_positive_rate"]) == (0.5, 0.0)
+    assert (rates["difference_ci95_low"], rates["difference_ci95_high"]) == pytest.approx(_newcombe(0.5, 2.0, 0.0, 2.0))
 
 
 def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path):

@@ -327,3 +327,10 @@ def test_design_effect_hand_worked_and_the_clustered_interval_built_on_it():
         stats.design_effect([3, 1], [2, 1])
     with pytest.raises(ValueError, match="clustered_difference_ci95: group 2 has no trials"):
         stats.clustered_difference_ci95([1], [2], [0], [0])
+    # A cap on the effective trials binds where it is below n / design effect.
+    assert stats.clustered_difference_ci95([1] * 10, [10] * 10, [0], [90], max_effective=(None, 30)) == pytest.approx(stats._newcombe(0.1, 100, 0.0, 30))
+    assert stats.clustered_difference_ci95([1] * 10, [10] * 10, [0], [90], max_effective=(1000, 1000)) == pytest.approx(stats.difference_ci95(10, 100, 0, 90))
+    with pytest.raises(ValueError, match="group 2's max_effective must be at least 1, got 0"):
+        stats.clustered_difference_ci95([1], [2], [0], [3], max_effective=(None, 0))
+    with pytest.raises(ValueError, match="design_effect: need as many hits as trials"):
+        stats.design_effect([float("nan")], [2])

@@ -619,20 +619,27 @@ LINKING_READINGS = {
 }
 
 
-def _linking_difference_ci95(same_cell: np.ndarray, same_hit: np.ndarray, pair_cell: np.ndarray, pair_hit: np.ndarray) -> tuple[float, float]:
+def _linking_difference_ci95(same_cell: np.ndarray, same_hit: np.ndarray, pair_cell: np.ndarray, pair_hit: np.ndarray,
+                             pair_responses: int) -> tuple[float, float]:
     """The 95 % interval of attack 3's TPR - FPR, the responses and pairs clustered by the
     (seed, guard) they met: ``same_cell`` numbers the cell of each same-client response and
     ``same_hit`` says whether its test response was held back; ``pair_cell`` and
     ``pair_hit`` the same for each different-client pair (both of whose responses met one
-    guard). Newcombe's interval with each count divided by its design effect
-    (``stats.clustered_difference_ci95``).
+    guard), and ``pair_responses`` counts the distinct responses the pairs are made of.
+    Newcombe's interval with each count divided by its design effect, the pairs' then
+    capped at ``pair_responses`` (``stats.clustered_difference_ci95``): pairs that share
+    responses are no more independent trials than the responses, and where no pair (or
+    every pair) is held back the design effect cannot be estimated and the cap is all
+    that counts them as fewer.
 
     Why cells: whether a test response is held back depends on the guard's state (its B/N,
     its meta-EWMA M, its ranking), which the responses at one guard in one run share, and
     a response stands in as many pairs as it has neighbours within 30 s. Where the held-back
     responses crowd into a few guards, the design effect makes them count as fewer; where
     they do not, or none is held back, the interval is Newcombe's over every response and
-    pair (never narrower). TPR and FPR are taken as independent, though they share guards.
+    pair, with the pairs capped as above (never narrower than Newcombe's). TPR and FPR are
+    taken as independent, though they share guards, and a client's responses at several
+    guards as independent of one another.
     (NaN, NaN) without a response or a pair."""
     if len(same_hit) == 0 or len(pair_hit) == 0:
         return math.nan, math.nan
@@ -641,7 +648,7 @@ def _linking_difference_ci95(same_cell: np.ndarray, same_hit: np.ndarray, pair_c
     def per_cell(cell: np.ndarray, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.bincount(cell, weights=hit.astype(float), minlength=cells), np.bincount(cell, minlength=cells).astype(float)
 
-    return clustered_difference_ci95(*per_cell(same_cell, same_hit), *per_cell(pair_cell, pair_hit))
+    return clustered_difference_ci95(*per_cell(same_cell, same_hit), *per_cell(pair_cell, pair_hit), max_effective=(None, pair_responses))
 
 
 def _linking_rates(res, run_end: float) -> dict:
@@ -700,7 +707,7 @@ def _linking_rates(res, run_end: float) -> dict:
         out[f"{prefix}false_positive_rate"] = float(pair_hit.mean()) if pairs else math.nan
         out[f"{prefix}single_response_throttled_rate"] = float(th[diff.index].mean()) if len(diff) else math.nan
         out[f"{prefix}difference_ci95_low"], out[f"{prefix}difference_ci95_high"] = _linking_difference_ci95(
-            cell[same], th[same], cell[pair_rows[:, 0]], pair_hit)
+            cell[same], th[same], cell[pair_rows[:, 0]], pair_hit, len(np.unique(pair_rows)))
     return out
 
 

@@ -66,15 +66,17 @@ verdict with such a seed is not resolved.
   the false positive rate: the 95 % interval of their difference lies above 0) and
   nothing under bit-splitting (that interval contains 0). The interval is Newcombe's
   with each count divided by its design effect over the (seed, guard) cells the responses
-  met (``anonymity._linking_difference_ci95``), since responses at one guard share its
-  state; tables from before it have Newcombe's over every response and pair as if
-  independent, and the detail says so. "Contains 0" is no proof of "nothing": it says
-  only that these runs cannot tell TPR from FPR. With several response sizes
-  (``--attack3-sizes``), flagging and threshold each need one size that separates (the
-  attacker knows the system-wide policy and picks its size), and bit-splitting must give
-  nothing at every size. The rates are the attacker's own reading, the test response held
-  back (``anonymity.attack3``); tables from before that reading, and runs without the
-  bucket column, are judged on the guard's throttle state, and the detail says so.
+  met, the pairs counting as no more trials than their responses
+  (``anonymity._linking_difference_ci95``), since responses at one guard share its state
+  and pairs share responses; tables from before it have Newcombe's over every response
+  and pair as if independent, and the detail says so. "Contains 0" is no proof of
+  "nothing": it says only that these runs cannot tell TPR from FPR. With several response
+  sizes (``--attack3-sizes``), flagging and threshold each need one size that separates
+  (the attacker knows the system-wide policy and picks its size), and bit-splitting must
+  give nothing at every size. The rates are the attacker's own reading, the test
+  response held back (``anonymity.attack3``); tables from before that reading, and runs
+  without the bucket column, are judged on the guard's throttle state, and the detail
+  says so.
   "Nothing" also holds where no algorithm holds any test response back (the attack then
   tells nothing of anyone). Until 2026-11-27 (a helper's review) the two rates were read
   from the guard's throttle state, and "nothing" meant exactly equal rates, which static
