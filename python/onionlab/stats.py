@@ -154,9 +154,14 @@ def wilson_ci95(successes: int, n: int) -> tuple[float, float]:
     """The 95% Wilson score interval of a proportion, ``successes`` of ``n`` trials (sound
     for small ``n`` and for proportions at 0 or 1, where the normal interval collapses).
     Raises ValueError for ``n`` < 1 or successes outside 0..n."""
+    _check_count(successes, n)
+    return _wilson(successes / n, n)
+
+
+def _check_count(successes: int, n: int) -> None:
+    """ValueError (naming :func:`wilson_ci95`) unless 0 <= ``successes`` <= ``n`` and ``n`` >= 1."""
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"wilson_ci95: need 0 <= successes <= n and n >= 1, got {successes} of {n}")
-    return _wilson(successes / n, n)
 
 
 def _wilson(p: float, n: float) -> tuple[float, float]:
@@ -180,7 +185,8 @@ def difference_ci95(x1: int, n1: int, x2: int, n2: int) -> tuple[float, float]:
     """The 95% interval of p1 - p2, the difference of two independent proportions (x1 of
     n1, x2 of n2), by Newcombe's hybrid score method (his method 10), built from the two
     Wilson intervals. Raises ValueError as :func:`wilson_ci95`."""
-    wilson_ci95(x1, n1), wilson_ci95(x2, n2)  # raise on bad counts first
+    _check_count(x1, n1)
+    _check_count(x2, n2)
     return _newcombe(x1 / n1, n1, x2 / n2, n2)
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 from onionlab.reproduce import reuse_options, run_many, write_config
 from onionlab.stats import clustered_difference_ci95
 from onionlab.reproduce.throttling.configs import (
-    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, seconds, size_text,
+    ATTACK3_RESPONSE, ALGORITHMS, LOADS, client_settings, config_text, linking_clients, mechanism_line, one_of, seconds, size_text,
 )
 from onionlab.reproduce.throttling.figures import figure4a
 
@@ -53,9 +53,7 @@ VANILLA_RATES = ("bandwidth", "busiest")
 
 def check_vanilla_rate(reading: str) -> str:
     """``reading`` if it is one of :data:`VANILLA_RATES`; otherwise ValueError naming ``--vanilla-rate``."""
-    if reading not in VANILLA_RATES:
-        raise ValueError(f"--vanilla-rate: must be one of {', '.join(VANILLA_RATES)}, got {reading!r}")
-    return reading
+    return one_of(reading, VANILLA_RATES, "--vanilla-rate")
 
 
 def _guard_rates(res, relay_bw: dict[str, float], alg: str, vanilla_rate: str = "bandwidth") -> pd.DataFrame:
@@ -215,9 +213,7 @@ EMPTY_SETS = ("nothing", "skip", "max")
 
 def check_empty_set(policy: str) -> str:
     """``policy`` if it is one of :data:`EMPTY_SETS`; otherwise ValueError naming ``--empty-set``."""
-    if policy not in EMPTY_SETS:
-        raise ValueError(f"--empty-set: must be one of {', '.join(EMPTY_SETS)}, got {policy!r}")
-    return policy
+    return one_of(policy, EMPTY_SETS, "--empty-set")
 
 
 def empty_set_policy(anon: pd.DataFrame, policy: str, candidates: int | None) -> pd.DataFrame:

@@ -353,6 +353,15 @@ def relay_bandwidths(relays: list[dict]) -> dict[str, float]:
 ATTACK_POOLS = ("guards", "relays")
 
 
+def one_of(value: str, choices: tuple[str, ...], option: str) -> str:
+    """``value`` if it is one of ``choices``; otherwise ValueError naming ``option`` (e.g.
+    ``--attack-pool``) and the choices. For the analysis options that functions take as
+    well as the command line (whose parser checks its own)."""
+    if value not in choices:
+        raise ValueError(f"{option}: must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def attack_pool(relays: list[dict], pool: str) -> dict[str, float]:
     """The candidate guards of attacks 1 and 2 with their bandwidths (bytes/s), from a
     config's ``[[relays]]`` tables: the Guard-flagged relays for ``"guards"``, every relay
@@ -362,8 +371,7 @@ def attack_pool(relays: list[dict], pool: str) -> dict[str, float]:
     guard is not a candidate, and the maximum entropy is log2 of the guards' number.
     ``--guards all`` makes the two pools the same. Raises ValueError naming
     ``--attack-pool`` for an unknown pool or a sample without Guard-flagged relays."""
-    if pool not in ATTACK_POOLS:
-        raise ValueError(f"--attack-pool: must be one of {', '.join(ATTACK_POOLS)}, got {pool!r}")
+    one_of(pool, ATTACK_POOLS, "--attack-pool")
     bw = relay_bandwidths(relays)
     if pool == "relays":
         return bw

@@ -136,10 +136,13 @@ def summary_vanilla_rate(summary: dict) -> str:
     return summary.get("vanilla_rate", "bandwidth")
 
 
-def _candidates(relays: list[dict], pool: str | None, summary: dict) -> dict[str, float]:
-    """The attacks' candidate guards: ``pool``'s, or by default the pool the directory of
-    ``summary`` used."""
-    return attack_pool(relays, pool or summary_attack_pool(summary))
+def _directory_attacks(medium: dict, relays: list[dict], summary: dict, pool: str | None, empty_set: str | None) -> pd.DataFrame:
+    """Attacks 1 and 2 on ``medium`` (algorithm -> medium-load runs) as the directory of
+    ``summary`` analysed its own: its warm-up, flagging's parameters and vanilla's rate
+    reading; candidates from ``pool`` and empty sets counted as ``empty_set`` says, or by
+    default as that directory did."""
+    return medium_load_attacks(medium, attack_pool(relays, pool or summary_attack_pool(summary)), summary["chosen"]["flag"], seconds(summary["warmup"]),
+                               empty_set or summary_empty_set(summary), summary_vanilla_rate(summary))
 
 
 def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None, empty_set: str | None = None) -> pd.DataFrame:
@@ -150,9 +153,7 @@ def pooled_anonymity(out: Path, extras: list[Path], pool: str | None = None, emp
     vanilla's guards' rate read as ``out`` read it (``--vanilla-rate``).
     The anonymity analysis reads only the medium-load runs, a third of the main runs."""
     runs, relays, summary = pooled_runs(out, extras, ("medium",))
-    candidates = _candidates(relays, pool, summary)
-    return medium_load_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, candidates, summary["chosen"]["flag"], seconds(summary["warmup"]),
-                               empty_set or summary_empty_set(summary), summary_vanilla_rate(summary))
+    return _directory_attacks({alg: runs[("medium", alg)] for alg in ALGORITHMS}, relays, summary, pool, empty_set)
 
 
 def pooled_findings(out: Path, extras: list[Path], pool: str | None = None, empty_set: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -173,6 +174,5 @@ def pooled_findings(out: Path, extras: list[Path], pool: str | None = None, empt
         if load == "medium":
             medium[alg] = SimpleNamespace(relays=res.relays, connections=res.connections)
     numbers = pd.concat(numbers, ignore_index=True)
-    anon = medium_load_attacks(medium, _candidates(relays, pool, summary), summary["chosen"]["flag"], warmup_s, empty_set or summary_empty_set(summary),
-                               summary_vanilla_rate(summary))
+    anon = _directory_attacks(medium, relays, summary, pool, empty_set)
     return findings(numbers, anon, *attack_tables(out)), numbers, anon
