@@ -815,6 +815,13 @@ def test_an_empty_anonymity_set_counts_as_nothing_skipped_or_the_maximum_as_aske
     assert s["skip"]["mean_loss_bits"] == pytest.approx(2.5) and s["skip"]["false_exclusion_rate"] == pytest.approx(0.5)
     assert s["skip"]["mean_correct_loss_bits"] == pytest.approx(1.0)
     assert s["max"]["mean_loss_bits"] == pytest.approx(8 / 3) and s["max"]["false_exclusion_rate"] == pytest.approx(2 / 3)
+    # Every target skipped: nothing learnt, 0 bits, as the findings count it (not NaN);
+    # no set, so no false exclusion rate.
+    all_empty = empty_set_policy(anon.assign(set_size=0, algorithm="static"), "skip", None)
+    t = summarise(pd.concat([skip, all_empty]), ["algorithm"]).set_index("algorithm")
+    assert t.loc["static", "mean_loss_bits"] == 0.0 and t.loc["static", "median_loss_bits"] == 0.0
+    assert t.loc["static", "mean_correct_loss_bits"] == 0.0 and t.loc["static", "empty_set_rate"] == 1.0
+    assert math.isnan(t.loc["static", "false_exclusion_rate"]) and t.loc["split", "mean_loss_bits"] == pytest.approx(2.5)
     with pytest.raises(ValueError, match="--empty-set: must be one of nothing, skip, max, got 'zero'"):
         empty_set_policy(anon, "zero", 8)
     with pytest.raises(ValueError, match="--empty-set max: needs the number of candidate guards"):

@@ -274,20 +274,28 @@ def summarise(anon: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     counting a client whose set excludes its true guard as 0: what the attacker learns that
     is true, where the paper's entropy (which it reported alone) also counts sets that would
     mislead it. A client whose loss is NaN (an empty set under ``--empty-set skip``) counts
-    in ``clients`` and ``empty_set_rate`` only."""
+    in ``clients`` and ``empty_set_rate`` only; a group whose every client is left out
+    lost nothing to the attack (0 bits, as the findings count it: the paper's "an attacker
+    can learn nothing"), and its false exclusion rate stays NaN (no set to exclude from)."""
     measured = anon["entropy_loss_bits"].notna()
     excluded = anon["true_guard_excluded"].astype(bool)
     a = anon.assign(
         correct=anon["entropy_loss_bits"].where(~excluded, 0.0).where(measured),
         excluded=excluded.astype(float).where(measured),
         empty=(anon["set_size"] == 0).astype(float),
+        measured=measured.astype(int),
     )
-    return (
+    s = (
         a.groupby(by)
         .agg(clients=("client", "size"), empty_set_rate=("empty", "mean"), mean_loss_bits=("entropy_loss_bits", "mean"),
-             median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("excluded", "mean"), mean_correct_loss_bits=("correct", "mean"))
+             median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("excluded", "mean"), mean_correct_loss_bits=("correct", "mean"),
+             measured=("measured", "sum"))
         .reset_index()
     )
+    none_measured = s["measured"] == 0
+    for col in ("mean_loss_bits", "median_loss_bits", "mean_correct_loss_bits"):
+        s[col] = s[col].mask(none_measured, 0.0)
+    return s.drop(columns="measured")
 
 
 def _main_guards(c: pd.DataFrame) -> pd.DataFrame:
