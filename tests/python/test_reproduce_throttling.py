@@ -1,4 +1,4 @@
-"""`onionlab reproduce throttling --quick`: the whole pipeline on a short run (about 30 s)."""
+"""`onionlab reproduce throttling --quick`: the whole pipeline on a short run (the `quick` fixture, about 50 s), and the analysis against hand-worked cases. The whole file takes about 4 minutes on one core."""
 
 import json
 import math
@@ -583,17 +583,20 @@ def test_cellq_option_takes_high_comma_low():
             T._cellq(bad)
 
 
-def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300):
+def _timing_fixture(client_rate: float, flagged_from: float | None, duration: int = 300, slows: tuple[float, float] | None = None,
+                    flagged_until: float = math.inf):
     """Three guards whose fair shares are 1, 2 and 100 KB/s; one client sending
-    `client_rate` B/s through guard "a", observed flagged from `flagged_from` on."""
+    `client_rate` B/s through guard "a" (from `slows`' time on, `slows`' rate), observed
+    flagged from `flagged_from` on until `flagged_until`."""
     split = {"a": 1000.0, "b": 2000.0, "c": 100000.0}
     relays = pd.DataFrame(
         [{"seed": 1, "relay": g, "interval_start": float(t), "throttle_rate": s} for g, s in split.items() for t in range(duration)]
     )
     conns = pd.DataFrame(
         [
-            {"seed": 1, "relay": "a", "client": "c1", "class": "bulk", "interval_start": float(t), "bytes_written": int(client_rate * 10),
-             "bytes_read": 0, "throttle_rate": 5000.0 if flagged_from is not None and t + 10 >= flagged_from else np.nan}
+            {"seed": 1, "relay": "a", "client": "c1", "class": "bulk", "interval_start": float(t),
+             "bytes_written": int((slows[1] if slows is not None and t >= slows[0] else client_rate) * 10), "bytes_read": 0,
+             "throttle_rate": 5000.0 if flagged_from is not None and t + 10 >= flagged_from and t < flagged_until else np.nan}
             for t in range(0, duration, 10)
         ]
     )
@@ -615,6 +618,20 @@ def test_flag_timing_attack_keeps_only_guards_that_would_have_flagged_when_the_t
     a = flag_timing_attack(res, bw, params, warmup_s=0.0, step_s=10.0)
     assert a["set_size"].tolist() == [1]
     assert a["true_guard_excluded"].all()
+
+
+def test_flag_timing_attack_tells_guards_apart_by_when_they_would_unflag():
+    """The unflag rule and the timing decide, not only the fair share: the target slows
+    from 5 KB/s to 700 B/s at 150 s. Under guard a (P*M about 500 B/s) its EWMA stays
+    above P*M, so a keeps it flagged; under b (P*M about 1000 B/s) it falls below about
+    two minutes later, and b unflags it; c never flags it."""
+    params = {"flag_rate": "5 KiB/s", "penalty": 0.5, "halflife": "30 s"}
+    kept = lambda **kw: flag_timing_attack(*_timing_fixture(5000.0, flagged_from=10.0, duration=400, slows=(150.0, 700.0), **kw),
+                                           params, warmup_s=0.0, step_s=10.0)
+    a = kept()  # observed flagged throughout
+    assert a["set_size"].tolist() == [1] and not a["true_guard_excluded"].any()
+    b = kept(flagged_until=260.0)  # observed unflagged from when b would unflag it (250-270 s)
+    assert b["set_size"].tolist() == [1] and b["true_guard_excluded"].all()
 
 
 def _thresh_fixture(observed: list[tuple[float, float]], duration: int = 120):
@@ -1202,6 +1219,10 @@ def test_attack3_runs_each_response_size_and_names_the_papers_as_before(tmp_path
     assert (t.loc[t["response_size"] == "1 MiB", "same_client_responses"] > 0).all()
     assert (t["different_client_pairs"] > 0).all()
     state = ["state_true_positive_rate", "state_false_positive_rate", "state_single_response_throttled_rate"]
+    # At 1 MiB every algorithm has same-client responses and different-client pairs, so
+    # every rate there is a number: a NaN would be a reading that failed, not a gap.
+    one = t[t["response_size"] == "1 MiB"]
+    assert not one[state + ["true_positive_rate", "false_positive_rate", "difference_ci95_low", "difference_ci95_high"]].isna().any().any()
     for alg, expected in (("vanilla", 0.0), ("static", 1.0), ("split", 1.0)):
         got = t.loc[t["algorithm"] == alg, state].to_numpy().ravel()
         assert (got[~np.isnan(got)] == expected).all(), alg

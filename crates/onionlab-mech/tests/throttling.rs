@@ -28,15 +28,17 @@ fn bit_splitting_four_connections_on_a_1_mib_guard_get_256_kib_each() {
     assert!(d.iter().all(|&(_, th)| th == Some((256 * KIB, 2 * MIB))), "{d:?}");
     assert_eq!(p.threshold_rate(), Some(256 * KIB));
     // Two relay connections join: N = 6, the clients' share shrinks (code-faithful N).
-    let d = p.tick(&state(t(2), MIB, 6, &clients));
-    assert!(d.iter().all(|&(_, th)| th == Some((MIB / 6, 2 * MIB))));
+    // Every client connection, active or not, is throttled at the split.
+    let every = |rate: u64| (0..4).map(|c| (c, Some((rate, 2 * MIB)))).collect::<Vec<ThrottleDecision>>();
+    assert_eq!(p.tick(&state(t(2), MIB, 6, &clients)), every(MIB / 6));
+    assert_eq!(p.threshold_rate(), Some(MIB / 6));
     // The prose's readings: only client connections; only the active ones.
     let mut p = BitSplitting::new(DEFAULT_BURST, SplitDenominator::ClientConnections).unwrap();
-    assert!(p.tick(&state(t(1), MIB, 6, &clients)).iter().all(|&(_, th)| th == Some((256 * KIB, 2 * MIB))));
+    assert_eq!(p.tick(&state(t(1), MIB, 6, &clients)), every(256 * KIB));
     let mut p = BitSplitting::new(DEFAULT_BURST, SplitDenominator::ActiveClientConnections).unwrap();
     let busy = [conn(0, 5000), conn(1, 0), conn(2, 7000), conn(3, 0)];
-    assert!(p.tick(&state(t(1), MIB, 6, &busy)).iter().all(|&(_, th)| th == Some((512 * KIB, 2 * MIB))));
-    assert!(p.tick(&state(t(2), MIB, 6, &busy)).iter().all(|&(_, th)| th == Some((MIB, 2 * MIB))), "nobody active: N = 1");
+    assert_eq!(p.tick(&state(t(1), MIB, 6, &busy)), every(512 * KIB), "two active: N = 2, the idle two throttled too");
+    assert_eq!(p.tick(&state(t(2), MIB, 6, &busy)), every(MIB), "nobody active: N = 1");
 }
 
 #[test]
@@ -111,6 +113,29 @@ fn flagging_flags_the_connection_faster_than_the_fair_share_and_unflags_it_below
 }
 
 #[test]
+fn flagging_flags_above_m_itself_not_above_p_times_m() {
+    // Fair share 256 KiB/s (1 MiB/s, N = 4). E and M both start at 0 and grow alike under
+    // constant rates, so E/M = rate / share from the first tick: only the connection just
+    // above the share is flagged. 255 KiB/s is just below it, and 200 KiB/s is below M
+    // but above P*M (P = 0.5): neither is flagged, ever.
+    let mut p = Flagging::new(flag_params(0.5)).unwrap();
+    let rates = [257 * KIB, 255 * KIB, 200 * KIB];
+    let mut w = [0u64; 3];
+    for s in 1..=600u64 {
+        for (wi, r) in w.iter_mut().zip(rates) {
+            *wi += r;
+        }
+        let c = [conn(1, w[0]), conn(2, w[1]), conn(3, w[2])];
+        let d = p.tick(&state(t(s), MIB, 4, &c));
+        if s == 1 {
+            assert_eq!(d, vec![(1, Some((20 * KIB, DEFAULT_BURST)))]);
+        }
+        assert!(!d.iter().any(|&(chan, _)| chan != 1), "tick {s}: {d:?}");
+    }
+    assert!(p.is_flagged(1) && !p.is_flagged(2) && !p.is_flagged(3));
+}
+
+#[test]
 fn flagging_splits_with_the_denominator_it_is_given() {
     // Four client connections, two of them active, on a 1 MiB/s guard with 6 OR
     // connections: N = 6, 4 and 2 under the three readings, as in bit-splitting.
@@ -123,6 +148,16 @@ fn flagging_splits_with_the_denominator_it_is_given() {
         let mut p = Flagging::new(FlagParams { denominator, ..flag_params(0.5) }).unwrap();
         p.tick(&state(t(1), MIB, 6, &busy));
         assert_eq!(p.threshold_rate(), Some(split), "{denominator:?}");
+        // The split is what M averages (algorithm 2, line 7): the connections that were
+        // busy keep writing, so N stays the same, and M converges to the split's steady state.
+        let mut w = [5000u64, 7000];
+        for s in 2..=1000 {
+            w[0] += KIB;
+            w[1] += KIB;
+            p.tick(&state(t(s), MIB, 6, &[conn(0, w[0]), conn(1, 0), conn(2, w[1]), conn(3, 0)]));
+        }
+        let m = steady_state(split as f64, SimDuration::from_secs(30));
+        assert!((p.meta_ewma() - m).abs() / m < 1e-9, "{denominator:?}: M {} against {m}", p.meta_ewma());
     }
     // "Active" is since the last tick: nobody wrote since, so N is 1.
     let mut p = Flagging::new(FlagParams { denominator: SplitDenominator::ActiveClientConnections, ..flag_params(0.5) }).unwrap();
@@ -170,6 +205,50 @@ fn flagging_frozen_penalty_is_the_codes_behaviour() {
     }
     let paper_off = paper_off.expect("paper semantics unflags: 150 KiB/s is below half of the new share");
     assert!(code_off.is_none_or(|c| c > paper_off), "frozen threshold unflags later: {code_off:?} vs {paper_off}");
+}
+
+#[test]
+fn flagging_frozen_penalty_unflags_below_p_times_m_at_flag_time() {
+    // The code's frozen threshold, on a path where it does unflag. 600 s at 200 KiB/s,
+    // below the 256 KiB/s share: M converges and nobody is flagged. Then 400 KiB/s until
+    // flagged (M(t_flag) then frozen at P*M), then N drops from 4 to 2 (M rises) and the
+    // connection slows to 100 KiB/s. Hand-worked: E(n) = E0 2^(-n/H) + s (1 - 2^(-n/H)),
+    // s the steady state of 100 KiB/s; the code unflags at the first n with E(n) < P
+    // M(t_flag), and the paper's moving P*M sooner.
+    let h = SimDuration::from_secs(30);
+    let mut paper = Flagging::new(flag_params(0.5)).unwrap();
+    let mut code = Flagging::new(FlagParams { freeze_penalty_at_flag: true, ..flag_params(0.5) }).unwrap();
+    let mut w = 0u64;
+    let mut m_at_flag = None;
+    for s in 1..=700u64 {
+        w += if s <= 600 { 200 * KIB } else { 400 * KIB };
+        let c = [conn(1, w)];
+        paper.tick(&state(t(s), MIB, 4, &c));
+        code.tick(&state(t(s), MIB, 4, &c));
+        assert!(s > 600 || !code.is_flagged(1), "flagged at {s} s below the share");
+        if m_at_flag.is_none() && code.is_flagged(1) {
+            m_at_flag = Some(code.meta_ewma());
+        }
+    }
+    let m_at_flag = m_at_flag.expect("400 KiB/s is flagged");
+    assert!(paper.is_flagged(1) && code.is_flagged(1));
+    let e0 = code.conn_ewma(1);
+    let s100 = steady_state((100 * KIB) as f64, h);
+    let decay = |n: u64| 0.5f64.powf(n as f64 / h.as_secs_f64());
+    let n = (1..).find(|&n| e0 * decay(n) + s100 * (1.0 - decay(n)) < 0.5 * m_at_flag).unwrap();
+    let (mut paper_off, mut code_off) = (None, None);
+    for s in 701..1500u64 {
+        w += 100 * KIB;
+        let c = [conn(1, w)];
+        if paper.tick(&state(t(s), MIB, 2, &c)).contains(&(1, None)) {
+            paper_off.get_or_insert(s);
+        }
+        if code.tick(&state(t(s), MIB, 2, &c)).contains(&(1, None)) {
+            code_off.get_or_insert(s);
+        }
+    }
+    assert_eq!(code_off, Some(700 + n), "the frozen threshold unflags after exactly the hand-worked number of ticks");
+    assert!(paper_off.expect("the paper's P*M unflags too") < 700 + n);
 }
 
 #[test]
@@ -272,7 +351,41 @@ fn threshold_applies_the_floor_and_throttles_nobody_when_t_n_rounds_to_zero() {
     assert!(d.contains(&(9, Some((200 * KIB, DEFAULT_BURST)))), "raised to the floor F: {d:?}");
     let mut p = Threshold::new(thresh_params(0.05, 5 * KIB)).unwrap();
     let d = run_threshold(&mut p, 30);
+    assert_eq!(d.len(), 10);
     assert!(d.iter().all(|&(_, th)| th.is_none()), "floor(0.05 * 10) = 0: nobody");
+    // N falls from 10 to 4 with T = 0.2: floor(0.8) = 0, and the connections throttled
+    // before are released (the paper's lines 13-14: infinity), not left as they were.
+    let mut p = Threshold::new(thresh_params(0.2, 5 * KIB)).unwrap();
+    assert_eq!(run_threshold(&mut p, 10).iter().filter(|x| x.1.is_some()).count(), 2);
+    let four: Vec<_> = (6..10u32).map(|i| conn(i, 0)).collect();
+    let mut released = (12..=21u64).map(|s| p.tick(&state(t(s), MIB, 4, &four))).find(|d| !d.is_empty()).unwrap();
+    released.sort();
+    assert_eq!(released, vec![(6, None), (7, None), (8, None), (9, None)]);
+}
+
+#[test]
+fn threshold_ranks_connections_by_their_ewma_not_by_the_last_r_seconds() {
+    // T = 0.5, R = 10 s, two connections. A sends 100 KiB/s for 60 s, then 10 KiB/s; B
+    // 10 KiB/s, then 50 KiB/s. At the refresh at t = 71 B sent more over the last R, but A
+    // is still the louder by EWMA (half-life 30 s): A is throttled at its own 10 KiB/s.
+    let mut p = Threshold::new(ThresholdParams { fraction: 0.5, ..thresh_params(0.5, 5 * KIB) }).unwrap();
+    let (mut a, mut b) = (0u64, 0u64);
+    let mut last = Vec::new();
+    for s in 1..=71u64 {
+        let d = p.tick(&state(t(s), MIB, 2, &[conn(1, a), conn(2, b)]));
+        if !d.is_empty() {
+            last = d;
+        }
+        if s < 61 {
+            a += 100 * KIB;
+            b += 10 * KIB;
+        } else {
+            a += 10 * KIB;
+            b += 50 * KIB;
+        }
+    }
+    last.sort();
+    assert_eq!(last, vec![(1, Some((10 * KIB, DEFAULT_BURST))), (2, None)]);
 }
 
 #[test]
@@ -290,7 +403,18 @@ fn threshold_code_semantics_throttle_all_but_the_quietest_fraction() {
 fn threshold_acts_only_every_r_seconds() {
     let mut p = Threshold::new(thresh_params(0.2, 5 * KIB)).unwrap();
     let clients: Vec<_> = (0..10u32).map(|i| conn(i, 0)).collect();
-    let acted: Vec<u64> = (1..=35u64).filter(|&s| !p.tick(&state(t(s), MIB, 10, &clients)).is_empty()).collect();
+    let mut acted = Vec::new();
+    for s in 1..=35u64 {
+        let d = p.tick(&state(t(s), MIB, 10, &clients));
+        if !d.is_empty() {
+            acted.push(s);
+            // Nobody sent anything: the k-th loudest's rate is 0, lifted to the floor F
+            // (the paper's rule "rate < F -> F"; the code leaves 0 at 0).
+            assert_eq!(d.len(), 10);
+            assert_eq!(d.iter().filter(|x| x.1 == Some((5 * KIB, DEFAULT_BURST))).count(), 2, "{d:?}");
+            assert_eq!(p.rate(), Some(5 * KIB));
+        }
+    }
     assert_eq!(acted, vec![11, 21, 31]);
 }
 
@@ -330,12 +454,17 @@ fn a_statically_throttled_client_never_exceeds_rate_plus_burst() {
         let written: u64 = sim.tor.client_connections(g).iter().map(|cc| cc.bytes_written).sum();
         samples.push(written);
     }
-    for (i, &w) in samples.iter().enumerate() {
-        let secs = (i + 1) as u64;
-        // Until the throttle lands at the first tick the connection is unlimited, but the
-        // burst was full: at most 2 MiB + a second of guard bandwidth + rate * t.
-        assert!(w <= 2 * MIB + 10 * MIB + 5 * KIB * secs, "{w} bytes by {secs} s");
+    // Until the throttle lands at the first tick (1 s) the connection is unlimited: at
+    // most a second of the guard's bandwidth.
+    assert!(samples[0] <= 10 * MIB + 10 * MIB / 100, "{} bytes in the first second", samples[0]);
+    // From then on the bucket (2 MiB, refilled at 5 KiB/s) bounds it: at most the burst
+    // plus the rate times the time since.
+    for (i, &w) in samples.iter().enumerate().skip(1) {
+        let since = i as u64;
+        assert!(w - samples[0] <= 2 * MIB + 5 * KIB * since, "{} bytes in the {since} s after the throttle landed", w - samples[0]);
     }
+    // And the burst is spent: within a few seconds it has carried nearly all of it.
+    assert!(samples[10] - samples[0] >= 2 * MIB - 64 * KIB, "{} bytes of the 2 MiB burst by 11 s", samples[10] - samples[0]);
     // Long run: after the burst is spent, the rate is the throttle rate.
     let late = (samples[119] - samples[59]) as f64 / 60.0;
     assert!((5.0 * 1024.0 * 0.9..=5.0 * 1024.0 * 1.02).contains(&late), "late rate {late} B/s");

@@ -78,12 +78,53 @@ fn scheduler(s: &SchedulerConfig) -> SchedulerKind {
     }
 }
 
-fn denominator(name: &str) -> SplitDenominator {
+/// The split's denominator named in the config. The parser admits only
+/// `onionlab_config::SPLIT_DENOMINATORS`; a config built another way with any other name
+/// is an error, never a silent default.
+fn denominator(name: &str) -> Result<SplitDenominator, ThrottlingError> {
     match name {
-        "client-connections" => SplitDenominator::ClientConnections,
-        "active-client-connections" => SplitDenominator::ActiveClientConnections,
-        _ => SplitDenominator::AllOrConnections,
+        "all-or-connections" => Ok(SplitDenominator::AllOrConnections),
+        "client-connections" => Ok(SplitDenominator::ClientConnections),
+        "active-client-connections" => Ok(SplitDenominator::ActiveClientConnections),
+        other => Err(ThrottlingError::BadParameter { name: "denominator", problem: format!("unknown reading {other:?}") }),
     }
+}
+
+/// Threshold's semantics named in the config ("paper" or "code"), as [`denominator`].
+fn threshold_semantics(name: &str) -> Result<ThresholdSemantics, ThrottlingError> {
+    match name {
+        "paper" => Ok(ThresholdSemantics::Paper),
+        "code" => Ok(ThresholdSemantics::Code),
+        other => Err(ThrottlingError::BadParameter { name: "semantics", problem: format!("unknown semantics {other:?}") }),
+    }
+}
+
+/// Flagging's parameters from a `kind = "flag"` config.
+fn flag_params(t: &ThrottlingConfig) -> Result<Option<FlagParams>, ThrottlingError> {
+    Ok(match *t {
+        ThrottlingConfig::Flag { flag_rate, penalty, halflife, burst, freeze_penalty_at_flag, denominator: d, meta_ewma_tick_quirk } => {
+            Some(FlagParams {
+                flag_rate,
+                penalty,
+                halflife,
+                burst,
+                freeze_penalty_at_flag,
+                denominator: denominator(d)?,
+                meta_ewma_tick_quirk,
+            })
+        }
+        _ => None,
+    })
+}
+
+/// Threshold's parameters from a `kind = "thresh"` config.
+fn threshold_params(t: &ThrottlingConfig) -> Result<Option<ThresholdParams>, ThrottlingError> {
+    Ok(match *t {
+        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics } => {
+            Some(ThresholdParams { fraction, refresh, floor, halflife, burst, semantics: threshold_semantics(semantics)? })
+        }
+        _ => None,
+    })
 }
 
 /// The hook for a relay's guard throttling, if any.
@@ -91,27 +132,12 @@ fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, T
     Ok(match *t {
         ThrottlingConfig::None => None,
         ThrottlingConfig::Static { rate, burst } => Some(Box::new(ThrottleHook::new(StaticThrottle::new(rate, burst)?))),
-        ThrottlingConfig::Split { burst, denominator: d } => Some(Box::new(ThrottleHook::new(BitSplitting::new(burst, denominator(d))?))),
-        ThrottlingConfig::Flag { flag_rate, penalty, halflife, burst, freeze_penalty_at_flag, denominator: d, meta_ewma_tick_quirk } => {
-            Some(Box::new(ThrottleHook::new(Flagging::new(FlagParams {
-                flag_rate,
-                penalty,
-                halflife,
-                burst,
-                freeze_penalty_at_flag,
-                denominator: denominator(d),
-                meta_ewma_tick_quirk,
-            })?)))
+        ThrottlingConfig::Split { burst, denominator: d } => Some(Box::new(ThrottleHook::new(BitSplitting::new(burst, denominator(d)?)?))),
+        ThrottlingConfig::Flag { .. } => {
+            flag_params(t)?.map(|p| Flagging::new(p).map(|f| Box::new(ThrottleHook::new(f)) as Box<dyn RelayHook>)).transpose()?
         }
-        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics } => {
-            Some(Box::new(ThrottleHook::new(Threshold::new(ThresholdParams {
-                fraction,
-                refresh,
-                floor,
-                halflife,
-                burst,
-                semantics: if semantics == "code" { ThresholdSemantics::Code } else { ThresholdSemantics::Paper },
-            })?)))
+        ThrottlingConfig::Threshold { .. } => {
+            threshold_params(t)?.map(|p| Threshold::new(p).map(|f| Box::new(ThrottleHook::new(f)) as Box<dyn RelayHook>)).transpose()?
         }
     })
 }
@@ -411,6 +437,55 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_throttling_option_reaches_its_policy() {
+        let flag = |freeze, quirk, d| ThrottlingConfig::Flag {
+            flag_rate: 20 << 10,
+            penalty: 0.25,
+            halflife: SimDuration::from_secs(90),
+            burst: 2 << 20,
+            freeze_penalty_at_flag: freeze,
+            denominator: d,
+            meta_ewma_tick_quirk: quirk,
+        };
+        let p = flag_params(&flag(true, false, "client-connections")).unwrap().unwrap();
+        assert_eq!(
+            (p.flag_rate, p.penalty, p.halflife, p.burst, p.freeze_penalty_at_flag, p.meta_ewma_tick_quirk, p.denominator),
+            (20 << 10, 0.25, SimDuration::from_secs(90), 2 << 20, true, false, SplitDenominator::ClientConnections)
+        );
+        let p = flag_params(&flag(false, true, "active-client-connections")).unwrap().unwrap();
+        assert_eq!(
+            (p.freeze_penalty_at_flag, p.meta_ewma_tick_quirk, p.denominator),
+            (false, true, SplitDenominator::ActiveClientConnections)
+        );
+        assert_eq!(
+            flag_params(&flag(false, false, "all-or-connections")).unwrap().unwrap().denominator,
+            SplitDenominator::AllOrConnections
+        );
+        let e = flag_params(&flag(false, false, "client-connection")).unwrap_err().to_string();
+        assert_eq!(e, "denominator: unknown reading \"client-connection\"");
+
+        let thresh = |semantics| ThrottlingConfig::Threshold {
+            fraction: 0.1,
+            refresh: SimDuration::from_secs(30),
+            floor: 20 << 10,
+            halflife: SimDuration::from_secs(60),
+            burst: 1 << 20,
+            semantics,
+        };
+        let p = threshold_params(&thresh("code")).unwrap().unwrap();
+        assert_eq!(
+            (p.fraction, p.refresh, p.floor, p.halflife, p.burst, p.semantics),
+            (0.1, SimDuration::from_secs(30), 20 << 10, SimDuration::from_secs(60), 1 << 20, ThresholdSemantics::Code)
+        );
+        assert_eq!(threshold_params(&thresh("paper")).unwrap().unwrap().semantics, ThresholdSemantics::Paper);
+        assert!(threshold_params(&thresh("Paper")).unwrap_err().to_string().starts_with("semantics:"));
+        assert!(
+            flag_params(&thresh("paper")).unwrap().is_none()
+                && threshold_params(&flag(false, false, "client-connections")).unwrap().is_none()
+        );
+    }
 
     #[test]
     fn the_config_defaults_for_vegas_are_the_models() {

@@ -136,6 +136,28 @@ fn throttling_is_deterministic_and_lowers_the_bulk_share() {
 }
 
 #[test]
+fn the_split_denominator_named_in_the_config_is_the_one_the_guards_divide_by() {
+    // tiny.toml's guards: guard1 2 MiB/s, guard2 1 MiB/s. Over client connections only,
+    // the split is B / (client connections) at every guard sample; over every OR
+    // connection (the default, the relays' channels too) it is always below that.
+    let bandwidth = |name: &str| if name == "guard1" { 2u64 << 20 } else { 1 << 20 };
+    for (denominator, exact) in [("client-connections", true), ("all-or-connections", false)] {
+        let out = run(&tiny_with(&format!("{{ kind = \"split\", denominator = \"{denominator}\" }}")), 1, None).unwrap();
+        let rows: Vec<_> = out.relays.iter().filter(|r| r.relay.starts_with("guard") && r.client_connections > 0).collect();
+        assert!(rows.len() > 100, "{denominator}: {} guard samples", rows.len());
+        for r in rows {
+            let per_client = bandwidth(&r.relay) / r.client_connections;
+            let rate = r.throttle_rate.unwrap_or_else(|| panic!("{denominator}: no split at {r:?}"));
+            if exact {
+                assert_eq!(rate, per_client, "{denominator}: {r:?}");
+            } else {
+                assert!(rate < per_client, "{denominator}: {r:?}");
+            }
+        }
+    }
+}
+
+#[test]
 fn bucket_empty_time_shows_whether_a_throttle_binds() {
     // Static throttling at 20 KiB/s with a 40 KiB burst: a bulk client (5 MiB back to back)
     // spends its burst in about two seconds, and from then on its connection's bucket is
