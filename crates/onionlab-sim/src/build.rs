@@ -129,16 +129,21 @@ fn threshold_params(t: &ThrottlingConfig) -> Result<Option<ThresholdParams>, Thr
 
 /// The hook for a relay's guard throttling, if any.
 fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, ThrottlingError> {
+    fn hook(policy: impl ThrottlePolicy + 'static) -> Option<Box<dyn RelayHook>> {
+        Some(Box::new(ThrottleHook::new(policy)))
+    }
     Ok(match *t {
         ThrottlingConfig::None => None,
-        ThrottlingConfig::Static { rate, burst } => Some(Box::new(ThrottleHook::new(StaticThrottle::new(rate, burst)?))),
-        ThrottlingConfig::Split { burst, denominator: d } => Some(Box::new(ThrottleHook::new(BitSplitting::new(burst, denominator(d)?)?))),
-        ThrottlingConfig::Flag { .. } => {
-            flag_params(t)?.map(|p| Flagging::new(p).map(|f| Box::new(ThrottleHook::new(f)) as Box<dyn RelayHook>)).transpose()?
-        }
-        ThrottlingConfig::Threshold { .. } => {
-            threshold_params(t)?.map(|p| Threshold::new(p).map(|f| Box::new(ThrottleHook::new(f)) as Box<dyn RelayHook>)).transpose()?
-        }
+        ThrottlingConfig::Static { rate, burst } => hook(StaticThrottle::new(rate, burst)?),
+        ThrottlingConfig::Split { burst, denominator: d } => hook(BitSplitting::new(burst, denominator(d)?)?),
+        ThrottlingConfig::Flag { .. } => match flag_params(t)? {
+            Some(p) => hook(Flagging::new(p)?),
+            None => None,
+        },
+        ThrottlingConfig::Threshold { .. } => match threshold_params(t)? {
+            Some(p) => hook(Threshold::new(p)?),
+            None => None,
+        },
     })
 }
 
