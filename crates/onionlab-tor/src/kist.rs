@@ -466,4 +466,13 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn default_params_are_tors() {
+        // KISTSchedRunInterval 10 ms (tor default), KISTSockBufSizeFactor 1.0, full KIST.
+        let p = KistParams::default();
+        assert_eq!(p.run_interval, SimDuration::from_millis(10));
+        assert_eq!(p.sock_buf_size_factor, 1.0);
+        assert!(!p.lite);
+    }
 }

@@ -484,6 +484,22 @@ mod tests {
         rr.on_cells_sent(1, 1, t);
         assert_eq!(rr.pick(t), Some((2, 3)));
     }
+
+    #[test]
+    fn kist_and_ewma_circuitmuxes_get_the_configured_halflife_and_tick() {
+        use onionlab_core::SimDuration;
+        let (h, l) = (SimDuration::from_secs(30), SimDuration::from_secs(10));
+        // F = 0.5^(L/H) = 0.5^(1/3) = 0.7937 for H = 30 s, L = 10 s (0.125 if swapped).
+        for kind in [
+            SchedulerKind::Ewma { halflife: h, tick: l },
+            SchedulerKind::Kist { params: crate::kist::KistParams::default(), halflife: h, tick: l },
+        ] {
+            match kind.build() {
+                CircuitMux::Ewma(s) => assert!((s.scale_factor() - 0.793_700_5).abs() < 1e-6, "{kind:?}: {}", s.scale_factor()),
+                other => panic!("{kind:?} built {other:?}"),
+            }
+        }
+    }
 }
 
 #[cfg(test)]

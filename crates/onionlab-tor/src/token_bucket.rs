@@ -117,4 +117,15 @@ mod tests {
         assert_eq!(next_refill(SimTime::ZERO, iv), SimTime::from_nanos(100_000_000));
         assert_eq!(next_refill(SimTime::from_nanos(150_000_000), iv), SimTime::from_nanos(200_000_000));
     }
+
+    #[test]
+    fn set_caps_tokens_at_the_new_burst() {
+        // token_bucket_rw_adjust: lowering the burst drops tokens above it.
+        let mut b = TokenBucket::new(1000, 1500);
+        b.set(500, 400);
+        assert_eq!((b.rate(), b.burst(), b.tokens()), (500, 400, 400));
+        // Raising it does not add tokens.
+        b.set(500, 2000);
+        assert_eq!(b.tokens(), 400);
+    }
 }

@@ -569,4 +569,124 @@ mod tests {
         sendme(&mut v, 1600, 100, true);
         assert_eq!(v.cwnd(), 372);
     }
+
+    /// A Vegas edge out of slow start at `cwnd` with the given minimum and EWMA RTT (µs),
+    /// whose next SENDME is a steady-state update. A SENDME whose sample equals the EWMA
+    /// keeps the EWMA (and so BDP = cwnd * min / ewma) unchanged.
+    fn steady_at(cwnd: u64, min_us: u64, ewma_us: u64) -> Vegas {
+        let mut v = Vegas::new(VegasParams::default());
+        v.in_slow_start = false;
+        v.cwnd = cwnd;
+        v.min_rtt_us = min_us;
+        v.ewma_rtt_us = ewma_us;
+        v.next_cc_event = 1;
+        v.next_cwnd_event = 1;
+        v
+    }
+
+    #[test]
+    fn steady_state_thresholds_are_strict_and_hold_between_alpha_and_beta() {
+        // min 100 ms, EWMA 200 ms: BDP = cwnd / 2, queue = cwnd / 2. Full window each time.
+        let update = |cwnd: u64| {
+            let mut v = steady_at(cwnd, 100_000, 200_000);
+            sendme(&mut v, 1000, 200, true);
+            assert_eq!(v.rtt_us(), (200_000, 100_000));
+            v.cwnd()
+        };
+        assert_eq!(update(246), 246 + 31, "queue 123 < alpha (124): grow");
+        assert_eq!(update(248), 248, "queue 124 == alpha: hold (alpha is strict)");
+        assert_eq!(update(372), 372, "queue 186, between alpha and beta: hold");
+        assert_eq!(update(496), 496, "queue 248 == beta: hold (beta is strict)");
+        assert_eq!(update(498), 498 - 31, "queue 249 > beta: one step down");
+    }
+
+    #[test]
+    fn a_queue_above_delta_resets_cwnd_to_bdp_plus_delta_minus_inc() {
+        // cwnd 1000, BDP 500, queue 500 > delta (372): cwnd = 500 + 372 - 31 = 841.
+        let mut v = steady_at(1000, 100_000, 200_000);
+        sendme(&mut v, 1000, 200, true);
+        assert_eq!(v.cwnd(), 841);
+    }
+
+    #[test]
+    fn steady_state_does_not_grow_a_window_that_is_not_full() {
+        // Queue 0 < alpha, but only 62 of 496 cells in flight: cwnd stays.
+        let mut v = steady_at(496, 100_000, 100_000);
+        v.on_packaged(62, at(900));
+        sendme(&mut v, 1000, 100, false);
+        assert_eq!(v.cwnd(), 496, "an application-limited window must not grow");
+        // The same update with the window full grows it by cwnd_inc.
+        let mut v = steady_at(496, 100_000, 100_000);
+        sendme(&mut v, 1000, 100, true);
+        assert_eq!(v.cwnd(), 527);
+    }
+
+    #[test]
+    fn the_minimum_rtt_follows_the_ewma_not_the_raw_sample() {
+        // 100 ms then a 40 ms sample: EWMA (N = 2 in slow start) = (2 * 40 + 100) / 3 = 60 ms,
+        // and the minimum is the EWMA (60 ms), not the sample (40 ms).
+        let mut v = Vegas::new(VegasParams::default());
+        sendme(&mut v, 100, 100, true);
+        sendme(&mut v, 200, 40, true);
+        assert_eq!(v.rtt_us(), (60_000, 60_000));
+    }
+
+    #[test]
+    fn slow_start_above_ss_cap_uses_the_rfc3742_limited_step() {
+        // 124 + 13 * 31 = 527 (> ss_cap 500 only after the 13th SENDME). The 14th grows by
+        // (31 * 500 + 527) / (2 * 527) = 15 cells, not 31.
+        let mut v = Vegas::new(VegasParams::default());
+        for k in 1..=13u64 {
+            sendme(&mut v, 100 * k, 100, true);
+        }
+        assert_eq!((v.cwnd(), v.in_slow_start()), (527, true));
+        sendme(&mut v, 1400, 100, true);
+        assert_eq!((v.cwnd(), v.in_slow_start()), (542, true));
+    }
+
+    #[test]
+    fn steady_state_update_period_is_rounded_not_truncated() {
+        // cwnd 300 -> 331 at the first update; the next comes (331 + 15) / 31 = 11 SENDMEs
+        // later (331 / 31 truncated would be 10).
+        let mut v = steady_at(300, 100_000, 100_000);
+        let mut cwnds = vec![];
+        for k in 1..=12u64 {
+            sendme(&mut v, 1000 + 100 * k, 100, true);
+            cwnds.push(v.cwnd());
+        }
+        let mut want = vec![331; 11];
+        want.push(362);
+        assert_eq!(cwnds, want);
+    }
+
+    #[test]
+    fn steady_state_rtt_ewma_uses_n_from_the_update_rate() {
+        // Steady state at cwnd 496: N = min(16 * 50 / 100, 10) = 8. A 200 ms sample on a
+        // 100 ms EWMA gives (2 * 200 + 7 * 100) / 9 = 122.222 ms (N = 2 would give 166.666).
+        let mut v = steady_at(496, 100_000, 100_000);
+        v.next_cc_event = 5; // not an update: only the RTT estimate moves
+        sendme(&mut v, 1000, 200, true);
+        assert_eq!(v.rtt_us(), (122_222, 100_000));
+    }
+
+    #[test]
+    fn at_cwnd_min_the_minimum_rtt_is_reset_to_the_ewma() {
+        // cwnd pinned at cwnd_min (62) after slow start, min 50 ms, EWMA 100 ms: with
+        // rtt_reset_pct 100 the minimum moves all the way to the EWMA (percent_max_mix).
+        let mut v = steady_at(62, 50_000, 100_000);
+        v.next_cc_event = 5;
+        sendme(&mut v, 1000, 100, true);
+        assert_eq!(v.rtt_us(), (100_000, 100_000));
+    }
+
+    #[test]
+    fn default_params_are_tors_exit_values() {
+        // tor-constants.md 3.5: exit alpha/beta/gamma/delta 124/248/186/372, sscap 500.
+        let p = VegasParams::default();
+        assert_eq!((p.alpha, p.beta, p.gamma, p.delta), (124, 248, 186, 372));
+        assert_eq!((p.ss_cap, p.ss_max), (500, 5000));
+        assert_eq!((p.sendme_inc, p.cwnd_init, p.cwnd_min, p.cwnd_inc, p.cwnd_inc_pct_ss, p.cwnd_inc_rate), (31, 124, 62, 31, 100, 1));
+        assert_eq!((p.ewma_cwnd_pct, p.ewma_max, p.ewma_ss, p.rtt_reset_pct), (50, 10, 2, 100));
+        assert_eq!((p.cwnd_full_gap, p.cwnd_full_minpct, p.cwnd_full_per_cwnd), (1, 75, true));
+    }
 }
