@@ -85,3 +85,47 @@ fn circuit_rate_limit_paces_the_exit() {
     eprintln!("rate-limited circuit: {rate:.0} B/s of cells (limit {limit})");
     assert!(rate <= limit as f64 * 1.03 && rate >= limit as f64 * 0.9, "{rate}");
 }
+
+/// Limits each client connection's write side (downstream) from its first tick with
+/// `RelayControl::set_limits`, as Tortoise does, leaving the read side unlimited.
+struct LimitWrites {
+    rate: u64,
+    burst: u64,
+}
+
+impl RelayHook for LimitWrites {
+    fn interval(&self) -> SimDuration {
+        SimDuration::from_secs(1)
+    }
+    fn on_tick(&mut self, _now: SimTime, relay: &mut RelayControl<'_>) {
+        for c in relay.client_connections() {
+            relay.set_limits(c.chan, None, Some((self.rate, self.burst)));
+        }
+    }
+    fn name(&self) -> &'static str {
+        "limit-writes"
+    }
+}
+
+#[test]
+fn a_write_limit_set_by_a_hook_allows_its_burst_then_its_rate() {
+    // 5 KiB/s with a 2 MiB burst on the guard's write side, a 10 MiB download: from the
+    // tick the limit lands (1 s), at most the burst plus the rate times the time since,
+    // and the burst is spent within seconds.
+    let (mut sim, r, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [10 * MIB; 3], 1, 1);
+    sim.tor.set_relay_hook(&mut sim.q, r[0], Box::new(LimitWrites { rate: 5 * KIB, burst: 2 * MIB })).unwrap();
+    sim.start_stream(c[0], s, 10 * MIB, 0).unwrap();
+    let mut written = Vec::new();
+    for sec in 1..=60u64 {
+        sim.run_until(secs(sec as f64), |_| {});
+        written.push(sim.tor.client_connections(r[0]).iter().map(|cc| cc.bytes_written).sum::<u64>());
+    }
+    for (i, &w) in written.iter().enumerate().skip(1) {
+        let since = i as u64;
+        assert!(w - written[0] <= 2 * MIB + 5 * KIB * since, "{} bytes in the {since} s after the limit landed", w - written[0]);
+    }
+    assert!(written[10] - written[0] >= 2 * MIB - 64 * KIB, "{} bytes of the 2 MiB burst by 11 s", written[10] - written[0]);
+    let late = (written[59] - written[29]) as f64 / 30.0;
+    assert!((5.0 * 1024.0 * 0.9..=5.0 * 1024.0 * 1.02).contains(&late), "late rate {late} B/s");
+    sim.tor.check_invariants().unwrap();
+}
