@@ -301,6 +301,13 @@ impl CircuitScheduler for ExactEwmaScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defaults_are_tors_consensus_defaults() {
+        // CircuitPriorityHalflifeMsec 30000 and CircuitPriorityTickSecs 10
+        // (tor-constants.md): a scale factor of 0.5^(10/30) = 0.794 per tick.
+        assert_eq!((DEFAULT_HALFLIFE, DEFAULT_TICK), (SimDuration::from_secs(30), SimDuration::from_secs(10)));
+    }
     use proptest::prelude::*;
 
     fn d() -> CircPolicyData {

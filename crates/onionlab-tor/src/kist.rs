@@ -242,6 +242,12 @@ pub fn kist_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_is_charged_its_wire_size() {
+        // tor charges each flushed cell 514 bytes plus 29 of TLS overhead (tor-constants.md).
+        assert_eq!(KIST_CELL_CHARGE, 514 + 29);
+    }
     use crate::ewma::EwmaScheduler;
     use crate::scheduler::{CircPolicyData, CircuitScheduler};
     use proptest::prelude::*;
