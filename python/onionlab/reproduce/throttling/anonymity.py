@@ -283,19 +283,17 @@ def summarise(anon: pd.DataFrame, by: list[str]) -> pd.DataFrame:
         correct=anon["entropy_loss_bits"].where(~excluded, 0.0).where(measured),
         excluded=excluded.astype(float).where(measured),
         empty=(anon["set_size"] == 0).astype(float),
-        measured=measured.astype(int),
     )
     s = (
         a.groupby(by)
         .agg(clients=("client", "size"), empty_set_rate=("empty", "mean"), mean_loss_bits=("entropy_loss_bits", "mean"),
-             median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("excluded", "mean"), mean_correct_loss_bits=("correct", "mean"),
-             measured=("measured", "sum"))
+             median_loss_bits=("entropy_loss_bits", "median"), false_exclusion_rate=("excluded", "mean"), mean_correct_loss_bits=("correct", "mean"))
         .reset_index()
     )
-    none_measured = s["measured"] == 0
-    for col in ("mean_loss_bits", "median_loss_bits", "mean_correct_loss_bits"):
-        s[col] = s[col].mask(none_measured, 0.0)
-    return s.drop(columns="measured")
+    # A loss is NaN only where a target was skipped, so these are NaN only where every one was.
+    losses = ["mean_loss_bits", "median_loss_bits", "mean_correct_loss_bits"]
+    s[losses] = s[losses].fillna(0.0)
+    return s
 
 
 def _main_guards(c: pd.DataFrame) -> pd.DataFrame:
