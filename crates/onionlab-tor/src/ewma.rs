@@ -357,6 +357,9 @@ mod tests {
         // One more cell on circuit 1 (count 2) makes circuit 2 (1.5) the lower.
         s.on_cells_sent(1, 1, t(30.0));
         assert_eq!(s.pick(t(30.0)), Some((2, 1)));
+        // KIST orders channels by their best circuit: the lowest count (1.5), not circuit 1's 2.
+        let head = s.head_priority(t(30.0)).unwrap();
+        assert!((head - 1.5).abs() < 1e-12, "{head}");
         // The tick-based form (tick 10 s, F = 0.5) gives the same picks and, at tick starts,
         // the same counts.
         let mut k = EwmaScheduler::new(SimDuration::from_secs(10), SimDuration::from_secs(10));

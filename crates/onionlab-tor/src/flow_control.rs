@@ -156,4 +156,16 @@ mod tests {
         w.on_sendme(t);
         assert_eq!(w.package_allowance(), 100);
     }
+
+    #[test]
+    fn a_sendme_never_opens_the_window_beyond_its_start() {
+        // CIRCWINDOW_START 1000: tor closes a circuit whose SENDME would lift the package
+        // window above it; the model caps it there. 50 cells out, a SENDME of 100: 1000.
+        let t = SimTime::ZERO;
+        let mut w = FixedWindow::default();
+        w.on_packaged(50, t);
+        w.on_sendme(t);
+        assert_eq!(w.package_allowance(), 1000);
+        w.check().unwrap();
+    }
 }

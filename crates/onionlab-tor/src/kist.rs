@@ -394,6 +394,19 @@ mod tests {
         assert_eq!(f.moved[0].len(), 50);
     }
 
+    #[test]
+    fn a_channel_takes_cells_while_a_whole_cell_charge_fits() {
+        // A channel moves a cell while at least KIST_CELL_CHARGE (543 bytes) of its limit is
+        // left: exactly one charge moves one cell, exactly three move three, one byte short
+        // of a charge moves none. Every channel has five cells queued.
+        let c = KIST_CELL_CHARGE;
+        let mut f = Fake::new(vec![c, 3 * c, c - 1, 2 * c - 1], vec![vec![(1, 5)], vec![(2, 5)], vec![(3, 5)], vec![(4, 5)]]);
+        let run = kist_run(&mut f, &KistParams::default(), SimTime::ZERO);
+        let moved: Vec<usize> = f.moved.iter().map(Vec::len).collect();
+        assert_eq!(moved, vec![1, 3, 0, 1]);
+        assert_eq!(run.cells_moved(), 5);
+    }
+
     /// The run as a scan of every ready channel per cell (the definition the heap must
     /// match cell for cell): lowest count first, ties to the lower index.
     fn scan_run(chans: &mut dyn KistChannels, params: &KistParams, now: SimTime) {

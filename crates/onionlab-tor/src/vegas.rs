@@ -680,6 +680,62 @@ mod tests {
     }
 
     #[test]
+    fn a_window_is_full_from_one_sendme_short_of_cwnd() {
+        // cc_cwnd_full_gap 1: the window is full when inflight + 31 >= cwnd. At cwnd 496
+        // with queue 0 < alpha, 465 cells in flight (465 + 31 = 496) make it full and the
+        // update grows cwnd; 464 do not, and 464 is not below 75 % (372) either, so the
+        // not-full window stays as it is.
+        let grow = |inflight: u64| {
+            let mut v = steady_at(496, 100_000, 100_000);
+            v.on_packaged(inflight, at(900));
+            sendme(&mut v, 1000, 100, false);
+            v.cwnd()
+        };
+        assert_eq!(grow(465), 527, "465 + 31 == 496: full");
+        assert_eq!(grow(464), 496, "464 + 31 < 496: not full");
+    }
+
+    #[test]
+    fn a_full_window_stays_full_down_to_exactly_75_percent() {
+        // cc_cwnd_full_minpct 75: a window already full loses that only when inflight falls
+        // strictly below 75 % of cwnd. At cwnd 496, 372 cells (exactly 75 %) keep it full
+        // and the update grows cwnd; 371 clear it and cwnd stays.
+        let grow = |inflight: u64| {
+            let mut v = steady_at(496, 100_000, 100_000);
+            v.cwnd_full = true;
+            v.on_packaged(inflight, at(900));
+            sendme(&mut v, 1000, 100, false);
+            v.cwnd()
+        };
+        assert_eq!(grow(372), 527, "100 * 372 == 75 * 496: still full");
+        assert_eq!(grow(371), 496, "below 75 %: no longer full");
+    }
+
+    #[test]
+    fn slow_start_ends_when_its_step_over_a_cwnd_reaches_steady_states() {
+        // tor: exit slow start when inc * SENDME_PER_CWND <= CWND_INC * cwnd_inc_rate, with
+        // SENDME_PER_CWND rounded ((cwnd + 15) / 31) at the grown cwnd. With cwnd_inc 155,
+        // the first SENDME grows 124 -> 155: 31 * 5 = 155 <= 155, so slow start ends there.
+        let mut v = Vegas::new(VegasParams { cwnd_inc: 155, ..VegasParams::default() });
+        sendme(&mut v, 100, 100, true);
+        assert_eq!((v.cwnd(), v.in_slow_start()), (155, false), "equal steps end slow start");
+        // cwnd_init 109, cwnd_inc 124: 109 -> 140, SENDME_PER_CWND (140 + 15) / 31 = 5 and
+        // 31 * 5 = 155 > 124, so slow start goes on (140 / 31 truncated, 4, would end it).
+        let mut v = Vegas::new(VegasParams { cwnd_init: 109, cwnd_inc: 124, ..VegasParams::default() });
+        sendme(&mut v, 100, 100, true);
+        assert_eq!((v.cwnd(), v.in_slow_start()), (140, true), "rounded SENDMEs per cwnd");
+    }
+
+    #[test]
+    fn slow_start_ends_on_reaching_ss_max_exactly() {
+        // cc_ss_max 155: the first SENDME grows 124 -> 155, which is ss_max: slow start ends
+        // there (cwnd >= ss_max), not one SENDME later.
+        let mut v = Vegas::new(VegasParams { ss_max: 155, ..VegasParams::default() });
+        sendme(&mut v, 100, 100, true);
+        assert_eq!((v.cwnd(), v.in_slow_start()), (155, false));
+    }
+
+    #[test]
     fn default_params_are_tors_exit_values() {
         // tor-constants.md 3.5: exit alpha/beta/gamma/delta 124/248/186/372, sscap 500.
         let p = VegasParams::default();

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use onionlab_core::SimDuration;
+use onionlab_core::{SimDuration, SimTime};
 use onionlab_tor::kist::{KistParams, KIST_CELL_CHARGE};
 use onionlab_tor::*;
 use proptest::prelude::*;
@@ -145,4 +145,50 @@ fn kist_writes_an_outbuf_when_a_run_switches_away_from_it() {
     assert!(recs.iter().all(|r| r.error.is_none()));
     eprintln!("guard KIST runs seen {runs}, outbufs written when switching {switched}");
     assert!(switched > 0, "no run wrote an outbuf when switching channels");
+}
+
+#[test]
+fn kist_runs_at_most_once_per_run_interval() {
+    // kist_scheduler_schedule: a relay with cells to schedule runs KIST now if its last run
+    // is at least KISTSchedRunInterval (10 ms) ago, else that interval after the last run.
+    // The congested middle always has cells, so its runs come exactly 10 ms apart while
+    // it is busy, and never closer.
+    let mut cfg = TorConfig::default();
+    cfg.transport.sndbuf_bytes = 256 * KIB;
+    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), 4);
+    tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
+    let mut m = relay("middle", 100 * MIB, RelayFlags::default());
+    m.up_bits_per_sec = 2_400_000;
+    m.scheduler = kist(false);
+    let middle = tor.add_relay(m).unwrap();
+    tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
+    let cs: Vec<_> = (0..3).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
+    let s = tor.add_server(endpoint("server")).unwrap();
+    let mut sim = TorSim::new(tor);
+    for &c in &cs {
+        sim.start_stream(c, s, MIB, 1).unwrap();
+    }
+    let interval = KistParams::default().run_interval;
+    assert_eq!(interval, SimDuration::from_millis(10));
+    let mut runs: Vec<SimTime> = Vec::new();
+    while let Some(ev) = sim.q.pop_until(secs(60.0)) {
+        if matches!(ev.event, TorEvent::Kist { node } if node == middle) {
+            // Checked as the runs come: a model that runs too often may never leave an instant.
+            if let Some(&last) = runs.last() {
+                assert!(
+                    ev.time.saturating_since(last) >= interval,
+                    "a run at {:?}, {:?} after the last",
+                    ev.time,
+                    ev.time.saturating_since(last)
+                );
+            }
+            runs.push(ev.time);
+        }
+        sim.tor.handle(&mut sim.q, ev.event);
+    }
+    assert_eq!(sim.tor.take_records().len(), 3, "every download finished");
+    let gaps: Vec<SimDuration> = runs.windows(2).map(|w| w[1].saturating_since(w[0])).collect();
+    let exact = gaps.iter().filter(|&&g| g == interval).count();
+    eprintln!("middle KIST runs {}, {} of the gaps exactly 10 ms", runs.len(), exact);
+    assert!(runs.len() > 100 && exact * 2 > gaps.len(), "busy runs follow each other by the interval: {exact} of {}", gaps.len());
 }

@@ -108,6 +108,23 @@ fn relay_never_exceeds_its_rate_or_burst() {
     eprintln!("middle relay long-run write rate {long_run:.0} B/s vs BandwidthRate {rate}");
     assert!(long_run <= rate as f64 * 1.001 + rate as f64 / 30.0);
     assert!(long_run >= rate as f64 * 0.9, "a saturated relay uses its rate");
+    // The middle reads what it writes, so its read bucket runs dry first: in most of its
+    // 300 refill intervals (the relays table's bucket_empty_s), never in more.
+    let empty = sim.tor.node_stats(1).read_bucket_empty_intervals;
+    assert!((150..=300).contains(&empty), "read bucket empty at {empty} of 300 refills");
+}
+
+#[test]
+fn a_rate_limited_exit_runs_out_of_write_tokens() {
+    // A saturated exit writes its rate: its write bucket is found empty at most of the 200
+    // refills of 20 s (the relays table's bucket_empty_s), never at more.
+    let rate = 200 * KIB;
+    let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB, 100 * MIB, rate], 1, 1);
+    sim.start_stream(c[0], s, 20 * MIB, 0).unwrap();
+    sim.run_until(secs(20.0), |_| {});
+    let st = sim.tor.node_stats(2);
+    eprintln!("exit buckets empty at refills: write {}, read {}", st.write_bucket_empty_intervals, st.read_bucket_empty_intervals);
+    assert!((100..=200).contains(&st.write_bucket_empty_intervals), "write bucket empty at {}", st.write_bucket_empty_intervals);
 }
 
 #[test]
