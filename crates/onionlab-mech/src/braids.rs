@@ -459,7 +459,25 @@ mod tests {
         assert_eq!(p.spending_interval, SimDuration::from_secs(86_400), "24-hour intervals");
         // eta = 3 x 6 x 24 = 432 tickets a day (spec B.3), the low-latency limit in cells.
         assert_eq!(p.low_latency_limit, 432 * 256);
+        // The paper gives no tax rate (module docs: default 0), the low-latency window is
+        // one spending interval (spec B.6.3's suggested default) and free tickets are
+        // spendable when handed out (spec B.2.3's default reading).
+        assert_eq!(p.tax, 0.0);
+        assert_eq!(p.low_latency_window, p.spending_interval);
+        assert!(!p.free_tickets_need_exchange);
         assert!(p.validate().is_ok());
+    }
+
+    #[test]
+    fn eta_counts_every_handout_that_falls_in_an_interval() {
+        // Spec B.3: eta = free tickets per user per spending interval. 100 s intervals and
+        // a handout every 30 s: handouts at 0, 30, 60 and 90 s, 4 x 3 = 12 tickets.
+        let mut p = BraidsParams::with_interval(SimDuration::from_secs(100));
+        p.free_period = SimDuration::from_secs(30);
+        assert_eq!(p.default_low_latency_limit(), 12 * 256);
+        p.low_latency_limit = p.default_low_latency_limit();
+        let mut b = braids(p);
+        assert_eq!(b.balance(WEB, at(99)), 12, "the limit is what a client is handed in one interval");
     }
 
     #[test]
@@ -492,6 +510,52 @@ mod tests {
     }
 
     #[test]
+    fn a_client_that_asks_for_normal_service_gets_and_spends_no_tickets() {
+        // Paper 3.3: Normal is for clients who "choose not to pay for service".
+        let mut b = Braids::new(params(), &[(LEGACY, ServiceClass::Normal), (WEB, ServiceClass::LowLatency)], &[]).unwrap();
+        b.on_circuit_created(at(0), 0, LEGACY, &[GUARD, MIDDLE, EXIT]);
+        assert_eq!(b.classify(at(1), 0, 1, 7), [(ServiceClass::Normal, 7), (ServiceClass::Normal, 0)]);
+        assert_eq!(b.balance(LEGACY, at(1)), 0);
+        let c: BTreeMap<String, u64> = b.counters(at(1)).into_iter().collect();
+        let got = (c["braids_tickets_spent"], c["braids_tickets_issued_free"], c["braids_cells_not_paying"]);
+        assert_eq!(got, (0, 3, 7), "only WEB's handout at 0");
+    }
+
+    #[test]
+    fn a_relays_tickets_are_exchanged_in_the_next_interval() {
+        // Paper 3.5 / spec B.2.3: "tickets received in spending interval i are exchanged in
+        // spending interval i + 1". MIDDLE has no operator: its exchanged tickets are counted
+        // as earned by nobody.
+        let mut b = Braids::new(params(), &[(BULK, ServiceClass::HighThroughput)], &[]).unwrap();
+        b.on_circuit_created(at(0), 0, BULK, &[MIDDLE, GUARD, EXIT]);
+        b.classify(at(10), 0, 1, 1);
+        let c: BTreeMap<String, u64> = b.counters(at(99)).into_iter().collect();
+        assert_eq!((c["braids_tickets_held_by_relays"], c["braids_tickets_earned_unused"]), (1, 0), "still interval 0");
+        let c: BTreeMap<String, u64> = b.counters(at(100)).into_iter().collect();
+        assert_eq!((c["braids_tickets_held_by_relays"], c["braids_tickets_earned_unused"]), (0, 1), "interval 1");
+    }
+
+    #[test]
+    fn the_tax_takes_its_fraction_of_a_holders_tickets_across_exchanges() {
+        // Spec B.5: a fraction tax of the tickets presented is destroyed (module docs: per
+        // holder, exact on average). A relay nobody operates receives one ticket in each of
+        // intervals 0..3 and presents it in the next: four exchanges of one ticket at tax
+        // 1/2 destroy 2 of the 4, not floor(1/2) = 0 at each.
+        let mut p = params();
+        p.free_tickets = 1;
+        p.free_period = p.spending_interval;
+        p.tax = 0.5;
+        let mut b = Braids::new(p, &[(BULK, ServiceClass::HighThroughput)], &[]).unwrap();
+        for i in 0..4u32 {
+            b.on_circuit_created(at(100 * i as u64), i, BULK, &[MIDDLE, GUARD, EXIT]);
+            assert_eq!(b.classify(at(100 * i as u64 + 1), i, 1, 256)[0], (ServiceClass::HighThroughput, 256), "interval {i}");
+        }
+        let c: BTreeMap<String, u64> = b.counters(at(400)).into_iter().collect();
+        let got = (c["braids_tickets_exchanged"], c["braids_tickets_taxed"], c["braids_tickets_earned_unused"]);
+        assert_eq!(got, (4, 2, 2));
+    }
+
+    #[test]
     fn a_reused_circuit_id_starts_with_no_credit() {
         let mut b = braids(params());
         b.on_circuit_created(at(0), 0, BULK, &[GUARD, MIDDLE, EXIT]);
@@ -513,6 +577,8 @@ mod tests {
         // A new window: the 62 cells of credit left are served again.
         assert_eq!(b.classify(at(10), 0, 1, 62), [(ServiceClass::LowLatency, 62), (ServiceClass::Normal, 0)]);
         assert_eq!(b.ticket_counters().cells_demoted, 150);
+        // Demoted cells were paid for: none of them counts as unpaid.
+        assert_eq!(b.ticket_counters().cells_unpaid, 0);
         // High-throughput circuits have no limit.
         b.on_circuit_created(at(10), 1, BULK, &[GUARD, MIDDLE, EXIT]);
         assert_eq!(b.classify(at(10), 1, 1, 700), [(ServiceClass::HighThroughput, 700), (ServiceClass::Normal, 0)]);
@@ -607,5 +673,18 @@ mod tests {
         let mut p = params();
         p.spending_interval = SimDuration::ZERO;
         assert!(Braids::new(p, &[], &[]).unwrap_err().to_string().starts_with("spending_interval"));
+        let mut p = params();
+        p.low_latency_window = SimDuration::ZERO;
+        assert!(Braids::new(p, &[], &[]).unwrap_err().to_string().starts_with("low_latency_window"));
+        let mut p = params();
+        p.free_period = SimDuration::ZERO;
+        assert!(Braids::new(p, &[], &[]).unwrap_err().to_string().starts_with("free_period"));
+        // No free tickets: no handouts, so no period is needed.
+        p.free_tickets = 0;
+        assert!(Braids::new(p, &[], &[]).is_ok());
+        // The tax is a fraction in [0, 1], both ends included (the config accepts 1).
+        let mut p = params();
+        p.tax = 1.0;
+        assert!(Braids::new(p, &[], &[]).is_ok());
     }
 }

@@ -17,6 +17,11 @@ fn tortoise(rate: u64) -> Tortoise {
 /// guard (Stable+Fast) -> middle (flags given) -> exit (Stable+Fast), `clients` clients,
 /// one server; every relay runs Tortoise at `rate`. 1 s refills as in tor 0.2.1.
 fn network(middle_flags: RelayFlags, clients: usize, rate: u64) -> (TorSim, [NodeId; 3], Vec<NodeId>, NodeId) {
+    network_with(middle_flags, clients, || tortoise(rate))
+}
+
+/// [`network`] with every relay running the Tortoise `hook` makes.
+fn network_with(middle_flags: RelayFlags, clients: usize, hook: impl Fn() -> Tortoise) -> (TorSim, [NodeId; 3], Vec<NodeId>, NodeId) {
     let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
     let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
     let sf = RelayFlags::STABLE | RelayFlags::FAST;
@@ -27,7 +32,7 @@ fn network(middle_flags: RelayFlags, clients: usize, rate: u64) -> (TorSim, [Nod
     let s = tor.add_server(endpoint("server")).unwrap();
     let mut sim = TorSim::new(tor);
     for r in [g, m, e] {
-        sim.tor.set_relay_hook(&mut sim.q, r, Box::new(tortoise(rate))).unwrap();
+        sim.tor.set_relay_hook(&mut sim.q, r, Box::new(hook())).unwrap();
     }
     (sim, [g, m, e], cs, s)
 }
@@ -56,6 +61,9 @@ fn a_plain_clients_long_run_rate_never_exceeds_the_limit() {
     let client_conn = conns.iter().find(|x| x.peer == c[0]).unwrap();
     assert_eq!(client_conn.write_limit, Some((rate, rate)));
     assert_eq!(client_conn.read_limit, Some((rate, rate)));
+    // The relay reports the universal rate as the rate it throttles clients at (the
+    // relays table's throttle_rate): the one value every limited connection gets.
+    assert_eq!(sim.tor.hook_throttle_threshold(g), Some(rate));
     sim.tor.check_invariants().unwrap();
 }
 
@@ -118,6 +126,103 @@ fn a_client_relay_enters_through_its_own_relay_and_is_exempt() {
 fn bad_parameters_name_the_field() {
     let e = Tortoise::new(0, 1, Directions::Both, DEFAULT_CHECK_INTERVAL).err().unwrap();
     assert!(e.to_string().starts_with("rate:"));
+    // A bucket that can never hold a cell would stop the connection, not limit it.
+    let e = Tortoise::new(1, 0, Directions::Both, DEFAULT_CHECK_INTERVAL).err().unwrap();
+    assert!(e.to_string().starts_with("burst:"), "{e}");
     let e = Tortoise::new(1, 1, Directions::Both, SimDuration::ZERO).err().unwrap();
     assert!(e.to_string().starts_with("check_interval:"));
+}
+
+/// An inbound connection from `peer_kind` with `peer_flags` (`None`: not in the consensus).
+fn inbound(peer: NodeId, peer_kind: NodeKind, peer_flags: Option<RelayFlags>) -> PeerConnection {
+    PeerConnection {
+        chan: 0,
+        peer,
+        peer_kind,
+        peer_flags,
+        inbound: true,
+        bytes_read: 0,
+        bytes_written: 0,
+        read_limit: None,
+        write_limit: None,
+    }
+}
+
+#[test]
+fn only_stable_and_fast_relays_and_the_operator_are_exempt() {
+    // Paper 4.1: "relays that are marked as STABLE and FAST are exempt from the universal
+    // rate limit"; "connections from all other routers are subject to the universal rate
+    // limit". Spec 1.3: exempt iff the consensus lists the peer with flags >= {Stable, Fast}.
+    let (rate, burst) = (100 * KB, 300 * KB);
+    let h = Tortoise::new(rate, burst, Directions::Both, DEFAULT_CHECK_INTERVAL).unwrap().with_operator(7);
+    let limited = (Some((rate, burst)), Some((rate, burst)));
+    let (s, f) = (RelayFlags::STABLE, RelayFlags::FAST);
+    let cases = [
+        ("Stable+Fast relay", inbound(1, NodeKind::Relay, Some(s | f)), (None, None)),
+        ("Stable+Fast guard", inbound(1, NodeKind::Relay, Some(s | f | RelayFlags::GUARD)), (None, None)),
+        ("Stable, not Fast", inbound(1, NodeKind::Relay, Some(s | RelayFlags::GUARD)), limited),
+        ("Fast, not Stable", inbound(1, NodeKind::Relay, Some(f | RelayFlags::EXIT)), limited),
+        ("relay with no flags", inbound(1, NodeKind::Relay, Some(RelayFlags::default())), limited),
+        ("relay not in the consensus", inbound(1, NodeKind::Relay, None), limited),
+        ("plain client", inbound(5, NodeKind::Client, None), limited),
+        ("the relay's operator", inbound(7, NodeKind::Client, None), (None, None)),
+        ("own outbound connection", PeerConnection { inbound: false, ..inbound(1, NodeKind::Relay, None) }, (None, None)),
+    ];
+    for (what, conn, want) in cases {
+        assert_eq!(h.limits_for(&conn), want, "{what}");
+        assert_eq!(h.is_exempt(&conn), want == (None, None), "{what}");
+    }
+}
+
+/// Runs one plain client's bulk download through guard -> middle -> exit, each running
+/// `hook`: the guard's connection to the client, and the client's download rate (B/s)
+/// from 10 s to 40 s.
+fn one_download(hook: impl Fn() -> Tortoise) -> (PeerConnection, f64) {
+    let (mut sim, [g, ..], c, s) = network_with(RelayFlags::STABLE, 1, hook);
+    sim.start_stream(c[0], s, 100 * MIB, 0).unwrap();
+    sim.run_until(t(10), |_| {});
+    let before = sim.tor.client_connections(g)[0].bytes_written;
+    sim.run_until(t(40), |_| {});
+    let rate = (sim.tor.client_connections(g)[0].bytes_written - before) as f64 / 30.0;
+    sim.tor.check_invariants().unwrap();
+    (sim.tor.connections(g).into_iter().find(|x| x.peer == c[0]).unwrap(), rate)
+}
+
+#[test]
+fn the_limit_has_the_configured_burst_and_only_its_directions() {
+    // Spec 1.2: each direction has its own bucket of rate R and burst B (1.5: B is a
+    // parameter); the download is the relay -> client (write) direction.
+    let (rate, burst) = (100 * KB, 250 * KB);
+    let make = |d| move || Tortoise::new(rate, burst, d, DEFAULT_CHECK_INTERVAL).unwrap();
+    let (both, down) = one_download(make(Directions::Both));
+    assert_eq!((both.read_limit, both.write_limit), (Some((rate, burst)), Some((rate, burst))));
+    assert!(down <= rate as f64 * 1.01, "both directions limited: download at {down} B/s");
+    let (write, down) = one_download(make(Directions::Write));
+    assert_eq!((write.read_limit, write.write_limit), (None, Some((rate, burst))));
+    assert!(down <= rate as f64 * 1.01, "writes limited: download at {down} B/s");
+    // Limiting only what the relay reads from the client (its uploads) leaves the
+    // download alone: it runs at the network's pace, far above the limit.
+    let (read, down) = one_download(make(Directions::Read));
+    assert_eq!((read.read_limit, read.write_limit), (Some((rate, burst)), None));
+    assert!(down > 5.0 * rate as f64, "only reads limited: download at {down} B/s");
+}
+
+#[test]
+fn a_new_client_connection_is_limited_within_one_check_interval() {
+    // Module docs: a new connection can be unlimited for at most the check interval,
+    // 100 ms by default (the config's default too), before its bucket applies.
+    let rate = 100 * KB;
+    let (mut sim, [g, ..], c, s) = network(RelayFlags::STABLE, 1, rate);
+    sim.start_stream(c[0], s, 100 * MIB, 0).unwrap();
+    let ms = |m| onionlab_core::SimTime::ZERO + SimDuration::from_millis(m);
+    let mut opened = None;
+    let mut now = 0;
+    while opened.is_none() {
+        now += 1;
+        sim.run_until(ms(now), |_| {});
+        opened = sim.tor.connections(g).into_iter().find(|x| x.peer == c[0]).map(|_| now);
+    }
+    sim.run_until(ms(now + 101), |_| {});
+    let conn = sim.tor.connections(g).into_iter().find(|x| x.peer == c[0]).unwrap();
+    assert_eq!(conn.write_limit, Some((rate, rate)), "opened at {now} ms, still unlimited 100 ms later");
 }

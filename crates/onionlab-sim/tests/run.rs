@@ -631,3 +631,70 @@ fn a_group_that_starts_later_leaves_the_network_alone_until_then() {
     assert!(before(&without).len() > 50);
     assert_eq!(before(&without), before(&with));
 }
+
+#[test]
+fn tortoise_takes_its_burst_directions_and_check_interval_from_the_config() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let base = std::fs::read_to_string(&p).unwrap().replace("seeds = [1]", "seeds = [1]\nconnection_metrics_interval = \"10 s\"");
+    // Two plain bulk clients and two web clients: the relays are not the bottleneck.
+    let base = base.replacen("count = 20\n", "count = 2\n", 1);
+    let with = |tortoise: &str| {
+        let text = base.replace("[mechanisms]", &format!("[mechanisms]\ntortoise = {tortoise}"));
+        run(&onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}")), 5, None).unwrap()
+    };
+    // bulk0's (bytes written to it, throttle rate) per 10 s interval, by the interval's start.
+    let bulk0 = |out: &onionlab_sim::RunOutput| {
+        let mut m = std::collections::BTreeMap::<u64, (u64, Option<u64>)>::new();
+        for c in out.connections.iter().filter(|c| &*c.client == "bulk0") {
+            let e = m.entry(c.interval_start as u64).or_default();
+            e.0 += c.bytes_written;
+            e.1 = e.1.or(c.throttle_rate);
+        }
+        m
+    };
+    let rate = 50_000u64;
+    let after = |m: &std::collections::BTreeMap<u64, (u64, Option<u64>)>| m.range(30..).map(|(_, v)| v.0).sum::<u64>() as f64 / 90.0;
+    // Spec 1.2: the download is the relay -> client (write) direction. Limiting reads only
+    // (the client's uploads) leaves it far above the limit; limiting writes holds it there.
+    let read = bulk0(&with("{ rate = \"50 KBps\", directions = \"read\" }"));
+    assert!(after(&read) > 4.0 * rate as f64, "reads only: download at {} B/s", after(&read));
+    assert!(read.range(10..).all(|(_, v)| v.1 == Some(rate)), "the read bucket is there: {read:?}");
+    let write = bulk0(&with("{ rate = \"50 KBps\", directions = \"write\" }"));
+    assert!(after(&write) <= 1.05 * rate as f64, "writes: download at {} B/s", after(&write));
+    assert!(write.range(10..).all(|(_, v)| v.1 == Some(rate)), "a write-only limit is reported too: {write:?}");
+    // check_interval = 30 s: the first check (at 30 s) finds the connection and gives it a
+    // full 2 MB bucket; before it the download is unlimited, after it the bucket's burst
+    // lets 2 MB through on top of the rate, far more than one second's rate would.
+    let late = bulk0(&with("{ rate = \"50 KBps\", burst = \"2 MB\", check_interval = \"30 s\" }"));
+    assert!(late.range(..20).all(|(_, v)| v.1.is_none()), "no limit before the first check: {late:?}");
+    assert!(late.range(30..).all(|(_, v)| v.1 == Some(rate)), "{late:?}");
+    let first = late[&30].0;
+    assert!(first > 1_000_000 && first <= 2_000_000 + 11 * rate, "{first} B in the 10 s after the limit landed");
+}
+
+#[test]
+fn braids_takes_its_tax_ticket_worth_limit_and_exchange_rule_from_the_config() {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/braids.toml");
+    let base = std::fs::read_to_string(&p).unwrap();
+    let with = |text: &str| {
+        let cfg = onionlab_config::load_str(text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+        run(&cfg, 1, None).unwrap().summary.counters
+    };
+    let braids = |extra: &str| base.replace("free_period = \"20 s\"", &format!("free_period = \"20 s\"\n{extra}"));
+    // Free tickets that need an exchange are spendable two intervals after the handout
+    // (spec B.2.3): in a 3-minute run of 2-minute intervals nobody can pay.
+    let k = with(&braids("free_tickets_need_exchange = true").replace("duration = \"10 min\"", "duration = \"3 min\""));
+    assert!(k["braids_tickets_issued_free"] > 0);
+    assert_eq!((k["braids_tickets_spent"], k["braids_cells_low_latency"], k["braids_cells_high_throughput"]), (0, 0, 0));
+    // Tax 1/2: half the tickets presented are destroyed (each holder rounds down, B.5).
+    // A ticket worth 64 cells buys at most 64 prioritised cells (B.2.1).
+    let short = with(&braids("tax = 0.5\nticket_cells = 64\nlow_latency_limit = 20\nlow_latency_window = \"1 s\""));
+    let (exchanged, taxed) = (short["braids_tickets_exchanged"], short["braids_tickets_taxed"]);
+    assert!(exchanged > 1000 && 2 * taxed <= exchanged && 2 * taxed >= exchanged - 200, "{taxed} of {exchanged} taxed");
+    let paid = short["braids_cells_low_latency"] + short["braids_cells_high_throughput"] + short["braids_cells_demoted"];
+    assert!(paid <= 64 * short["braids_tickets_spent"] && paid > 0, "{paid} cells for {} tickets", short["braids_tickets_spent"]);
+    // The low-latency limit counts per window (B.6.3): 20 cells a second demotes some cells,
+    // and 20 cells per 2 minutes demotes more.
+    let long = with(&braids("tax = 0.5\nticket_cells = 64\nlow_latency_limit = 20\nlow_latency_window = \"2 min\""));
+    assert!(short["braids_cells_demoted"] > 0 && short["braids_cells_demoted"] < long["braids_cells_demoted"]);
+}

@@ -35,7 +35,8 @@ pub struct ClientConnection {
     /// Bytes this relay has read from / written to the connection so far.
     pub bytes_read: u64,
     pub bytes_written: u64,
-    /// Current per-connection throttle (rate bytes/s, burst bytes), if any.
+    /// Current per-connection throttle (rate bytes/s, burst bytes), if any: the read
+    /// bucket's, or the write bucket's where only writes are limited.
     pub throttle: Option<(u64, u64)>,
     /// Refills so far at which the connection's own read or write bucket was empty: how
     /// often its throttle actually held it back (a throttle above what the connection

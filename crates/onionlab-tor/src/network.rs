@@ -422,7 +422,8 @@ impl TorNetwork {
                 client: peer,
                 bytes_read: end.bytes_read,
                 bytes_written: end.bytes_written,
-                throttle: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
+                // Throttling sets both buckets alike; Tortoise may limit writes only.
+                throttle: end.conn_read.as_ref().or(end.conn_write.as_ref()).map(|b| (b.rate(), b.burst())),
                 bucket_empty_intervals: u64::from(ch.conn_bucket_empty_intervals[side_index(side)]),
             });
         }
