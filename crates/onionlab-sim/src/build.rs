@@ -136,14 +136,8 @@ fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, T
         ThrottlingConfig::None => None,
         ThrottlingConfig::Static { rate, burst } => hook(StaticThrottle::new(rate, burst)?),
         ThrottlingConfig::Split { burst, denominator: d } => hook(BitSplitting::new(burst, denominator(d)?)?),
-        ThrottlingConfig::Flag { .. } => match flag_params(t)? {
-            Some(p) => hook(Flagging::new(p)?),
-            None => None,
-        },
-        ThrottlingConfig::Threshold { .. } => match threshold_params(t)? {
-            Some(p) => hook(Threshold::new(p)?),
-            None => None,
-        },
+        ThrottlingConfig::Flag { .. } => flag_params(t)?.map(Flagging::new).transpose()?.and_then(hook),
+        ThrottlingConfig::Threshold { .. } => threshold_params(t)?.map(Threshold::new).transpose()?.and_then(hook),
     })
 }
 
