@@ -698,3 +698,15 @@ fn braids_takes_its_tax_ticket_worth_limit_and_exchange_rule_from_the_config() {
     let long = with(&braids("tax = 0.5\nticket_cells = 64\nlow_latency_limit = 20\nlow_latency_window = \"2 min\""));
     assert!(short["braids_cells_demoted"] > 0 && short["braids_cells_demoted"] < long["braids_cells_demoted"]);
 }
+
+#[test]
+fn the_configs_tortoise_defaults_are_the_mechanisms() {
+    // onionlab-config cannot see onionlab-mech: its default check interval is written out
+    // there, so this pins the two together (module docs of tortoise.rs: 100 ms).
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
+    let text = std::fs::read_to_string(&p).unwrap().replace("[mechanisms]", "[mechanisms]\ntortoise = { rate = \"50 KBps\" }");
+    let cfg = onionlab_config::load_str(&text, p.parent().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+    let t = cfg.mechanisms.tortoise.expect("tortoise is set");
+    assert_eq!(t.check_interval, onionlab_mech::tortoise::DEFAULT_CHECK_INTERVAL);
+    assert_eq!((t.rate, t.burst, t.directions), (50_000, 50_000, "both"), "burst defaults to the rate, both directions");
+}
