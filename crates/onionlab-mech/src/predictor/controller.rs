@@ -351,8 +351,163 @@ mod tests {
     }
 
     #[test]
+    fn the_defaults_are_the_papers_and_the_authors_code() {
+        // Section 5.1: N_horz = 10, d = 1/3; the authors' code: dt 40 ms, s_max 100 cells,
+        // C = 0.85 of the relay's rate (spec 4.7).
+        let p = PredictorParams::default();
+        assert_eq!((p.dt, p.horizon, p.discount), (SimDuration::from_millis(40), 10, 1.0 / 3.0));
+        assert_eq!((p.s_max, p.capacity_fraction), (100.0, 0.85));
+    }
+
+    /// A hook with the default parameters, and its exchange.
+    fn hook() -> (PredictorHook, SharedExchange) {
+        let ex = SharedExchange::default();
+        (PredictorHook::new(PredictorParams::default(), ex.clone()).unwrap(), ex)
+    }
+
+    fn published(r_in: &[f64], r_out: &[f64], s: &[f64], rhat_out: &[f64]) -> Published {
+        Published { r_in: r_in.to_vec(), r_out: r_out.to_vec(), s: s.to_vec(), rhat_out: rhat_out.to_vec() }
+    }
+
+    #[test]
+    fn a_middle_reads_each_neighbours_trajectories_as_the_paper_exchanges_them() {
+        // Section 3.2, Fig. 2 (spec 4.4, 5): downstream the predecessor sends its r_out, s
+        // and r^_out; upstream the successor sends its r_in, the relay's limit (13).
+        let (hook, ex) = hook();
+        let (guard, middle, exit, circ) = (1, 2, 3, 7);
+        ex.borrow_mut().previous.insert((circ, exit), published(&[1.0, 1.5], &[2.0, 2.5], &[3.0, 3.5], &[4.0, 4.5]));
+        ex.borrow_mut().previous.insert((circ, guard), published(&[5.0, 5.5], &[6.0], &[7.0], &[8.0]));
+        let c = RelayCircuit { circ, pos: 2, from: Some(exit), to: guard, queued: 9, source_cells: None };
+        let inp = &hook.inputs(middle, &[c], 1000.0)[0];
+        assert_eq!(inp.s_init, 9.0);
+        assert_eq!((&inp.pred_r_out[..], &inp.pred_s[..], &inp.pred_rhat_out[..]), (&[2.0, 2.5][..], &[3.0, 3.5][..], &[4.0, 4.5][..]));
+        assert_eq!(inp.succ_r_in.as_deref(), Some(&[5.0, 5.5][..]));
+        // Neighbours that have published nothing: an idle predecessor, no limit downstream.
+        let c = RelayCircuit { circ: 8, pos: 2, from: Some(exit), to: guard, queued: 0, source_cells: None };
+        let inp = &hook.inputs(middle, &[c], 1000.0)[0];
+        assert_eq!((&inp.pred_r_out[..], &inp.pred_s[..]), (&[0.0][..], &[0.0][..]));
+        assert_eq!(inp.succ_r_in, None);
+    }
+
+    #[test]
+    fn at_the_exit_the_server_is_a_predecessor_with_the_data_left_to_package() {
+        // Spec 5, server-side input: s_source = the data left to package, capped at a
+        // "virtually infinite" 60 s of capacity; v_out,source = the exit's own previous
+        // v_in plan from the stage that is now (elapsed stages dropped), capped by the data
+        // available; the virtual rate the relay's capacity.
+        let (hook, ex) = hook();
+        let (exit, middle, circ) = (3, 2, 7);
+        let cap = 1000.0;
+        ex.borrow_mut().previous.insert((circ, exit), published(&[100.0, 200.0, 300.0], &[0.0], &[0.0], &[0.0]));
+        let at = |cells: u64| {
+            let c = RelayCircuit { circ, pos: 3, from: None, to: middle, queued: 0, source_cells: Some(cells) };
+            hook.inputs(exit, &[c], cap).remove(0)
+        };
+        let plenty = at(1000);
+        assert_eq!(plenty.pred_r_out, vec![200.0, 300.0, 300.0]);
+        assert_eq!((&plenty.pred_s[..], &plenty.pred_rhat_out[..]), (&[1000.0][..], &[cap][..]));
+        // 2 cells left: at most 2 cells in a step of 40 ms, 50 cells/s.
+        assert_eq!(at(2).pred_r_out, vec![50.0, 50.0, 50.0]);
+        // A huge response counts as 60 s of capacity.
+        assert_eq!(at(1_000_000_000).pred_s, vec![60.0 * cap]);
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    /// guard -> middle -> exit at 1 MiB/s each, shaping their circuits and running
+    /// PredicTor with the default parameters, with a bulk download of 500 MiB started.
+    fn bulk_network() -> (onionlab_tor::TorSim, [NodeId; 3], SharedExchange) {
+        use onionlab_net::LatencyModel;
+        use onionlab_tor::{BandwidthWeights, EndpointSpec, RelayFlags, RelaySpec, SchedulerKind, TorConfig, TorNetwork, TorSim};
+        let relay = |name: &str, flags| RelaySpec {
+            name: name.into(),
+            location: 0,
+            up_bits_per_sec: 1_000_000_000,
+            down_bits_per_sec: 1_000_000_000,
+            bandwidth_rate: MIB,
+            bandwidth_burst: MIB,
+            consensus_weight: 1024,
+            flags,
+            perconn: None,
+            scheduler: SchedulerKind::Shaped,
+            address: None,
+        };
+        let endpoint =
+            |name: &str| EndpointSpec { name: name.into(), location: 0, up_bits_per_sec: 1_000_000_000, down_bits_per_sec: 1_000_000_000 };
+        let mut tor =
+            TorNetwork::new(TorConfig::default(), LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
+        let sf = RelayFlags::STABLE | RelayFlags::FAST;
+        let g = tor.add_relay(relay("guard", RelayFlags::GUARD | sf)).unwrap();
+        let m = tor.add_relay(relay("middle", sf)).unwrap();
+        let e = tor.add_relay(relay("exit", RelayFlags::EXIT | sf)).unwrap();
+        let client = tor.add_client(endpoint("client")).unwrap();
+        let server = tor.add_server(endpoint("server")).unwrap();
+        let mut sim = TorSim::new(tor);
+        let ex = SharedExchange::default();
+        for r in [g, m, e] {
+            sim.tor.set_relay_hook(&mut sim.q, r, Box::new(PredictorHook::new(PredictorParams::default(), ex.clone()).unwrap())).unwrap();
+        }
+        sim.start_stream(client, server, 500 * MIB, 0).unwrap();
+        (sim, [g, m, e], ex)
+    }
+
+    fn ms(n: u64) -> onionlab_core::SimTime {
+        onionlab_core::SimTime::ZERO + SimDuration::from_millis(n)
+    }
+
+    #[test]
+    fn every_published_plan_is_one_consistent_trajectory() {
+        // Section 3.2, Fig. 2: a relay sends its predicted trajectories, rates and queue,
+        // to its neighbours. They come from one solution, so the queue it announces follows
+        // (25a) from the rates it announces: s^(k+1) = s^k + dt (r_in^k - r_out^k).
+        let (mut sim, _, ex) = bulk_network();
+        let dt = PredictorParams::default().dt.as_secs_f64();
+        let mut changing = 0;
+        for k in 0..100 {
+            sim.run_until(ms(500 + 40 * k + 20), |_| {});
+            for (key, p) in &ex.borrow().current {
+                for j in 0..p.r_in.len() {
+                    let want = p.s[j] + dt * (p.r_in[j] - p.r_out[j]);
+                    assert!((p.s[j + 1] - want).abs() < 1e-6, "{key:?} stage {j}: {p:?}");
+                    if (p.r_in[j] - p.r_out[j]).abs() > 1.0 {
+                        changing += 1;
+                    }
+                }
+            }
+        }
+        assert!(changing > 0, "no plan moved a queue: the check above saw nothing");
+    }
+
+    #[test]
+    fn a_relay_whose_solves_fail_lifts_its_budgets_and_counts_the_failures() {
+        // Module docs: if a solve fails, the relay lifts its budgets for that step (plain
+        // round robin) and counts the failure. The exit's plan is made unusable (an
+        // infinite rate) in every step for two seconds, so every middle solve fails; the
+        // download must go on through the middle all the same.
+        let (mut sim, [g, m, e], ex) = bulk_network();
+        sim.run_until(ms(3000), |_| {});
+        assert_eq!(ex.borrow().failures, 0);
+        let circ = sim.tor.relay_circuits(m)[0].circ;
+        let before = sim.tor.client_connections(g)[0].bytes_written;
+        let steps = 50;
+        for k in 0..steps {
+            // Mid-step, after every relay has written its plan for the step.
+            sim.run_until(ms(3000 + 40 * k + 20), |_| {});
+            ex.borrow_mut().current.get_mut(&(circ, e)).expect("the exit's plan").r_out[0] = f64::INFINITY;
+        }
+        sim.run_until(ms(3000 + 40 * steps), |_| {});
+        let moved = sim.tor.client_connections(g)[0].bytes_written - before;
+        let failures = ex.borrow().failures;
+        assert_eq!(failures, steps, "one failed solve per step, at the middle");
+        // Two seconds at about 0.85 MiB/s planned: far more than a step's budget.
+        assert!(moved > MIB / 2, "only {moved} B reached the client while the middle's solves failed");
+    }
+
+    #[test]
     fn bad_parameters_name_the_field() {
         let ex = SharedExchange::default();
+        let p = PredictorParams { horizon: 0, ..Default::default() };
+        assert_eq!(PredictorHook::new(p, ex.clone()).err().unwrap().to_string(), "horizon: must be at least 1");
         let p = PredictorParams { capacity_fraction: 1.5, ..Default::default() };
         assert_eq!(PredictorHook::new(p, ex.clone()).err().unwrap().to_string(), "capacity_fraction: must lie in (0, 1], got 1.5");
         let p = PredictorParams { dt: SimDuration::ZERO, ..Default::default() };

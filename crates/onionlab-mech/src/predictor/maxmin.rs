@@ -278,7 +278,51 @@ mod tests {
     }
 
     #[test]
+    fn a_node_of_capacity_zero_is_valid_and_stops_only_its_own_circuits() {
+        // Capacities must be "at least 0": a node with nothing to give is a valid network.
+        // Circuit a crosses only that node and gets 0; b and c split node 1's 6 equally.
+        let r = max_min_fair(&[0.0, 6.0], &[vec![0], vec![1], vec![1]]).unwrap();
+        assert_eq!(r, vec![0.0, 3.0, 3.0]);
+    }
+
+    #[test]
+    fn theorem_1_needs_r_max_at_least_the_largest_capacity() {
+        // Section 2.2, Theorem 1: r_max >= max(C_1, ..., C_n). Circuit a alone at node 0
+        // (capacity 10), b alone at node 1 (capacity 2): max-min gives each its node's
+        // whole capacity, 10 and 2. An r_max of the smallest capacity (2) would cap a at 2.
+        let circuits = vec![vec![0], vec![1]];
+        assert_eq!(max_min_fair(&[10.0, 2.0], &circuits).unwrap(), vec![10.0, 2.0]);
+        let qp = theorem1_rates(&[10.0, 2.0], &circuits).unwrap();
+        for (got, want) in qp.iter().zip([10.0, 2.0]) {
+            assert!((got - want).abs() < 1e-3, "{qp:?}");
+        }
+    }
+
+    #[test]
+    fn a_node_crossed_twice_counts_twice_in_both_computations() {
+        // The documented model: a circuit listing node 0 twice loads it with twice its
+        // rate, so with capacity 1 it reaches 1/2 (progressive filling and Theorem 1 alike).
+        let circuits = vec![vec![0, 0]];
+        assert_eq!(max_min_fair(&[1.0], &circuits).unwrap(), vec![0.5]);
+        let qp = theorem1_rates(&[1.0], &circuits).unwrap();
+        assert!((qp[0] - 0.5).abs() < 1e-6, "{qp:?}");
+    }
+
+    #[test]
+    fn the_fairness_index_of_an_all_zero_allocation_observed_exactly_is_1() {
+        // F = 1 means "exactly max-min fair" (section 5); where every fair rate is 0 and
+        // every observed rate is 0, the traffic behaves exactly so (the formula's 0/0).
+        assert_eq!(fairness_index(&[0.0, 0.0], &[0.0, 0.0]).unwrap(), 1.0);
+    }
+
+    #[test]
     fn bad_input_names_what_is_wrong() {
+        // The first index past the last node is already unknown.
+        assert_eq!(
+            max_min_fair(&[1.0, 1.0], &[vec![0, 2]]).unwrap_err().to_string(),
+            "circuits[0]: crosses node 2, but there are only 2 nodes"
+        );
+        assert!(theorem1_rates(&[1.0, 1.0], &[vec![2]]).is_err());
         assert_eq!(max_min_fair(&[1.0, -2.0], &[vec![0]]).unwrap_err().to_string(), "capacities[1]: must be finite and at least 0, got -2");
         assert_eq!(
             max_min_fair(&[1.0], &[vec![0], vec![3]]).unwrap_err().to_string(),

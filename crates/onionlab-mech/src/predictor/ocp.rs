@@ -437,6 +437,119 @@ mod tests {
     }
 
     #[test]
+    fn no_virtual_rate_exceeds_the_nodes_capacity_while_a_queue_drains() {
+        // (25l) with (25m): sum r^_out <= C_out and every r^_out >= 0, so no single circuit's
+        // virtual rate exceeds C_out. Circuit 1's queue is far above s_max and drains at the
+        // whole capacity; circuit 2's virtual rate must not go negative to lend it more.
+        let params = OcpParams::new(C, C);
+        let inputs = vec![plentiful(300.0), plentiful(50.0)];
+        let plans = solve(&params, &inputs).unwrap();
+        check(&params, &inputs, &plans);
+        assert!((plans[0].r_out[0] - C).abs() < 1.0, "drains at full capacity: {:?}", plans[0].r_out);
+        for p in &plans {
+            assert!(p.rhat_out.iter().all(|&r| r <= C + 1.0), "{:?}", p.rhat_out);
+        }
+    }
+
+    #[test]
+    fn a_virtual_queue_above_s_max_drains_at_full_capacity_though_the_real_one_cannot() {
+        // (25f) bounds the virtual queue by s_max as (25d) bounds the real one, and both
+        // start at s_init (25n). 300 cells queued, nothing arriving, the successor takes
+        // 100 cells/s (4 a step): the real queue can only fall by 4 a step, but the
+        // virtual rate ignores the successor (section 3.3) and drains the virtual queue at
+        // C_out, 40 cells a step, down to the limit: 300, 260, ..., 100.
+        let params = OcpParams::new(C, C);
+        let c = CircuitInput {
+            s_init: 300.0,
+            pred_r_out: vec![0.0],
+            pred_s: vec![0.0],
+            pred_rhat_out: vec![0.0],
+            succ_r_in: Some(vec![100.0]),
+        };
+        let p = &solve(&params, &[c]).unwrap()[0];
+        for k in 0..=5 {
+            assert!((p.s[k] - (300.0 - 4.0 * k as f64)).abs() < 0.5, "s: {:?}", p.s);
+            assert!((p.shat[k] - (300.0 - 40.0 * k as f64)).abs() < 0.5, "s^: {:?}", p.shat);
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_the_papers_and_the_authors_code() {
+        // Section 5.1: N_horz = 10, d = 1/3; dt 40 ms, s_max 100 cells and the slack
+        // penalty 1e5 from the authors' code (spec 4.6, 4.7).
+        let params = OcpParams::new(C, C);
+        assert_eq!((params.horizon, params.discount, params.dt, params.s_max), (10, 1.0 / 3.0, 0.04, 100.0));
+        assert_eq!(params.slack_penalty, 1e5);
+        // (25) sums k = 0..=N: N + 1 input stages and N + 2 states (spec 4.8).
+        let plan = &solve(&params, &[plentiful(10.0)]).unwrap()[0];
+        assert_eq!((plan.r_in.len(), plan.r_out.len(), plan.rhat_out.len()), (11, 11, 11));
+        assert_eq!((plan.s.len(), plan.shat.len(), plan.pred_s_estimate.len()), (12, 12, 12));
+    }
+
+    #[test]
+    fn a_held_back_circuit_fills_its_queue_to_s_max_and_no_further() {
+        // (25d): 0 <= s <= s_max = 100 cells. The successor accepts only 100 cells/s (4 a
+        // step), the predecessor has plenty and the r_in term pulls as hard as the queue
+        // limit allows (backpressure): the queue climbs from 80 to the limit and stays.
+        let params = OcpParams::new(C, C);
+        let mut c = plentiful(80.0);
+        c.succ_r_in = Some(vec![100.0]);
+        let plan = &solve(&params, &[c]).unwrap()[0];
+        let top = plan.s.iter().copied().fold(0.0, f64::max);
+        assert!((top - 100.0).abs() < 0.5, "queue tops out at {top}: {:?}", plan.s);
+        assert!((plan.s[params.stages()] - 100.0).abs() < 0.5, "{:?}", plan.s);
+    }
+
+    #[test]
+    fn the_relay_pulls_no_more_than_its_predecessor_will_ever_hold() {
+        // (14), (15): the estimate s_beta - ds of the predecessor's queue stays >= 0. The
+        // predecessor holds 400 cells, receives nothing and plans to send 500 cells/s (20
+        // a step), so its predicted queue is 400, 380, ..., 180. Whatever the relay's own
+        // pace, it can take those 400 cells and no more, though its capacity (40 cells a
+        // step over 11 stages, 440) would allow more; the discount makes it take them early.
+        let params = OcpParams::new(C, C);
+        let pred_s: Vec<f64> = (0..=params.stages()).map(|k| 400.0 - 20.0 * k as f64).collect();
+        let c = CircuitInput { s_init: 0.0, pred_r_out: vec![500.0], pred_s, pred_rhat_out: vec![C], succ_r_in: None };
+        let plans = solve(&params, std::slice::from_ref(&c)).unwrap();
+        check(&params, &[c], &plans);
+        let p = &plans[0];
+        let pulled: f64 = p.r_in.iter().map(|r| r * params.dt).sum();
+        assert!((pulled - 400.0).abs() < 0.5, "pulled {pulled} cells: {:?}", p.r_in);
+        assert!(p.pred_s_estimate.last().unwrap().abs() < 0.5, "{:?}", p.pred_s_estimate);
+    }
+
+    #[test]
+    fn the_successors_limit_applies_stage_by_stage() {
+        // (25j): r_out^k <= r_in,gamma^(k-1) at each stage k. The successor takes up to
+        // 1000 cells/s now and nothing after; with 80 cells queued and nothing arriving,
+        // the relay sends only in stage 0 (not all 40 it could: the virtual queue (25c),
+        // (25f) holds the rest for the virtual rate of later stages) and keeps the rest.
+        let params = OcpParams::new(C, C);
+        let mut succ = vec![0.0; params.stages()];
+        succ[0] = C;
+        let c = CircuitInput { s_init: 80.0, pred_r_out: vec![0.0], pred_s: vec![0.0], pred_rhat_out: vec![0.0], succ_r_in: Some(succ) };
+        let plans = solve(&params, std::slice::from_ref(&c)).unwrap();
+        check(&params, &[c], &plans);
+        let p = &plans[0];
+        assert!(p.r_out[0] > 0.5 * C, "{:?}", p.r_out);
+        assert!(p.r_out[1..].iter().all(|&r| r < 1.0), "{:?}", p.r_out);
+        let kept = 80.0 - p.r_out[0] * params.dt;
+        assert!(p.s[1..].iter().all(|&s| (s - kept).abs() < 0.1), "{:?}", p.s);
+    }
+
+    #[test]
+    fn a_discount_of_1_is_valid() {
+        // d lies in (0, 1]: d = 1 is (25) without discounting.
+        let params = OcpParams { discount: 1.0, ..OcpParams::new(C, C) };
+        let plans = solve(&params, &[plentiful(50.0)]).unwrap();
+        check(&params, &[plentiful(50.0)], &plans);
+        for d in [0.0, 1.5] {
+            let params = OcpParams { discount: d, ..OcpParams::new(C, C) };
+            assert_eq!(solve(&params, &[]).unwrap_err(), OcpError::Discount(d));
+        }
+    }
+
+    #[test]
     fn bad_input_names_the_field() {
         let mut params = OcpParams::new(C, C);
         params.dt = 0.0;
