@@ -74,3 +74,24 @@ fn the_exit_sees_the_servers_data_left_to_package_fall_as_it_packages_it() {
     assert!(seen.iter().all(|&x| x <= 1000), "{seen:?}");
     assert!(seen.contains(&0) && seen.iter().any(|&x| x > 0 && x < 1000), "{seen:?}");
 }
+
+#[test]
+fn a_circuit_leaves_the_problem_once_it_has_nothing_to_move() {
+    // Module docs: circuits with nothing to move are left out of the problem (their plan
+    // would be all zeros). A 100-cell download is over within a second; the circuit stays
+    // open (MaxCircuitDirtiness is 10 minutes), but from some step on no relay plans to
+    // move anything on it, and no relay solves for it again.
+    let (mut sim, _, c, s, ex) = network([MIB, MIB, MIB], PredictorParams::default());
+    sim.start_stream(c, s, 100 * 498, 0).unwrap();
+    sim.run_until(t(5), |_| {});
+    assert_eq!(sim.tor.take_records().len(), 1, "the download finished");
+    let (solves, circuit_solves) = {
+        let ex = ex.borrow();
+        (ex.solves, ex.circuit_solves)
+    };
+    assert!(circuit_solves > 0);
+    sim.run_until(t(10), |_| {});
+    let ex = ex.borrow();
+    assert_eq!(ex.solves - solves, 3 * 5_000 / 40, "every relay still solves every step");
+    assert_eq!(ex.circuit_solves, circuit_solves, "an idle circuit was solved for");
+}

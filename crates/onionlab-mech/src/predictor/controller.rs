@@ -211,21 +211,19 @@ impl RelayHook for PredictorHook {
         let me = relay.node();
         let step = now.as_nanos() / self.params.dt.as_nanos();
         self.exchange.borrow_mut().advance(step);
-        // Circuits with nothing to move (no queue here, nothing upstream, no plan from a
-        // neighbour) are left out of the problem: their plan would be all zeros, and a
-        // relay carries many idle circuits (web clients between pages). They are not
-        // shaped until they have data.
+        // Circuits with nothing to move (no queue here, nothing upstream, and neither the
+        // predecessor's plan nor this relay's own last plan moving anything) are left out
+        // of the problem: their plan would be all zeros, and a relay carries many idle
+        // circuits (web clients between pages). They are not shaped until they have data.
         let circuits: Vec<RelayCircuit> = {
             let ex = self.exchange.borrow();
+            let moves =
+                |circ: u32, node: NodeId| ex.previous.get(&(circ, node)).is_some_and(|x| x.s.iter().chain(&x.r_out).any(|&v| v > 1e-6));
             relay
                 .circuits()
                 .into_iter()
                 .filter(|c| {
-                    c.queued > 0
-                        || c.source_cells.is_some_and(|n| n > 0)
-                        || c.from
-                            .is_some_and(|p| ex.previous.get(&(c.circ, p)).is_some_and(|x| x.s.iter().chain(&x.r_out).any(|&v| v > 1e-6)))
-                        || ex.previous.contains_key(&(c.circ, me))
+                    c.queued > 0 || c.source_cells.is_some_and(|n| n > 0) || c.from.is_some_and(|p| moves(c.circ, p)) || moves(c.circ, me)
                 })
                 .collect()
         };
