@@ -76,11 +76,12 @@ fn the_exit_sees_the_servers_data_left_to_package_fall_as_it_packages_it() {
 }
 
 #[test]
-fn a_circuit_leaves_the_problem_once_it_has_nothing_to_move() {
-    // Module docs: circuits with nothing to move are left out of the problem (their plan
-    // would be all zeros). A 100-cell download is over within a second; the circuit stays
-    // open (MaxCircuitDirtiness is 10 minutes), but from some step on no relay plans to
-    // move anything on it, and no relay solves for it again.
+fn a_circuit_stays_in_the_problem_while_open_once_planned_for() {
+    // Spec 6: every step a relay solves for every circuit it carries. A circuit that never
+    // had data is left out (its plan would be all zeros); one that has is kept while it is
+    // open, idle or not, so that it stays shaped. A 100-cell download is over within a
+    // second; the circuit stays open (MaxCircuitDirtiness is 10 minutes), and every relay
+    // still solves for it at each of the 125 steps from 5 s to 10 s.
     let (mut sim, _, c, s, ex) = network([MIB, MIB, MIB], PredictorParams::default());
     sim.start_stream(c, s, 100 * 498, 0).unwrap();
     sim.run_until(t(5), |_| {});
@@ -89,9 +90,8 @@ fn a_circuit_leaves_the_problem_once_it_has_nothing_to_move() {
         let ex = ex.borrow();
         (ex.solves, ex.circuit_solves)
     };
-    assert!(circuit_solves > 0);
     sim.run_until(t(10), |_| {});
     let ex = ex.borrow();
     assert_eq!(ex.solves - solves, 3 * 5_000 / 40, "every relay still solves every step");
-    assert_eq!(ex.circuit_solves, circuit_solves, "an idle circuit was solved for");
+    assert_eq!(ex.circuit_solves - circuit_solves, 3 * 5_000 / 40, "each relay solved for the idle circuit every step");
 }

@@ -211,10 +211,14 @@ impl RelayHook for PredictorHook {
         let me = relay.node();
         let step = now.as_nanos() / self.params.dt.as_nanos();
         self.exchange.borrow_mut().advance(step);
-        // Circuits with nothing to move (no queue here, nothing upstream, and neither the
-        // predecessor's plan nor this relay's own last plan moving anything) are left out
-        // of the problem: their plan would be all zeros, and a relay carries many idle
-        // circuits (web clients between pages). They are not shaped until they have data.
+        // Spec 6 solves for every circuit at the relay every step. A circuit that has never
+        // had data anywhere (no queue here, nothing upstream, no plan from its predecessor)
+        // is left out until it has: its plan would be all zeros, and a relay carries many
+        // such circuits. Once this relay has planned for a circuit it keeps it in the
+        // problem while the circuit is open, idle or not, as the spec does: leaving an idle
+        // circuit out would unshape it, and a web circuit's next page would then burst
+        // into the bottleneck until the relays took it back (tried on 2026-11-27: the toy
+        // topology's latency rose from 313 to 388 ms).
         let circuits: Vec<RelayCircuit> = {
             let ex = self.exchange.borrow();
             let moves =
@@ -223,7 +227,10 @@ impl RelayHook for PredictorHook {
                 .circuits()
                 .into_iter()
                 .filter(|c| {
-                    c.queued > 0 || c.source_cells.is_some_and(|n| n > 0) || c.from.is_some_and(|p| moves(c.circ, p)) || moves(c.circ, me)
+                    c.queued > 0
+                        || c.source_cells.is_some_and(|n| n > 0)
+                        || c.from.is_some_and(|p| moves(c.circ, p))
+                        || ex.previous.contains_key(&(c.circ, me))
                 })
                 .collect()
         };
