@@ -301,6 +301,7 @@ impl CircuitScheduler for ExactEwmaScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn defaults_are_tors_consensus_defaults() {
@@ -308,7 +309,6 @@ mod tests {
         // (tor-constants.md): a scale factor of 0.5^(10/30) = 0.794 per tick.
         assert_eq!((DEFAULT_HALFLIFE, DEFAULT_TICK), (SimDuration::from_secs(30), SimDuration::from_secs(10)));
     }
-    use proptest::prelude::*;
 
     fn d() -> CircPolicyData {
         CircPolicyData::default()

@@ -685,14 +685,18 @@ mod tests {
         // with queue 0 < alpha, 465 cells in flight (465 + 31 = 496) make it full and the
         // update grows cwnd; 464 do not, and 464 is not below 75 % (372) either, so the
         // not-full window stays as it is.
-        let grow = |inflight: u64| {
-            let mut v = steady_at(496, 100_000, 100_000);
-            v.on_packaged(inflight, at(900));
-            sendme(&mut v, 1000, 100, false);
-            v.cwnd()
-        };
-        assert_eq!(grow(465), 527, "465 + 31 == 496: full");
-        assert_eq!(grow(464), 496, "464 + 31 < 496: not full");
+        assert_eq!(update_with_inflight(465, false), 527, "465 + 31 == 496: full");
+        assert_eq!(update_with_inflight(464, false), 496, "464 + 31 < 496: not full");
+    }
+
+    /// cwnd after one steady-state update at cwnd 496 with queue 0 < alpha (so a full
+    /// window grows by 31), `inflight` cells in flight and the window `full` before it.
+    fn update_with_inflight(inflight: u64, full: bool) -> u64 {
+        let mut v = steady_at(496, 100_000, 100_000);
+        v.cwnd_full = full;
+        v.on_packaged(inflight, at(900));
+        sendme(&mut v, 1000, 100, false);
+        v.cwnd()
     }
 
     #[test]
@@ -700,15 +704,8 @@ mod tests {
         // cc_cwnd_full_minpct 75: a window already full loses that only when inflight falls
         // strictly below 75 % of cwnd. At cwnd 496, 372 cells (exactly 75 %) keep it full
         // and the update grows cwnd; 371 clear it and cwnd stays.
-        let grow = |inflight: u64| {
-            let mut v = steady_at(496, 100_000, 100_000);
-            v.cwnd_full = true;
-            v.on_packaged(inflight, at(900));
-            sendme(&mut v, 1000, 100, false);
-            v.cwnd()
-        };
-        assert_eq!(grow(372), 527, "100 * 372 == 75 * 496: still full");
-        assert_eq!(grow(371), 496, "below 75 %: no longer full");
+        assert_eq!(update_with_inflight(372, true), 527, "100 * 372 == 75 * 496: still full");
+        assert_eq!(update_with_inflight(371, true), 496, "below 75 %: no longer full");
     }
 
     #[test]
