@@ -820,6 +820,7 @@ def test_an_empty_anonymity_set_counts_as_nothing_skipped_or_the_maximum_as_aske
     pd.testing.assert_frame_equal(nothing, anon)
     skip = empty_set_policy(anon, "skip", None)
     assert skip["entropy_loss_bits"].tolist()[:2] == [2.0, 3.0] and math.isnan(skip["entropy_loss_bits"].iloc[2])
+    assert skip["true_guard_excluded"].tolist() == [False, True, False], "a skipped target has no set to exclude its guard from"
     most = empty_set_policy(anon, "max", 8)
     assert most["entropy_loss_bits"].tolist() == [2.0, 3.0, 3.0] and most["true_guard_excluded"].tolist() == [False, True, True]
     # The policy reads set_size, not the loss written: any policy's rows can be counted again.
@@ -894,6 +895,37 @@ def test_attack_variant_keeps_a_guard_whose_rate_was_in_the_band_in_some_minute(
     assert a.loc["attack2-any", "set_size"] == 2, "g2's 11 KB/s minute keeps it"
     assert a.loc["attack2-any", "entropy_loss_bits"] == pytest.approx(math.log2(3) - 1)
     assert not a.loc["attack2-any", "true_guard_excluded"]
+
+
+def test_the_band_is_the_mean_plus_minus_the_population_sd_of_measured_active_minutes():
+    """Attack 1's band, edge by edge. Split, four guards, warm-up 60 s (minute 0 is before
+    it and wildly off; minute 1 starts exactly at 60 s and counts). The target (at g1)
+    carries 10, 10, 14 and 14 kB/s in minutes 1-4 and nothing in minute 5: an idle minute
+    shows no rate. Mean 12 kB/s, population sd 2 kB/s (deviations all +-2), so the band
+    is [10, 14] kB/s, both ends inclusive. (Sample sd, sqrt(16/3) = 2.31, would give
+    [9.69, 14.31]; the idle minute read as 0 would give mean 9.6, sd 5.12.)
+    Guards' rates in minutes 1-4, by the mean rule:
+    - g0 10 kB/s throughout: mean 10, on the band's lower edge: kept;
+    - g1 12 kB/s: kept (the true guard);
+    - g2 16.6 then 13.4 x 3: mean 56.8 / 4 = 14.2, outside (inside by sample sd; 13.4
+      if minute 1 were dropped);
+    - g3 14, 14, 14 and 158: mean 50, outside (its median, 14, would be inside).
+    Set {g0, g1}: log2(4) - log2(2) = 1 bit. By the any-minute rule every guard has a
+    minute in [10, 14] (g3's 14 on the upper edge): all four, 0 bits."""
+    rates = {"g0": [10_000] * 4, "g1": [12_000] * 4, "g2": [16_600, 13_400, 13_400, 13_400], "g3": [14_000, 14_000, 14_000, 158_000]}
+    bw = {g: 1e6 for g in rates}
+    relays = pd.DataFrame([{"seed": 1, "relay": g, "interval_start": 60.0 * m, "throttle_rate": float(([1e6] + r)[m])}
+                           for g, r in rates.items() for m in range(5)])
+    per_minute = [6_000_000, 600_000, 600_000, 840_000, 840_000, 0]  # bytes in minutes 0-5
+    conns = pd.DataFrame([{"seed": 1, "relay": "g1", "client": "c", "class": "bulk", "interval_start": 60.0 * m, "bytes_written": b,
+                           "bytes_read": 0, "throttle_rate": np.nan} for m, b in enumerate(per_minute)])
+    sets: dict = {}
+    a = attacks(SimpleNamespace(relays=relays, connections=conns), bw, "split", warmup_s=60.0, sets=sets).set_index("attack")
+    assert sets[(1, "c", "attack1")][2].tolist() == [True, True, False, False]
+    assert a.loc["attack1", "set_size"] == 2 and a.loc["attack1", "entropy_loss_bits"] == pytest.approx(1.0)
+    assert not a.loc["attack1", "true_guard_excluded"]
+    assert sets[(1, "c", "attack1-any")][2].tolist() == [True, True, True, True]
+    assert a.loc["attack1-any", "entropy_loss_bits"] == 0.0
 
 
 def test_attack2_observed_learns_a_throttle_rate_only_where_it_held_the_connection_back():
@@ -1168,6 +1200,24 @@ def test_attack3_interval_counts_responses_at_one_guard_as_fewer():
     assert all(math.isnan(x) for x in _linking_difference_ci95(same_cell[:0], one_cell[:0], pair_cell, no_pair, 180))
 
 
+def test_linking_pairs_are_different_clients_starting_at_most_30_s_apart():
+    """Attack 3's false-positive pairs at one guard: d1 (client x) at 500 s, d2 (x again)
+    at 510 s, d3 (y) at 530 s, d4 (z) at 561 s. Pairs: d1-d3 (30 s apart: within) and
+    d2-d3 (20 s); not d1-d2 (one client), nor d4 with anyone (31 s and more). Each response
+    ends 2 s after it starts; d1's and d3's buckets run empty then, so d1-d3 is held back
+    and d2-d3 is not: FPR 1/2."""
+    from onionlab.reproduce.throttling.anonymity import _linking_rates
+
+    rows = [("d1", "x", 500.0, 1.0), ("d2", "x", 510.0, 0.0), ("d3", "y", 530.0, 1.0), ("d4", "z", 561.0, 0.0)]
+    downloads = pd.DataFrame({"seed": 1, "client": [c for _, c, _, _ in rows], "class": "link-diff", "path": "g1,m,x",
+                              "start": [t for _, _, t, _ in rows], "ttlb": 2.0})
+    connections = pd.DataFrame({"seed": 1, "relay": "g1", "client": [c for _, c, _, _ in rows], "interval_start": [(t + 2.0) // 5 * 5 for _, _, t, _ in rows],
+                                "throttle_rate": 5120.0, "bucket_empty_s": [e for *_, e in rows]})
+    rates = _linking_rates(SimpleNamespace(connections=connections, downloads=downloads), run_end=1200.0)
+    assert rates["different_client_pairs"] == 2
+    assert rates["false_positive_rate"] == pytest.approx(0.5)
+
+
 def test_linking_rates_cluster_by_guard_and_seed():
     """Four same-client responses, two at each of guards g1 and g2 (seed 1), the two at g1
     held back; two different-client pairs, one at each guard, neither held back. TPR 2/4
@@ -1360,3 +1410,65 @@ def test_the_sweep_seeds_can_be_held_out_from_the_main_runs(tmp_path, capsys):
     assert seeds_shared_with_main_runs(p.parse_args(["--sweep-first-seed", "6"])) == []
     assert main(["reproduce", "throttling", "--quick", "--sweep-first-seed", "0", "-o", str(tmp_path / "o")]) != 0
     assert "--sweep-first-seed: must be at least 1, got 0" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- pooling, on empty directories and stand-in results
+
+
+def _main_runs(out: Path) -> None:
+    for load in T.configs.LOADS:
+        for alg in T.configs.ALGORITHMS:
+            (out / "runs" / f"{load}-{alg}").mkdir(parents=True)
+
+
+def test_an_extra_directory_must_hold_a_load_for_all_five_algorithms(tmp_path):
+    """A load pooled for some algorithms only would compare them on different networks:
+    refused, naming the first missing run. Whole, it joins after the directory's own run,
+    and a load it does not hold keeps the directory's run alone."""
+    from onionlab.reproduce.throttling.pooling import _sources
+
+    out, extra = tmp_path / "out", tmp_path / "extra"
+    _main_runs(out)
+    (extra / "medium-flag").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=re.escape(f"{extra / 'medium-vanilla'}: not found ({extra} holds medium-load runs of flag; a load needs all five")):
+        _sources(out, [extra], ("light", "medium"))
+    for alg in T.configs.ALGORITHMS:
+        (extra / f"medium-{alg}").mkdir(exist_ok=True)
+    got = _sources(out, [extra], ("light", "medium"))
+    assert got[("medium", "flag")] == [out / "runs" / "medium-flag", extra / "medium-flag"]
+    assert got[("light", "flag")] == [out / "runs" / "light-flag"]
+
+
+def test_every_pooled_configuration_must_have_the_same_seeds(tmp_path, monkeypatch):
+    """Threshold's medium-load runs pooled to seeds 1-3 and every other configuration's to
+    1-2: the algorithms would be compared on different networks."""
+    from onionlab.reproduce.throttling import pooling
+
+    _main_runs(tmp_path)
+    monkeypatch.setattr(pooling, "_pooled_config", lambda out, load, alg, dirs: (None, [1, 2, 3] if (load, alg) == ("medium", "thresh") else [1, 2], []))
+    with pytest.raises(ValueError, match="medium-thresh: pooled seeds 1, 2, 3, but light-vanilla has 1, 2; every configuration needs the same seeds"):
+        list(pooling._iter_pooled(tmp_path, [], ("light", "medium")))
+
+
+def test_a_seed_is_pooled_once_and_defaults_are_those_of_old_directories(tmp_path, monkeypatch):
+    """Two results directories of one config: seeds 1, 2 and 3, 4 join (four rows, one per
+    seed); 1, 2 and 3, 2 would count seed 2 twice. A summary written before the options
+    existed analysed every relay as a candidate, counted an empty set as nothing learnt,
+    and read vanilla's rate as the bandwidth."""
+    from onionlab import results
+    from onionlab.reproduce.throttling.pooling import _pooled_config, summary_attack_pool, summary_empty_set, summary_vanilla_rate
+
+    seeds = {"a": [1, 2], "b": [3, 4], "c": [3, 2]}
+
+    def load(d):
+        s = seeds[Path(d).name]
+        config = f'[experiment]\nname = "{Path(d).name}"\nseeds = {s}\n\n[[relays]]\nname = "g"\n'
+        return SimpleNamespace(config=config, **{t: pd.DataFrame({"seed": s}) for t in ("relays", "connections", "downloads")})
+
+    monkeypatch.setattr(results, "load", load)
+    runs, got, relays = _pooled_config(tmp_path, "medium", "flag", [tmp_path / "a", tmp_path / "b"])
+    assert got == [1, 2, 3, 4] and runs.connections["seed"].tolist() == [1, 2, 3, 4] and relays == [{"name": "g"}]
+    with pytest.raises(ValueError, match=re.escape(f"{tmp_path / 'c'}: seed 2 is also in {tmp_path / 'a'}; each seed may be pooled once")):
+        _pooled_config(tmp_path, "medium", "flag", [tmp_path / "a", tmp_path / "c"])
+    assert (summary_attack_pool({}), summary_empty_set({}), summary_vanilla_rate({})) == ("relays", "nothing", "bandwidth")
+    assert (summary_attack_pool({"attack_pool": "guards"}), summary_empty_set({"empty_set": "skip"})) == ("guards", "skip")

@@ -334,3 +334,20 @@ def test_design_effect_hand_worked_and_the_clustered_interval_built_on_it():
         stats.clustered_difference_ci95([1], [2], [0], [3], max_effective=(None, 0))
     with pytest.raises(ValueError, match="design_effect: need as many hits as trials"):
         stats.design_effect([float("nan")], [2])
+
+
+def test_t975_is_students_up_to_30_degrees_of_freedom_and_the_normals_beyond():
+    """Textbook two-sided 95 % quantiles: 12.706 for 1 degree of freedom, 2.776 for 4
+    (five seeds), 2.145 for 14 (fifteen), 2.042 for 30, the table's last; 1.96 from 31."""
+    assert [stats.t975(d) for d in (1, 4, 14, 30, 31)] == [12.706, 2.776, 2.145, 2.042, 1.96]
+    with pytest.raises(ValueError, match="dof: must be at least 1, got 0"):
+        stats.t975(0)
+
+
+def test_mean_ci95_is_the_mean_with_students_half_width():
+    """0, 0 and 3 (NaN left out): mean 1, sample sd sqrt(3), t(2) 4.303, half-width
+    4.303 x sqrt(3) / sqrt(3) = 4.303. One value: its mean, no half-width."""
+    mean, half = stats.mean_ci95([0.0, float("nan"), 0.0, 3.0])
+    assert mean == pytest.approx(1.0) and half == pytest.approx(4.303)
+    mean, half = stats.mean_ci95([2.5])
+    assert mean == 2.5 and math.isnan(half)

@@ -6,12 +6,13 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from onionlab.reproduce.throttling.findings import (FINDINGS_COLUMNS, _margin_ci, findings, findings_matrix, findings_of_directory,
-                                                     print_findings)
+from onionlab.reproduce.throttling.findings import (FINDINGS_COLUMNS, _margin_ci, anonymity_findings, findings, findings_matrix,
+                                                     findings_of_directory, per_seed_numbers, print_findings)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -397,3 +398,122 @@ def test_the_tool_sets_findings_files_side_by_side_as_they_are(tmp_path):
     assert r.returncode == 2 and f"{tmp_path / 'broken.csv'}: not a findings table (no column holds)" in r.stderr
     r = subprocess.run([*tool, str(tmp_path / "gone" / "findings.csv")], capture_output=True, text=True)
     assert r.returncode == 2 and f"{tmp_path / 'gone' / 'findings.csv'}: not found" in r.stderr
+
+
+def test_a_tie_is_not_a_win_where_the_claim_is_strict():
+    """"Smaller", "more than" and "rises" are strict: a tie fails them, with a margin of
+    exactly 0. "At least as much" (attack 2 over attack 1) holds on a tie. Here split's
+    bulk share equals vanilla's at medium load (34 %: a reduction of 0 %), threshold's gain
+    is 50 % at medium and heavy load (1 - 1.0/2.0 = 1 - 2.0/4.0), split loses as much to
+    attack 1 as vanilla (2.0 bits), and threshold's attack 2 equals its attack 1 (1.2 bits;
+    its timing variant, 0.5, is weaker)."""
+    n = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    n["medium"] = {**PAPER_ORDER["medium"], "split": (1.7, 85, 34), "thresh": (1.0, 76, 17)}
+    anon = {**PAPER_ANON, ("attack1", "split"): 2.0, ("attack2-observed", "thresh"): 1.2}
+    t = findings(numbers({0: n, 1: n}), anonymity({1: anon}), None)
+    lower = verdict(t, "lower_bulk_and_data", "medium")
+    assert not lower["holds"] and lower["margin"] == 0.0
+    gain = verdict(t, "flag_thresh_gain_grows", "all")
+    assert not gain["holds"] and gain["margin"] == 0.0 and "thresh gain % 15 / 50 / 50" in gain["detail"]
+    vanilla = verdict(t, "attack1_vanilla_most", "medium")
+    assert not vanilla["holds"] and vanilla["margin"] == 0.0
+    more = verdict(t, "attack2_more_than_attack1", "medium")
+    assert more["holds"] and more["margin"] == 0.0
+
+
+def test_the_attack_losses_are_means_over_targets_and_the_combined_attack_counts():
+    """Three targets per algorithm. Attack 1 under vanilla takes 0, 0 and 3 bits (mean 1,
+    median 0) and 0.5 bits from each target of every throttling algorithm (static 0): the
+    mean says vanilla leads by 0.5 bits (a median would say it trails by 0.5). Attack 2:
+    flagging's strongest reading is its timing (3.0 bits), but threshold's band and timing
+    combined take 3.5, more than flagging's: "flagging leaks the most" fails by 0.5 bits."""
+    per_target = {
+        ("attack1", "vanilla"): [0.0, 0.0, 3.0], ("attack1", "static"): [0.0] * 3, ("attack1", "split"): [0.5] * 3,
+        ("attack1", "flag"): [0.5] * 3, ("attack1", "thresh"): [0.5] * 3,
+        ("attack2-observed", "vanilla"): [1.0] * 3, ("attack2-observed", "static"): [0.0] * 3, ("attack2-observed", "split"): [1.0] * 3,
+        ("attack2-observed", "flag"): [1.0] * 3, ("attack2-observed", "thresh"): [1.0] * 3,
+        ("attack2-observed-timing", "flag"): [3.0] * 3, ("attack2-observed-timing", "thresh"): [2.0] * 3,
+        ("attack2-observed-combined", "flag"): [2.5] * 3, ("attack2-observed-combined", "thresh"): [3.5] * 3,
+    }
+    anon = pd.DataFrame([{"seed": 1, "client": f"c{i}", "attack": att, "algorithm": alg, "entropy_loss_bits": bits}
+                         for (att, alg), losses in per_target.items() for i, bits in enumerate(losses)])
+    t = anonymity_findings(anon)
+    vanilla = verdict(t, "attack1_vanilla_most", "medium")
+    assert vanilla["holds"] and vanilla["margin"] == pytest.approx(0.5) and "vanilla 1.00" in vanilla["detail"]
+    flag = verdict(t, "attack2_flag_most", "medium")
+    assert not flag["holds"] and flag["margin"] == pytest.approx(-0.5) and "thresh 3.50" in flag["detail"]
+
+
+def test_a_missing_bulk_share_fails_the_findings_that_read_it():
+    """Split's bulk share NaN at light load (no data): the three findings that read the
+    bulk share fail and name it; the two that read only the data or the web times stand."""
+    n = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    n["light"] = {**PAPER_ORDER["light"], "split": (0.9, 78, math.nan)}
+    t = findings(numbers({0: n}), anonymity({1: PAPER_ANON}), None)
+    for f in ("lower_bulk_and_data", "flag_thresh_hardest_on_bulk", "static_throttles_bulk_least"):
+        v = verdict(t, f, "light")
+        assert not v["holds"] and v["detail"] == "no number: split bulk %", f
+    for f in ("static_reduces_load_least", "flag_thresh_best_web", "static_gains_least"):
+        assert verdict(t, f, "light")["holds"], f
+
+
+def test_split_nothing_needs_a_measurement():
+    """Attack 3 with no same-client response under bit-splitting at any size (its rates
+    NaN) has nothing to say of it: "bit-splitting tells nothing" fails rather than hold
+    on no interval at all."""
+    a3 = A3.copy()
+    a3.loc[a3["algorithm"] == "split", "true_positive_rate"] = math.nan
+    t = findings(numbers({0: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3)
+    assert not verdict(t, "attack3_split_nothing", "medium")["holds"]
+    assert verdict(t, "attack3_flag_thresh", "medium")["holds"]
+
+
+def test_an_interval_that_touches_zero_does_not_separate():
+    """Attack 3's clustered interval for flagging from exactly 0 to 0.6: TPR above FPR is
+    not shown (the interval must lie above 0), so the finding fails though threshold's
+    interval (0.2 to 0.7) lies above 0."""
+    a3 = A3.assign(difference_ci95_low=[0.0, 0.0, -0.1, 0.0, 0.2], difference_ci95_high=[0.0, 0.0, 0.1, 0.6, 0.7])
+    t = findings(numbers({0: PAPER_ORDER}), anonymity({1: PAPER_ANON}), a3)
+    assert not verdict(t, "attack3_flag_thresh", "medium")["holds"]
+    assert verdict(t, "attack3_split_nothing", "medium")["holds"]
+
+
+def test_seeds_with_no_spread_and_no_margin_do_not_resolve_a_verdict():
+    """Every seed's margin exactly 0 (a tie on every seed): the interval is 0 +- 0, which
+    touches 0, so the seeds do not resolve it either way."""
+    assert _margin_ci(True, [0.0, 0.0, 0.0]) == (0.0, 0.0, False)
+    assert _margin_ci(False, [0.0, 0.0, 0.0]) == (0.0, 0.0, False)
+
+
+def test_the_seeds_margin_is_their_mean_not_their_median():
+    """Margins 0, 0 and 3 (one seed far ahead): mean 1, sd sqrt(3), t(2) 4.303, so the
+    half-width is 4.303 x sqrt(3) / sqrt(3) = 4.303 and the interval [-3.3, 5.3] reaches
+    across 0: not resolved. (The median, 0, would be another number.)"""
+    mean, ci, resolved = _margin_ci(True, [0.0, 0.0, 3.0])
+    assert mean == pytest.approx(1.0) and ci == pytest.approx(4.303) and resolved is False
+
+
+def test_per_seed_numbers_hand_worked():
+    """Two seeds of one configuration, warm-up 60 s. Payload is 498 of every 543 wire bytes,
+    so a unit of 543 MiB on the wire is 498 MiB = 498/1024 GiB of payload.
+    - Seed 1: web 1 unit at exactly 60 s (counts), bulk 3 units at 120 s, and 10 bulk
+      units at 0 s (before the warm-up: left out): 4 units, bulk 75 %.
+    - Seed 2: web 2 units, bulk 2 units: 4 units, bulk 50 %.
+    - Pooled (seed 0): each class averaged over the two seeds, web 1.5 and bulk 2.5
+      units: 4 units, bulk 62.5 %.
+    Web download times: seed 1 finishes 1, 2 and 3 s (first bytes 0.1, 0.2, 0.3 s), and
+    one fails after 100 s; seed 2 finishes 5 and 7 s (0.5, 0.7 s). Medians 2, 6 and
+    pooled 3 s (0.2, 0.6 and 0.3 s)."""
+    unit = 543 * 2**20
+    conns = pd.DataFrame([{"seed": s, "class": cls, "interval_start": t, "bytes_written": k * unit}
+                          for s, cls, t, k in ((1, "web", 60.0, 1), (1, "bulk", 120.0, 3), (1, "bulk", 0.0, 10),
+                                               (2, "web", 90.0, 2), (2, "bulk", 90.0, 2))])
+    downloads = pd.DataFrame([{"seed": s, "class": "web", "ttlb": t, "ttfb": t / 10, "error": err}
+                              for s, t, err in ((1, 1.0, None), (1, 2.0, None), (1, 3.0, None), (1, 100.0, "timeout"), (2, 5.0, None), (2, 7.0, None))])
+    got = per_seed_numbers({("medium", "flag"): SimpleNamespace(connections=conns, downloads=downloads)}, warmup_s=60.0).set_index("seed")
+    assert list(got.index) == [0, 1, 2] and (got["load"] == "medium").all() and (got["algorithm"] == "flag").all()
+    gib = 4 * 498 / 1024  # four units of payload, every row
+    assert got["data_GiB"].tolist() == pytest.approx([gib, gib, gib])
+    assert got["bulk_pct"].tolist() == pytest.approx([62.5, 75.0, 50.0])
+    assert got["web_ttlb_median"].tolist() == pytest.approx([3.0, 2.0, 6.0])
+    assert got["web_ttfb_median"].tolist() == pytest.approx([0.3, 0.2, 0.6])
