@@ -808,6 +808,18 @@ def test_vanilla_rate_busiest_reads_each_guards_busiest_connection_per_minute():
     assert summary_vanilla_rate({"vanilla_rate": "busiest"}) == "busiest" and summary_vanilla_rate({}) == "bandwidth"
 
 
+def test_a_set_is_a_false_exclusion_when_the_true_guard_is_not_a_candidate_at_all():
+    """A target whose guard lies outside the candidates (not in the attack pool) cannot be
+    in any set the attacker keeps: a non-empty set excludes it. 1 of 2 candidates kept:
+    1 bit. An empty set still counts as nothing learnt."""
+    from onionlab.reproduce.throttling.anonymity import _set_row
+
+    gi = {"a": 0, "b": 1}
+    row = _set_row(1, "c", "web", "attack1", "split", np.array([True, False]), "elsewhere", gi)
+    assert (row["set_size"], row["entropy_loss_bits"], row["true_guard_excluded"]) == (1, 1.0, True)
+    assert not _set_row(1, "c", "web", "attack1", "split", np.array([False, False]), "elsewhere", gi)["true_guard_excluded"]
+
+
 def test_an_empty_anonymity_set_counts_as_nothing_skipped_or_the_maximum_as_asked():
     """Spec 7.4: "If A_c = ∅, report max loss or skip; state the policy used". Three targets
     over 8 candidates: a set of 2 with the true guard (2 bits), a set of 1 without it (3
@@ -1295,7 +1307,7 @@ def test_anonymity_summary_counts_a_misled_attacker_as_learning_nothing():
     })
     t = summarise(anon, ["attack", "algorithm"]).iloc[0]
     assert (t.clients, t.mean_loss_bits, t.false_exclusion_rate, t.mean_correct_loss_bits) == (4, 11 / 4, 0.25, 9 / 4)
-    assert t.empty_set_rate == 0.25
+    assert t.empty_set_rate == 0.25 and t.median_loss_bits == 3.0  # the median of 0, 2, 4 and 5
     by = summarise(anon, ["attack", "algorithm", "class"]).set_index("class")
     assert by.at["web", "mean_loss_bits"] == 2.0 and by.at["web", "mean_correct_loss_bits"] == pytest.approx(4 / 3)
     assert by.at["bulk", "mean_correct_loss_bits"] == 5.0 and by.at["bulk", "clients"] == 1

@@ -517,3 +517,12 @@ def test_per_seed_numbers_hand_worked():
     assert got["bulk_pct"].tolist() == pytest.approx([62.5, 75.0, 50.0])
     assert got["web_ttlb_median"].tolist() == pytest.approx([3.0, 2.0, 6.0])
     assert got["web_ttfb_median"].tolist() == pytest.approx([0.3, 0.2, 0.6])
+
+
+def test_attack_verdicts_are_judged_seed_by_seed_too():
+    """Attack 1 under vanilla takes 2.0 bits on seed 1 and 1.4 on seed 2, bit-splitting 1.5
+    on both: pooled, vanilla's 1.7 leads by 0.2 bits, but seed 2 alone has it trail by
+    0.1, so one seed of two agrees."""
+    seed2 = {**PAPER_ANON, ("attack1", "vanilla"): 1.4}
+    v = verdict(anonymity_findings(anonymity({1: PAPER_ANON, 2: seed2})), "attack1_vanilla_most", "medium")
+    assert v["holds"] and v["margin"] == pytest.approx(0.2) and (v["seeds_holding"], v["seeds"]) == (1, 2)
