@@ -421,6 +421,29 @@ def test_a_tie_is_not_a_win_where_the_claim_is_strict():
     assert more["holds"] and more["margin"] == 0.0
 
 
+def test_a_tie_for_the_place_a_finding_names_fails_whatever_the_names():
+    """"The two best" and "static the highest" are strict too, and a tie is decided by the
+    numbers, never by the algorithms' names (it was: sorted by name, flagging won a tie with
+    split and static one with split, but lost one with threshold). At medium load: split's
+    web median ties threshold's (1.4 s), static's bulk share ties split's (25 %) and
+    static's data ties threshold's (88 GiB). Each finding fails with a margin of exactly 0;
+    at light load, untouched, they hold."""
+    n = {load: dict(algs) for load, algs in PAPER_ORDER.items()}
+    n["medium"] = {**PAPER_ORDER["medium"], "split": (1.4, 85, 25), "static": (1.8, 88, 25), "thresh": (1.4, 88, 17)}
+    t = findings(numbers({0: n, 1: n}), anonymity({1: PAPER_ANON}), None)
+    for finding in ("flag_thresh_best_web", "static_throttles_bulk_least", "static_reduces_load_least"):
+        tie = verdict(t, finding, "medium")
+        assert not tie["holds"] and tie["margin"] == 0.0, (finding, tie["detail"])
+        assert verdict(t, finding, "light")["holds"], finding
+    # The same ties the other way round by name: flagging (first by name) ties split for
+    # the best web time; static (after split, before thresh) ties split for the data.
+    n["medium"] = {**PAPER_ORDER["medium"], "flag": (1.7, 78, 14), "static": (1.8, 85, 27)}
+    t = findings(numbers({0: n, 1: n}), anonymity({1: PAPER_ANON}), None)
+    for finding in ("flag_thresh_best_web", "static_reduces_load_least"):
+        tie = verdict(t, finding, "medium")
+        assert not tie["holds"] and tie["margin"] == 0.0, (finding, tie["detail"])
+
+
 def test_the_attack_losses_are_means_over_targets_and_the_combined_attack_counts():
     """Three targets per algorithm. Attack 1 under vanilla takes 0, 0 and 3 bits (mean 1,
     median 0) and 0.5 bits from each target of every throttling algorithm (static 0): the
