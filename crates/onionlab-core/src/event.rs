@@ -385,6 +385,44 @@ mod tests {
         assert_eq!(order, ["earlier", "c1-first", "c1-second", "c2-first", "c2-second"]);
     }
 
+    /// An overflow event the wheel reaches when a slot is entered moves into its slot's
+    /// list, so the next event is seen even when a later event shares that slot.
+    #[test]
+    fn an_overflow_event_joins_its_slot_when_the_wheel_reaches_it() {
+        let mut q = EventQueue::new();
+        let far = WHEEL_SLOTS as u64 * SLOT_NANOS; // slot WHEEL_SLOTS: beyond the wheel
+        q.schedule(SimTime::from_nanos(far), EventClass(0), "far").unwrap();
+        q.schedule(SimTime::from_nanos(SLOT_NANOS), EventClass(0), "near").unwrap();
+        assert_eq!(q.pop().unwrap().event, "near");
+        // Now in the wheel's reach, and in the same slot as `far`, but later.
+        q.schedule(SimTime::from_nanos(far + 1), EventClass(0), "later").unwrap();
+        assert_eq!(q.peek_time(), Some(SimTime::from_nanos(far)));
+        assert_eq!(q.pop_until(SimTime::from_nanos(far)).map(|s| s.event), Some("far"));
+        assert_eq!(q.pop().unwrap().event, "later");
+    }
+
+    /// The clock may be moved up to a pending event, not past it.
+    #[test]
+    fn advance_to_stops_at_the_next_event() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::from_nanos(100), EventClass(0), ()).unwrap();
+        assert!(q.advance_to(SimTime::from_nanos(101)).is_err());
+        q.advance_to(SimTime::from_nanos(100)).unwrap();
+        assert_eq!(q.now(), SimTime::from_nanos(100));
+        assert!(q.advance_to(SimTime::from_nanos(99)).is_err(), "backwards");
+    }
+
+    #[test]
+    fn events_processed_counts_pops() {
+        let mut q = EventQueue::new();
+        for t in [5, 5, SLOT_NANOS * 3, WHEEL_SLOTS as u64 * SLOT_NANOS * 2] {
+            q.schedule(SimTime::from_nanos(t), EventClass(0), ()).unwrap();
+        }
+        assert_eq!(q.pop_until(SimTime::from_nanos(5)).map(|_| ()), Some(()));
+        while q.pop().is_some() {}
+        assert_eq!(q.events_processed(), 4);
+    }
+
     proptest! {
         /// Time never decreases and the pop order is exactly the sorted (time, class, seq) order.
         #[test]

@@ -69,4 +69,14 @@ mod tests {
         assert_eq!(area(i, o, at(50)), (1, 70 * 1_000_000));
         assert_eq!(area(i, Tally::default() + o, at(30)), (1, 50 * 1_000_000));
     }
+
+    /// A run of items crossing at one instant counts each item's time.
+    #[test]
+    fn a_run_of_items_counts_each() {
+        let (mut i, mut o) = (Tally::default(), Tally::default());
+        i.cross(at(10), 3);
+        o.cross(at(30), 2);
+        // 2 items x 20 ms + 1 item x 40 ms.
+        assert_eq!(area(i, o, at(50)), (1, 80 * 1_000_000));
+    }
 }

@@ -199,6 +199,16 @@ mod tests {
         assert!(live.get_word_pos() > 64 * 20, "the script crosses many blocks");
     }
 
+    /// A stream parked after a single 32-bit draw (word position 1) resumes there.
+    #[test]
+    fn a_stream_parked_after_one_word_resumes_there() {
+        use rand::RngCore;
+        let mut live = RngStreams::new(5).stream("client", "c2");
+        let mut parked = RngStreams::new(5).parked("client", "c2");
+        assert_eq!(parked.with(|r| r.next_u32()), live.next_u32());
+        assert_eq!(parked.with(|r| r.next_u64()), live.next_u64());
+    }
+
     // Filled from the first run of this exact derivation; see `stream_is_pinned_to_the_algorithm`.
     const PINNED_FIRST_DRAW: u64 = 16_884_036_108_063_597_500;
 }

@@ -133,6 +133,9 @@ mod tests {
         assert_eq!(SimDuration::transmission(1500, 1_000_000_000).as_nanos(), 12_000);
         // 1 B at 3 bit/s = 8/3 s, rounded up.
         assert_eq!(SimDuration::transmission(1, 3).as_nanos(), 2_666_666_667);
+        // Beyond 2 GiB the product no longer fits 64 bits: 4 GiB at 1 Gbit/s = 2^35 ns.
+        assert_eq!(SimDuration::transmission(1 << 32, 1_000_000_000).as_nanos(), 1 << 35);
+        assert_eq!(SimDuration::transmission((1 << 31) - 1, 8_000_000_000).as_nanos(), (1 << 31) - 1);
     }
 
     #[test]
@@ -141,5 +144,7 @@ mod tests {
         assert_eq!(SimTime::ZERO.saturating_since(SimTime::from_nanos(5)), SimDuration::ZERO);
         assert_eq!(SimDuration::from_secs_f64(-1.0), SimDuration::ZERO);
         assert_eq!(SimDuration::from_secs_f64(0.25), SimDuration::from_millis(250));
+        // Nearest nanosecond, not truncated.
+        assert_eq!(SimDuration::from_secs_f64(2.6e-9), SimDuration::from_nanos(3));
     }
 }

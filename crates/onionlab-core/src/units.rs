@@ -145,6 +145,8 @@ mod tests {
         assert_eq!(parse_size("1.5MiB"), Ok(1_572_864));
         assert_eq!(parse_size("500 B"), Ok(500));
         assert_eq!(parse_size("2 bytes"), Ok(2));
+        assert_eq!(parse_size("1 TiB"), Ok(1 << 40));
+        assert_eq!(parse_size("3 GB"), Ok(3_000_000_000));
         assert!(matches!(parse_size("320"), Err(UnitError::MissingUnit { .. })));
         assert!(matches!(parse_size("3 parsecs"), Err(UnitError::UnknownUnit { .. })));
         assert!(matches!(parse_size("-1 KiB"), Err(UnitError::Negative { .. })));
@@ -174,6 +176,7 @@ mod tests {
         assert_eq!(parse_duration("1.5 s"), Ok(SimDuration::from_millis(1500)));
         assert_eq!(parse_duration("250 us"), Ok(SimDuration::from_micros(250)));
         assert_eq!(parse_duration("2 h"), Ok(SimDuration::from_secs(7200)));
+        assert_eq!(parse_duration("4 days"), Ok(SimDuration::from_secs(4 * 86_400)));
         assert!(matches!(parse_duration("10"), Err(UnitError::MissingUnit { .. })));
         assert!(matches!(parse_duration("99999999999999999999 h"), Err(UnitError::Overflow { .. })));
         assert!(parse_duration("1e9 s").is_err(), "exponents are not accepted");
