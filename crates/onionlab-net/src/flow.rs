@@ -367,6 +367,102 @@ mod tests {
         f.peer_unread = cfg.rcvbuf_bytes - 100;
         assert_eq!(f.sendable(&cfg), 100);
     }
+
+    /// Sends until the windows or the data run out, as the uplink would.
+    fn send_all(f: &mut Flow, cfg: &TransportConfig) -> u64 {
+        let start = f.sent;
+        loop {
+            let n = f.sendable(cfg);
+            if n == 0 {
+                return f.sent - start;
+            }
+            f.note_sent(n);
+        }
+    }
+
+    #[test]
+    fn rtt_estimates_smooth_by_an_eighth_and_keep_the_minimum() {
+        let (mut f, cfg) = flow();
+        f.written = 2000;
+        f.note_sent(2000);
+        f.on_ack(SimTime::from_nanos(800), 1000, 0, false, SimTime::ZERO, &cfg);
+        f.on_ack(SimTime::from_nanos(1000), 2000, 0, false, SimTime::from_nanos(960), &cfg);
+        // Samples 800 and 40 ns: srtt = (7 x 800 + 40) / 8.
+        assert_eq!(f.srtt, Some(SimDuration::from_nanos(705)));
+        assert_eq!(f.min_rtt, Some(SimDuration::from_nanos(40)));
+    }
+
+    #[test]
+    fn a_cut_never_takes_the_window_below_two_segments() {
+        let (mut f, cfg) = flow();
+        let mss = cfg.mss as u64;
+        f.written = 10_000_000;
+        f.cwnd = 3 * mss;
+        let n = send_all(&mut f, &cfg);
+        f.on_ack(SimTime::from_nanos(10), n, 0, true, SimTime::ZERO, &cfg);
+        assert_eq!((f.cwnd, f.ssthresh), (2 * mss, 2 * mss));
+    }
+
+    /// Linux's slow-start test (`tcp_is_cwnd_limited`): the window grows only if at least
+    /// half of it was in flight.
+    #[test]
+    fn slow_start_grows_only_when_half_the_window_was_used() {
+        for (used, grows) in [(6000, false), (7300, true)] {
+            let (mut f, cfg) = flow();
+            let w0 = f.cwnd;
+            f.written = used;
+            let n = send_all(&mut f, &cfg);
+            f.on_ack(SimTime::from_nanos(100), n, 0, false, SimTime::ZERO, &cfg);
+            assert_eq!(f.cwnd > w0, grows, "{used} B in flight of a {w0} B window");
+        }
+    }
+
+    #[test]
+    fn slow_start_stops_at_ssthresh() {
+        let (mut f, cfg) = flow();
+        f.written = 10_000_000;
+        f.ssthresh = f.cwnd + 1000;
+        let n = send_all(&mut f, &cfg);
+        f.on_ack(SimTime::from_nanos(100), n, 0, false, SimTime::ZERO, &cfg);
+        assert_eq!(f.cwnd, f.ssthresh);
+    }
+
+    /// After a cut the window is at ssthresh, in congestion avoidance: one MSS per window
+    /// of acknowledged data, and no growth for a window the application did not fill.
+    #[test]
+    fn congestion_avoidance_adds_one_segment_per_full_window() {
+        let (mut f, cfg) = flow();
+        let mss = cfg.mss as u64;
+        f.written = 10_000_000;
+        f.cwnd = 100 * mss;
+        let n = send_all(&mut f, &cfg);
+        f.on_ack(SimTime::from_nanos(10), n, 0, true, SimTime::ZERO, &cfg);
+        assert_eq!((f.cwnd, f.ssthresh), (50 * mss, 50 * mss));
+        let n = send_all(&mut f, &cfg);
+        assert_eq!(n, 50 * mss);
+        f.on_ack(SimTime::from_nanos(20), f.sent, 0, false, SimTime::from_nanos(10), &cfg);
+        assert_eq!(f.cwnd, 51 * mss);
+        // Application-limited: a thousand bytes, far below the window.
+        f.written = f.sent + 1000;
+        assert_eq!(send_all(&mut f, &cfg), 1000);
+        f.on_ack(SimTime::from_nanos(30), f.sent, 0, false, SimTime::from_nanos(20), &cfg);
+        assert_eq!(f.cwnd, 51 * mss);
+    }
+
+    /// Lazy acknowledgements are applied back to back, with no send in between: each
+    /// still grows the window as it would have with the sender looking in between.
+    #[test]
+    fn acks_applied_back_to_back_each_grow_the_window_in_slow_start() {
+        let cfg = TransportConfig { max_batch_bytes: 1448, ..TransportConfig::default() };
+        let mut f = Flow::new(HostId(0), HostId(1), &cfg);
+        f.established = true;
+        f.written = 10_000_000;
+        let w0 = f.cwnd;
+        assert_eq!(send_all(&mut f, &cfg), w0, "ten batches of one segment");
+        f.on_ack(SimTime::from_nanos(100), 1448, 0, false, SimTime::ZERO, &cfg);
+        f.on_ack(SimTime::from_nanos(101), 2 * 1448, 0, false, SimTime::ZERO, &cfg);
+        assert_eq!(f.cwnd, w0 + 2 * 1448);
+    }
 }
 
 /// Flows keep the fields each transport step touches in as few cache lines as they fit
