@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use onionlab_core::{SimDuration, SimTime};
+use onionlab_core::{EventQueue, SimDuration, SimTime};
 use onionlab_net::*;
 use proptest::prelude::*;
 
@@ -424,4 +424,172 @@ fn rtt_sample_is_both_serialisations_and_both_latencies() {
     assert_eq!(down, SimDuration::from_millis(4));
     assert_eq!(info.min_rtt, Some(want));
     assert_eq!(info.srtt, Some(want));
+}
+
+/// Runs `q` up to `until` (then moves the clock there), handing every event to `net`, and
+/// appends the notices raised with the time of each.
+fn run_logged(net: &mut Network, q: &mut EventQueue<NetEvent>, until: SimTime, log: &mut Vec<(SimTime, NetNotice)>) {
+    let mut buf = Vec::new();
+    while let Some(ev) = q.pop_until(until) {
+        net.handle(q, ev.event);
+        net.drain_notices(&mut buf);
+        log.extend(buf.drain(..).map(|n| (q.now(), n)));
+    }
+    if until != SimTime::MAX {
+        q.advance_to(until).unwrap();
+    }
+}
+
+fn ms(x: u64) -> SimTime {
+    SimTime::ZERO + SimDuration::from_millis(x)
+}
+
+/// Two locations 10 ms apart one way and 30 ms the other (1 ms within each).
+fn asymmetric() -> LatencyModel {
+    let d = SimDuration::from_millis;
+    LatencyModel::Matrix(latency::LatencyMatrix::new(vec![vec![d(1), d(10)], vec![d(30), d(1)]], None).unwrap())
+}
+
+#[test]
+fn each_leg_takes_the_latency_of_its_own_direction() {
+    // `a` at location 0 sends 1,000 B to `b` at location 1: 10 ms there, 30 ms back.
+    let mut net = Network::new(TransportConfig::default(), asymmetric(), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(HostSpec { location: 0, ..host("a", 8 * MBIT, 1000 * MBIT) }).unwrap();
+    let b = net.add_host(HostSpec { location: 1, ..host("b", 1000 * MBIT, 2 * MBIT) }).unwrap();
+    let conn = net.connect(&mut q, a, b).unwrap();
+    assert_eq!(net.write(&mut q, conn, Side::Initiator, 1000), 1000);
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, ms(100), &mut log);
+    // SYN 10 ms; SYN-ACK 30 ms; then 1 ms on a's uplink, 10 ms, 4 ms on b's downlink.
+    let want = [
+        (ms(10), NetNotice::Connected { conn, side: Side::Acceptor }),
+        (ms(40), NetNotice::Connected { conn, side: Side::Initiator }),
+        (ms(55), NetNotice::Readable { conn, side: Side::Acceptor }),
+    ];
+    assert_eq!(log, want);
+    assert_eq!((net.readable_bytes(conn, Side::Acceptor), net.readable_bytes(conn, Side::Initiator)), (1000, 0));
+    // The acknowledgement takes 30 ms back: RTT 1 + 10 + 4 + 30 ms.
+    net.sync_socket(ms(100), conn, Side::Initiator);
+    let info = net.socket_info(conn, Side::Initiator);
+    assert_eq!((info.min_rtt, info.unacked), (Some(SimDuration::from_millis(45)), 0));
+    assert_eq!((net.link_bytes(a, true), net.link_bytes(a, false), net.link_bytes(b, true), net.link_bytes(b, false)), (1000, 0, 0, 1000));
+}
+
+#[test]
+fn a_window_update_travels_back_from_the_reader() {
+    // A 20,000 B receive buffer the reader leaves full until 200 ms, then half empties:
+    // the update takes b's 30 ms back to a, and the next 10,000 B batch then needs 10 ms
+    // on a's uplink, 10 ms across and 80 us on b's downlink.
+    let cfg = TransportConfig { rcvbuf_bytes: 20_000, max_batch_bytes: 10_000, ..TransportConfig::default() };
+    let mut net = Network::new(cfg, asymmetric(), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(HostSpec { location: 0, ..host("a", 8 * MBIT, 1000 * MBIT) }).unwrap();
+    let b = net.add_host(HostSpec { location: 1, ..host("b", 1000 * MBIT, 1000 * MBIT) }).unwrap();
+    let conn = net.connect(&mut q, a, b).unwrap();
+    net.write(&mut q, conn, Side::Initiator, 100_000);
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, ms(200), &mut log);
+    assert_eq!(net.readable_bytes(conn, Side::Acceptor), 20_000, "the receive window is full");
+    assert!(q.is_empty(), "the sender waits for a window update");
+    // Exactly half the buffer free is enough for an update.
+    assert_eq!(net.read(&mut q, conn, Side::Acceptor, 10_000), 10_000);
+    log.clear();
+    run_logged(&mut net, &mut q, ms(300), &mut log);
+    let want = ms(230) + SimDuration::from_millis(20) + SimDuration::from_micros(80);
+    assert_eq!(log.first(), Some(&(want, NetNotice::Readable { conn, side: Side::Acceptor })));
+}
+
+#[test]
+fn a_blocked_writer_wakes_once_free_space_is_half_of_what_is_queued() {
+    // A 20,000 B send buffer, five 4,000 B batches in flight (the window holds them all),
+    // 4 ms each on a's uplink from 20 ms; the k-th acknowledgement is back at
+    // 40 + 4k ms + 32 us. After the first, 4,000 B are free for 16,000 B queued; after the
+    // second 8,000 B for 12,000 B, which is the first time free >= queued / 2 (Linux's
+    // sk_stream_wspace >= sk_stream_min_wspace).
+    let cfg = TransportConfig { sndbuf_bytes: 20_000, max_batch_bytes: 4000, initial_cwnd_segments: 20, ..TransportConfig::default() };
+    let mut net = Network::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(host("a", 8 * MBIT, 1000 * MBIT)).unwrap();
+    let b = net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let conn = net.connect(&mut q, a, b).unwrap();
+    assert_eq!(net.write(&mut q, conn, Side::Initiator, 30_000), 20_000);
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, SimTime::MAX, &mut log);
+    let woken: Vec<_> = log.iter().filter(|(_, n)| matches!(n, NetNotice::Writable { .. })).collect();
+    assert_eq!(woken, [&(ms(48) + SimDuration::from_micros(32), NetNotice::Writable { conn, side: Side::Initiator })]);
+    // A write that fits promises no notice.
+    log.clear();
+    assert_eq!(net.write(&mut q, conn, Side::Initiator, 5000), 5000);
+    run_logged(&mut net, &mut q, SimTime::MAX, &mut log);
+    assert!(log.iter().all(|(_, n)| !matches!(n, NetNotice::Writable { .. })), "{log:?}");
+}
+
+#[test]
+fn batches_arriving_at_one_instant_are_served_in_the_order_they_were_sent() {
+    // Two identical senders, one batch each, reach the sink's 2 Mbit/s downlink at 31 ms;
+    // the first connection's batch left first (its handshake completed first).
+    let mut h = constant(10);
+    let sink = h.net.add_host(host("sink", 1000 * MBIT, 2 * MBIT)).unwrap();
+    for i in 0..2 {
+        let s = h.net.add_host(host(&format!("s{i}"), 8 * MBIT, 1000 * MBIT)).unwrap();
+        h.transfer(s, sink, 1000).unwrap();
+    }
+    h.run();
+    let done: Vec<_> = h.transfers.iter().map(|t| t.done_at).collect();
+    assert_eq!(done, [Some(ms(35)), Some(ms(39))]);
+}
+
+#[test]
+fn loss_marks_a_batch_with_the_probability_that_one_of_its_packets_is_lost() {
+    // 1 % loss per packet a to b; a queue limit nothing reaches, so every mark is a loss.
+    let lat =
+        latency::LatencyMatrix::new(vec![vec![SimDuration::from_millis(20); 2]; 2], Some(vec![vec![0.0, 0.01], vec![0.0, 0.0]])).unwrap();
+    let cfg = TransportConfig { record_link_log: true, queue_limit_bytes: u64::MAX / 2, ..TransportConfig::default() };
+    let mut h = Harness::new(cfg, LatencyModel::Matrix(lat), 11);
+    let a = h.net.add_host(HostSpec { location: 0, ..host("a", 20 * MBIT, 20 * MBIT) }).unwrap();
+    let b = h.net.add_host(HostSpec { location: 1, ..host("b", 20 * MBIT, 20 * MBIT) }).unwrap();
+    h.transfer(a, b, 10_000_000).unwrap();
+    h.run();
+    let get = |name| h.net.counters().get_by_name(name).unwrap();
+    assert_eq!(get("net.congestion_marks_queue"), 0);
+    let mss = h.net.config().mss as f64;
+    let batches: Vec<f64> = h.net.link_log().iter().filter(|r| r.host == b && !r.up).map(|r| r.bytes as f64).collect();
+    let expected: f64 = batches.iter().map(|&n| 1.0 - 0.99f64.powf((n / mss).ceil())).sum();
+    let marks = get("net.congestion_marks_loss") as f64;
+    // About 11 % of full batches: far from the 1 % of a per-batch rate.
+    assert!(expected > 40.0 && expected > 0.05 * batches.len() as f64, "expected {expected} of {}", batches.len());
+    eprintln!("{marks} marks, {expected} expected of {} batches", batches.len());
+    assert!(within(marks, expected, 0.3), "{marks} marks, {expected} expected of {} batches", batches.len());
+}
+
+#[test]
+fn wait_areas_split_a_byte_s_time_between_kernel_link_and_receive_buffer() {
+    // 1,000 B written at 0: sent at 20 ms (after the handshake), delivered at
+    // 20 + 1 + 10 + 4 = 35 ms, read at 50 ms.
+    let mut net = Network::new(TransportConfig::default(), LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(host("a", 8 * MBIT, 1000 * MBIT)).unwrap();
+    let b = net.add_host(host("b", 1000 * MBIT, 2 * MBIT)).unwrap();
+    let conn = net.connect(&mut q, a, b).unwrap();
+    net.write(&mut q, conn, Side::Initiator, 1000);
+    net.track_waits(SimTime::ZERO, conn);
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, ms(50), &mut log);
+    assert_eq!(net.read(&mut q, conn, Side::Acceptor, u64::MAX), 1000);
+    let ms_bytes = |x: u128| x * 1_000_000 * 1000;
+    let want = FlowWaits { kernel_byte_ns: ms_bytes(20), link_byte_ns: ms_bytes(15), unread_byte_ns: ms_bytes(15) };
+    assert_eq!(net.wait_areas(conn, Side::Initiator, ms(60)), Some(want));
+    assert_eq!(net.wait_areas(conn, Side::Acceptor, ms(60)), Some(FlowWaits::default()));
+
+    // Tracking that starts with bytes delivered and unread counts them from then on.
+    let conn = net.connect(&mut q, a, b).unwrap();
+    net.write(&mut q, conn, Side::Initiator, 1000);
+    run_logged(&mut net, &mut q, ms(100), &mut log);
+    assert_eq!(net.readable_bytes(conn, Side::Acceptor), 1000);
+    net.track_waits(ms(100), conn);
+    run_logged(&mut net, &mut q, ms(110), &mut log);
+    net.read(&mut q, conn, Side::Acceptor, u64::MAX);
+    let want = FlowWaits { kernel_byte_ns: 0, link_byte_ns: 0, unread_byte_ns: ms_bytes(10) };
+    assert_eq!(net.wait_areas(conn, Side::Initiator, ms(120)), Some(want));
 }
