@@ -241,8 +241,12 @@ struct CloseDriver {
 
 impl CloseDriver {
     fn new(cfg: TransportConfig, one_way: SimDuration) -> Self {
+        Self::with_latency(cfg, LatencyModel::constant(one_way))
+    }
+
+    fn with_latency(cfg: TransportConfig, latency: LatencyModel) -> Self {
         CloseDriver {
-            net: Network::new(cfg, LatencyModel::constant(one_way), 3),
+            net: Network::new(cfg, latency, 3),
             q: onionlab_core::EventQueue::new(),
             xfers: Vec::new(),
             by_conn: Default::default(),
@@ -592,4 +596,124 @@ fn wait_areas_split_a_byte_s_time_between_kernel_link_and_receive_buffer() {
     net.read(&mut q, conn, Side::Acceptor, u64::MAX);
     let want = FlowWaits { kernel_byte_ns: 0, link_byte_ns: 0, unread_byte_ns: ms_bytes(10) };
     assert_eq!(net.wait_areas(conn, Side::Initiator, ms(120)), Some(want));
+}
+
+#[test]
+fn a_closed_slot_is_free_one_nanosecond_after_the_longer_latency() {
+    // A window update from b to a takes 30 ms, one the other way 10 ms: the slot of a
+    // connection closed at t is free at t + 30 ms + 1 ns, not before.
+    let mut d = CloseDriver::with_latency(TransportConfig::default(), asymmetric());
+    let a = d.net.add_host(HostSpec { location: 0, ..host("a", 100 * MBIT, 100 * MBIT) }).unwrap();
+    let b = d.net.add_host(HostSpec { location: 1, ..host("b", 100 * MBIT, 100 * MBIT) }).unwrap();
+    let first = d.start(a, b, 10_000);
+    d.run_until(ms(1000));
+    assert_eq!(d.xfers[first].read, 10_000);
+    d.close(first);
+    let t = d.q.now();
+    d.run_until(t + SimDuration::from_millis(30));
+    let early = d.start(a, b, 1000);
+    assert_ne!(d.xfers[early].conn, d.xfers[first].conn, "reused at exactly the longer latency");
+    d.run_until(t + SimDuration::from_millis(30) + SimDuration::from_nanos(1));
+    let late = d.start(a, b, 1000);
+    assert_eq!(d.xfers[late].conn, d.xfers[first].conn);
+    d.run_until(SimTime::MAX);
+    assert_eq!(d.violation, None);
+    assert_eq!((d.xfers[early].read, d.xfers[late].read), (1000, 1000));
+}
+
+#[test]
+fn closing_drops_what_was_not_yet_sent() {
+    let mut d = CloseDriver::new(TransportConfig::default(), SimDuration::from_millis(10));
+    let a = d.net.add_host(host("a", MBIT, 100 * MBIT)).unwrap();
+    let b = d.net.add_host(host("b", 100 * MBIT, 100 * MBIT)).unwrap();
+    let first = d.start(a, b, 1_000_000);
+    d.run_until(ms(200));
+    let conn = d.xfers[first].conn;
+    d.close(first);
+    let [written, sent, ..] = d.net.flow_counters(conn, Side::Initiator);
+    assert!(sent > 0 && sent < 1_000_000, "mid-transfer: {sent} B sent");
+    assert_eq!(written, sent, "unsent bytes are dropped");
+    d.run_until(SimTime::MAX);
+    assert_eq!(d.net.link_bytes(a, true), sent, "nothing leaves after the close");
+    assert_eq!(d.violation, None);
+}
+
+#[test]
+fn a_flow_woken_while_waiting_for_the_uplink_gets_no_extra_turn() {
+    // Two bulk flows share a's 1 Mbit/s uplink, and by 1 s both wait in its ring (a batch
+    // takes 131 ms, their windows are open). One application then writes a byte at a
+    // time, ten times: its flow still gets one turn per round.
+    let mut net = Network::new(TransportConfig::default(), LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(host("a", MBIT, 1000 * MBIT)).unwrap();
+    let conns: Vec<_> = (0..2)
+        .map(|i| {
+            let d = net.add_host(host(&format!("d{i}"), 1000 * MBIT, 1000 * MBIT)).unwrap();
+            let c = net.connect(&mut q, a, d).unwrap();
+            net.write(&mut q, c, Side::Initiator, 2_000_000);
+            c
+        })
+        .collect();
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, ms(1000), &mut log);
+    let sent = |net: &Network, c| net.flow_counters(c, Side::Initiator)[1];
+    let before: Vec<u64> = conns.iter().map(|&c| sent(&net, c)).collect();
+    for _ in 0..10 {
+        net.write(&mut q, conns[1], Side::Initiator, 1);
+    }
+    run_logged(&mut net, &mut q, ms(5000), &mut log);
+    let got: Vec<u64> = conns.iter().zip(&before).map(|(&c, b)| sent(&net, c) - b).collect();
+    eprintln!("bytes sent from 1 s to 5 s: {got:?}");
+    let batch = net.config().max_batch_bytes as u64;
+    assert!(got[0] > 10 * batch && got[0].abs_diff(got[1]) <= batch, "bytes sent from 1 s to 5 s: {got:?}");
+}
+
+/// Four 8,192 B batches of flow A and `b_batches` 16,384 B batches of flow B reach a
+/// 1 Mbit/s downlink while A's first is on it (from 30.07 to 95.6 ms; the others arrive
+/// by 31.6 ms, B's first). Returns the sizes of the batches in the order the downlink
+/// carried them, and the number of queue marks.
+fn drr_scenario(b_batches: u64, queue_limit_bytes: u64) -> (Vec<u32>, u64) {
+    let cfg = TransportConfig { initial_cwnd_segments: 100, queue_limit_bytes, record_link_log: true, ..TransportConfig::default() };
+    let mut net = Network::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let mut q = EventQueue::new();
+    let sink = net.add_host(host("sink", 1000 * MBIT, MBIT)).unwrap();
+    let a = net.add_host(host("a", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let b = net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let ca = net.connect(&mut q, a, sink).unwrap();
+    let cb = net.connect(&mut q, b, sink).unwrap();
+    net.write(&mut q, ca, Side::Initiator, 8192);
+    net.write(&mut q, cb, Side::Initiator, b_batches * 16_384);
+    let mut log = Vec::new();
+    // A's uplink is idle again 66 us after each send: each write leaves as one batch.
+    for t_us in [20_500, 21_000, 21_500] {
+        run_logged(&mut net, &mut q, SimTime::ZERO + SimDuration::from_micros(t_us), &mut log);
+        assert_eq!(net.write(&mut q, ca, Side::Initiator, 8192), 8192);
+    }
+    run_logged(&mut net, &mut q, SimTime::MAX, &mut log);
+    let order = net.link_log().iter().filter(|r| r.host == sink && !r.up).map(|r| r.bytes).collect();
+    (order, net.counters().get_by_name("net.congestion_marks_queue").unwrap())
+}
+
+#[test]
+fn the_downlink_serves_flows_by_deficit_round_robin() {
+    // A quantum of one maximum batch (16,384 B): A's first batch is a turn of its own
+    // (A's queue emptied, its credit is dropped), then B one batch, A two, B, A.
+    let (order, marks) = drr_scenario(2, TransportConfig::default().queue_limit_bytes);
+    assert_eq!(order, [8192, 16_384, 8192, 8192, 16_384, 8192]);
+    assert_eq!(marks, 0);
+}
+
+#[test]
+fn a_full_downlink_queue_marks_the_flows_holding_their_share() {
+    // Queue limit 40,000 B. A batch is marked if the bytes queued (the batch on the link
+    // included) and it exceed the limit and its flow's queued bytes and it reach the
+    // queue over the active flows. With two B batches:
+    // B2: 24,576 + 16,384 > limit; B 32,768 >= 24,576 / 2: marked.
+    // A2: A 16,384 < 40,960 / 2. A3: A 24,576 >= 49,152 / 2: marked.
+    // A4: A 32,768 >= 57,344 / 2: marked.
+    assert_eq!(drr_scenario(2, 40_000).1, 3);
+    // With three B batches, B2 and B3 are marked, and A's batches are not:
+    // A3: A 24,576 < 65,536 / 2; A4: A 32,768 < 73,728 / 2. (A1, on the link when A2
+    // arrives, keeps A an active flow once, not twice.)
+    assert_eq!(drr_scenario(3, 40_000).1, 2);
 }
