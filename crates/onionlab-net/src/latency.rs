@@ -365,6 +365,21 @@ mod tests {
         assert_eq!(m.loss(0, 1), 0.0);
     }
 
+    /// Among edges of equal latency, the least lossy wins, whatever their order.
+    #[test]
+    fn equal_latency_edges_keep_the_lowest_loss() {
+        let edges = [(0, 1, 20, 0.75), (0, 1, 20, 0.25), (1, 0, 20, 0.5), (0, 0, 5, 0.5), (0, 0, 5, 0.25), (1, 1, 1, 0.0)];
+        for rev in [false, true] {
+            let mut e = edges.to_vec();
+            if rev {
+                e.reverse();
+            }
+            let (m, _) = LatencyModel::from_gml(&graph(false, &[0, 1], &e)).unwrap();
+            assert_eq!((m.one_way(0, 1), m.loss(0, 1), m.loss(1, 0)), (ms(20), 0.25, 0.25));
+            assert_eq!((m.one_way(0, 0), m.loss(0, 0)), (ms(5), 0.25));
+        }
+    }
+
     #[test]
     fn self_loops_give_the_diagonal() {
         let edges = [(0, 0, 5, 0.25), (0, 0, 3, 0.5), (1, 1, 7, 0.0), (0, 1, 10, 0.0)];
