@@ -179,6 +179,8 @@ mod tests {
         assert_eq!(parse_duration("4 days"), Ok(SimDuration::from_secs(4 * 86_400)));
         assert!(matches!(parse_duration("10"), Err(UnitError::MissingUnit { .. })));
         assert!(matches!(parse_duration("99999999999999999999 h"), Err(UnitError::Overflow { .. })));
+        // 2^64 ns is one past the largest duration.
+        assert!(matches!(parse_duration("18446744073709551616 ns"), Err(UnitError::Overflow { .. })));
         assert!(parse_duration("1e9 s").is_err(), "exponents are not accepted");
     }
 

@@ -506,6 +506,20 @@ graph [
         assert!(matches!(err(&deep), GmlError::TooDeep { .. }));
     }
 
+    /// Lists nest up to `MAX_DEPTH` levels, the graph's own included.
+    #[test]
+    fn lists_nest_exactly_max_depth_deep() {
+        let nested = |n: usize| format!("graph [ {} {} ]", "a [ ".repeat(n - 1), "] ".repeat(n - 1));
+        assert!(parse_gml(&nested(MAX_DEPTH)).is_ok());
+        assert!(matches!(err(&nested(MAX_DEPTH + 1)), GmlError::TooDeep { line: 1 }));
+    }
+
+    #[test]
+    fn an_edge_without_packet_loss_loses_nothing() {
+        let g = parse_gml("graph [ node [ id 0 ] edge [ source 0 target 0 latency \"1 ms\" ] ]").unwrap();
+        assert_eq!(g.edges[0].packet_loss, 0.0);
+    }
+
     proptest! {
         #[test]
         fn never_panics(s in "[\\[\\]a-z0-9 \"#.\\-\n]{0,60}") {

@@ -717,3 +717,94 @@ fn a_full_downlink_queue_marks_the_flows_holding_their_share() {
     // arrives, keeps A an active flow once, not twice.)
     assert_eq!(drr_scenario(3, 40_000).1, 2);
 }
+
+#[test]
+fn jain_index_of_equal_and_of_one_taking_all() {
+    assert_eq!(jain_index(&[3.0, 3.0, 3.0]), 1.0);
+    assert_eq!(jain_index(&[4.0, 0.0]), 0.5);
+    assert_eq!(jain_index(&[2.0, 0.0, 0.0, 0.0]), 0.25);
+    assert_eq!(jain_index(&[0.0, 0.0]), 1.0);
+}
+
+#[test]
+fn a_batch_smaller_than_a_segment_is_one_packet_for_loss() {
+    // 200 transfers of 1,000 B, each one batch, over a path losing half its packets.
+    let lat =
+        latency::LatencyMatrix::new(vec![vec![SimDuration::from_millis(5); 2]; 2], Some(vec![vec![0.0, 0.5], vec![0.0, 0.0]])).unwrap();
+    let mut h = Harness::new(TransportConfig::default(), LatencyModel::Matrix(lat), 3);
+    let a = h.net.add_host(HostSpec { location: 0, ..host("a", 100 * MBIT, 100 * MBIT) }).unwrap();
+    let b = h.net.add_host(HostSpec { location: 1, ..host("b", 100 * MBIT, 100 * MBIT) }).unwrap();
+    for _ in 0..200 {
+        h.transfer(a, b, 1000).unwrap();
+    }
+    h.run();
+    let get = |name| h.net.counters().get_by_name(name).unwrap();
+    assert_eq!(get("net.batches"), 200);
+    let marks = get("net.congestion_marks_loss");
+    assert!((70..=130).contains(&marks), "{marks} of 200 one-packet batches marked at 50 % loss");
+}
+
+#[test]
+fn a_closed_slot_is_not_reused_while_its_bytes_are_on_the_wire() {
+    // One 10,000 B batch on a 1 Mbit/s uplink takes 80 ms: closed at 50 ms, it is still
+    // on the wire at 70 ms (past the latency wait), one way or the other.
+    for reverse in [false, true] {
+        let mut d = CloseDriver::new(TransportConfig::default(), SimDuration::from_millis(10));
+        let a = d.net.add_host(host("a", MBIT, 100 * MBIT)).unwrap();
+        let b = d.net.add_host(host("b", MBIT, 100 * MBIT)).unwrap();
+        let first = d.start(a, b, if reverse { 0 } else { 10_000 });
+        if reverse {
+            let conn = d.xfers[first].conn;
+            assert_eq!(d.net.write(&mut d.q, conn, Side::Acceptor, 10_000), 10_000);
+        }
+        d.run_until(ms(50));
+        d.close(first);
+        d.run_until(ms(70));
+        let next = d.start(a, b, 1000);
+        assert_ne!(d.xfers[next].conn, d.xfers[first].conn, "reused with a batch on the wire (reverse: {reverse})");
+        d.run_until(SimTime::MAX);
+        assert_eq!(d.violation, None);
+        assert_eq!(d.xfers[next].read, 1000);
+    }
+}
+
+#[test]
+fn closing_withdraws_the_notices_not_yet_drained() {
+    // As in the blocked-writer case: the second acknowledgement, due at 48.032 ms, makes
+    // the writer writable; the application looks at the socket then, and closes.
+    let cfg = TransportConfig { sndbuf_bytes: 20_000, max_batch_bytes: 4000, initial_cwnd_segments: 20, ..TransportConfig::default() };
+    let mut net = Network::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(host("a", 8 * MBIT, 1000 * MBIT)).unwrap();
+    let b = net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let conn = net.connect(&mut q, a, b).unwrap();
+    net.write(&mut q, conn, Side::Initiator, 30_000);
+    let due = ms(48) + SimDuration::from_micros(32);
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, SimTime::from_nanos(due.as_nanos() - 1), &mut log);
+    q.advance_to(due).unwrap(); // up to the acknowledgement's event, not past it
+    assert!(!net.has_notices());
+    net.sync_socket(due, conn, Side::Initiator);
+    assert!(net.has_notices(), "the acknowledgement applied by the query wakes the writer");
+    net.close(due, conn);
+    assert!(!net.has_notices());
+}
+
+#[test]
+fn bytes_arriving_after_a_close_wait_unread_no_time() {
+    // 10,000 B sent at 20 ms on a 1 Mbit/s uplink, closed at 50 ms, delivered at 110 ms
+    // (80 us after arriving) and discarded: 20 ms in the kernel, 90.08 ms on the link,
+    // none unread.
+    let mut d = CloseDriver::new(TransportConfig::default(), SimDuration::from_millis(10));
+    let a = d.net.add_host(host("a", MBIT, 100 * MBIT)).unwrap();
+    let b = d.net.add_host(host("b", 100 * MBIT, 1000 * MBIT)).unwrap();
+    let first = d.start(a, b, 10_000);
+    let conn = d.xfers[first].conn;
+    d.net.track_waits(SimTime::ZERO, conn);
+    d.run_until(ms(50));
+    d.close(first);
+    d.run_until(ms(300));
+    let ms_bytes = |x: u128| x * 1_000_000 * 10_000;
+    let want = FlowWaits { kernel_byte_ns: ms_bytes(20), link_byte_ns: ms_bytes(90) + 10_000 * 80_000, unread_byte_ns: 0 };
+    assert_eq!(d.net.wait_areas(conn, Side::Initiator, ms(300)), Some(want));
+}
