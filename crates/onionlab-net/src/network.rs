@@ -336,6 +336,17 @@ impl Network {
         }
         for fid in [a, b] {
             let f = &mut self.flows[fid as usize];
+            if self.waits_tracked {
+                if let Some(l) = f.wait_ledger.as_mut() {
+                    // Dropped bytes leave the kernel now (passing the link and the receive
+                    // buffer in no time), unread ones the receive buffer: without this
+                    // they would wait there for ever in `wait_areas`.
+                    let (unsent, unread) = (f.written - f.sent, f.delivered - f.read);
+                    l[SENT].cross(now, unsent);
+                    l[DELIVERED].cross(now, unsent);
+                    l[READ].cross(now, unsent + unread);
+                }
+            }
             f.closed = true;
             f.want_writable = false;
             f.written = f.sent;
@@ -411,6 +422,8 @@ impl Network {
     /// nanoseconds they spent up to `now` (the current time) in the sender's kernel (written,
     /// not yet sent), on the link (sent, not yet delivered: serialisation, propagation, the
     /// receiver's downlink) and unread in the receiver's buffer; `None` if not tracked.
+    /// Bytes a [`close`](Self::close) drops stop waiting at the close, as do bytes it
+    /// leaves unread; bytes still on the wire wait on the link until they arrive.
     pub fn wait_areas(&self, conn: ConnId, side: Side, now: SimTime) -> Option<FlowWaits> {
         let l = self.flows[flow_id(conn, side) as usize].wait_ledger.as_ref()?;
         let area = |a: usize, b: usize| onionlab_core::little::area(l[a], l[b], now).1;

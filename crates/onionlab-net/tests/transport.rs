@@ -808,3 +808,41 @@ fn bytes_arriving_after_a_close_wait_unread_no_time() {
     let want = FlowWaits { kernel_byte_ns: ms_bytes(20), link_byte_ns: ms_bytes(90) + 10_000 * 80_000, unread_byte_ns: 0 };
     assert_eq!(d.net.wait_areas(conn, Side::Initiator, ms(300)), Some(want));
 }
+
+#[test]
+fn a_closed_connection_s_bytes_stop_waiting() {
+    let ms_bytes = |x: u128, n: u128| x * 1_000_000 * n;
+    // 20,000 B written at 0 on a 1 Mbit/s uplink: 14,480 B (the initial window) leave at
+    // 20 ms and are delivered at 145.95584 ms (115.84 ms on the uplink, 10 ms across,
+    // 115.84 us on b's downlink); the other 5,520 B wait for the window until the close at
+    // 50 ms drops them.
+    let mut net = Network::new(TransportConfig::default(), LatencyModel::constant(SimDuration::from_millis(10)), 1);
+    let mut q = EventQueue::new();
+    let a = net.add_host(host("a", MBIT, 1000 * MBIT)).unwrap();
+    let b = net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
+    let conn = net.connect(&mut q, a, b).unwrap();
+    net.write(&mut q, conn, Side::Initiator, 20_000);
+    net.track_waits(SimTime::ZERO, conn);
+    let mut log = Vec::new();
+    run_logged(&mut net, &mut q, ms(50), &mut log);
+    net.close(ms(50), conn);
+    let want =
+        FlowWaits { kernel_byte_ns: ms_bytes(20, 14_480) + ms_bytes(50, 5520), link_byte_ns: 125_955_840 * 14_480, unread_byte_ns: 0 };
+    for t in [1, 2] {
+        run_logged(&mut net, &mut q, ms(1000 * t), &mut log);
+        assert_eq!(net.wait_areas(conn, Side::Initiator, ms(1000 * t)), Some(want), "at {t} s");
+    }
+
+    // 1,000 B delivered at 35 ms and never read: unread from 35 ms to the close at 50 ms.
+    let b2 = net.add_host(host("b2", 1000 * MBIT, 2 * MBIT)).unwrap();
+    let a2 = net.add_host(host("a2", 8 * MBIT, 1000 * MBIT)).unwrap();
+    let conn = net.connect(&mut q, a2, b2).unwrap();
+    let t0 = q.now();
+    net.write(&mut q, conn, Side::Initiator, 1000);
+    net.track_waits(t0, conn);
+    run_logged(&mut net, &mut q, t0 + SimDuration::from_millis(50), &mut log);
+    net.close(q.now(), conn);
+    let want = FlowWaits { kernel_byte_ns: ms_bytes(20, 1000), link_byte_ns: ms_bytes(15, 1000), unread_byte_ns: ms_bytes(15, 1000) };
+    run_logged(&mut net, &mut q, t0 + SimDuration::from_secs(1), &mut log);
+    assert_eq!(net.wait_areas(conn, Side::Initiator, t0 + SimDuration::from_secs(1)), Some(want));
+}
