@@ -401,6 +401,28 @@ mod tests {
         assert_eq!(q.pop().unwrap().event, "later");
     }
 
+    /// The only pending event sits one slot behind the current one in the wheel (a full
+    /// turn ahead), in the same mask word: the search for the next slot wraps around to it.
+    #[test]
+    fn the_next_slot_search_wraps_to_the_start_word() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::from_nanos(5 * SLOT_NANOS), EventClass(0), 0).unwrap();
+        q.pop().unwrap();
+        let t = SimTime::from_nanos((WHEEL_SLOTS as u64 + 4) * SLOT_NANOS);
+        q.schedule(t, EventClass(0), 1).unwrap();
+        assert_eq!(q.peek_time(), Some(t));
+        assert_eq!(q.pop().map(|s| (s.time, s.event)), Some((t, 1)));
+    }
+
+    /// `pop_until` with a limit inside the next event's slot, before the event: nothing.
+    #[test]
+    fn pop_until_a_limit_inside_the_next_slot_leaves_a_later_event() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::from_nanos(SLOT_NANOS + 100), EventClass(0), "x").unwrap();
+        assert_eq!(q.pop_until(SimTime::from_nanos(SLOT_NANOS + 50)).map(|s| s.event), None);
+        assert_eq!(q.pop_until(SimTime::from_nanos(SLOT_NANOS + 100)).map(|s| s.event), Some("x"));
+    }
+
     /// The clock may be moved up to a pending event, not past it.
     #[test]
     fn advance_to_stops_at_the_next_event() {
