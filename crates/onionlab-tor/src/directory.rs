@@ -92,4 +92,22 @@ mod tests {
         let bw = [1000, 5000, 12_000, 15_000, 16_000, 17_000, 18_000, 19_000];
         assert_eq!(fast_threshold(&bw), 12_000);
     }
+
+    #[test]
+    fn a_median_of_an_even_count_is_the_lower_one() {
+        // tor's median_double: element (n - 1) / 2 of the sorted MTBFs: 2 days of 1, 2, 3, 4.
+        let r = |d| RelayHistory { bandwidth: 1 << 20, mtbf: days(d) };
+        let relays = [r(4.0), r(1.0), r(3.0), r(2.0)];
+        assert_eq!(median_mtbf(&relays), days(2.0));
+        let stable: Vec<bool> = compute_flags(&relays).iter().map(|f| f.1).collect();
+        assert_eq!(stable, vec![true, false, true, true]);
+        assert_eq!(median_mtbf(&[]), SimDuration::ZERO);
+    }
+
+    #[test]
+    fn an_eighth_of_exactly_10_kib_needs_no_fallback() {
+        // The n/8-th smallest is 10 KiB, not under it: it is the threshold.
+        let bw = [1000, 10 * 1024, 12_000, 15_000, 16_000, 17_000, 18_000, 19_000];
+        assert_eq!(fast_threshold(&bw), 10 * 1024);
+    }
 }

@@ -168,4 +168,13 @@ mod tests {
         assert_eq!(w.package_allowance(), 1000);
         w.check().unwrap();
     }
+
+    /// The invariant the run fuzzers rely on: either window above its start is an error.
+    #[test]
+    fn check_rejects_a_window_above_its_start() {
+        let check = |package, deliver| FixedWindow { package, deliver, ..FixedWindow::default() }.check();
+        assert!(check(1000, 1000).is_ok() && check(0, 900).is_ok());
+        assert!(check(1001, 1000).is_err());
+        assert!(check(1000, 1001).is_err());
+    }
 }

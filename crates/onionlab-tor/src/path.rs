@@ -1008,6 +1008,41 @@ mod tests {
     }
 
     #[test]
+    fn computed_weights_case_2b1() {
+        // Both scarce (3G = 96, 3E = 90 < T = 101), R + D = 59 >= S = 32, first try:
+        // Wed = 10000 (D - 2E + 4G - 2M) / 3D = 770000 / 87 = 8850; Wgd = Wmd =
+        // (10000 - 8850) / 2 = 575; Wme = 10000 (G - M) / E = 220000 / 30 = 7333;
+        // Wee = 10000 (E - G + M) / E = 80000 / 30 = 2666; Wgg = 10000, Wmg = 0. Sums within
+        // the margin (Wme + Wee = 9999); Wgg G + Wgd D = 336675 against Wee E + Wed D =
+        // 336630 and the middle's 336665, within 10 T / 3 = 336.
+        let t = BandwidthTotals { g: 32, m: 10, e: 30, d: 29 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 575, 0, 7333, 575, 2666, 8850]);
+    }
+
+    #[test]
+    fn computed_weights_when_guards_alone_are_scarce() {
+        // Case 3a: G = 10, D = 5, E = 60, M = 25: 3G < T = 100 <= 3E and 3 (G + D) < T.
+        // Guards and Guard+Exit relays go to the guard position; Wme = 10000 (E - M) / 2E =
+        // 350000 / 120 = 2916, Wee = 7084.
+        let t = BandwidthTotals { g: 10, m: 25, e: 60, d: 5 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 10_000, 0, 2916, 0, 7084, 0]);
+        // Case 3b: G = 20, D = 30, E = 40, M = 10: 3G < T = 100 <= 3E, 3 (G + D) >= T.
+        // Wgd = 10000 (D - 2G + E + M) / 3D = 400000 / 90 = 4444; Wee = 10000 (E + M) / 2E =
+        // 6250, Wme = 3750; Wmd = Wed = (10000 - 4444) / 2 = 2778.
+        let t = BandwidthTotals { g: 20, m: 10, e: 40, d: 30 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 4444, 0, 3750, 2778, 6250, 2778]);
+        // Consensus method 9 on the same totals (its "balanced guards" formulas, as the
+        // code has them): Wgd = 10000 (D + E - 2G + M) / 3D = 4444; Wmd = 10000 (D + E + G
+        // - 2M) / 6D = 700000 / 180 = 3888; Wme = 700000 / 6E = 2916; Wee = 10000 (-D + 5E
+        // - G + 2M) / 6E = 1700000 / 240 = 7083; Wed = 10000 - 4444 - 3888 = 1668.
+        let w = BandwidthWeights::computed_v9(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 4444, 0, 2916, 3888, 7083, 1668]);
+    }
+
+    #[test]
     fn v9_weights_need_every_class_too() {
         let t = BandwidthTotals { g: 10, m: 0, e: 20, d: 5 };
         let err = BandwidthWeights::computed_v9(t, 10_000).unwrap_err().to_string();
@@ -1475,6 +1510,54 @@ mod tests {
         assert_eq!(sel.choose_path(&mut rng, Some(8)), None);
         assert_eq!(sel.choose_path(&mut rng, Some(13)), None);
         assert_eq!(sel.choose_path(&mut rng, Some(1000)), None);
+    }
+
+    /// An RNG whose every word is `0` (or all ones): `random_range(0..n)` then draws 0 (or
+    /// `n - 1`), the ends of the cumulative weight table.
+    struct ConstRng(u64);
+
+    impl rand::RngCore for ConstRng {
+        fn next_u32(&mut self) -> u32 {
+            self.0 as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            self.0
+        }
+        fn fill_bytes(&mut self, dst: &mut [u8]) {
+            dst.fill(self.0 as u8);
+        }
+    }
+
+    #[test]
+    fn draws_at_the_ends_of_the_weights_hit_the_relays_there() {
+        // Weight scale 1, all weights 1: exit weights are the bandwidths of e1 (3), e2 (1)
+        // and e3 (5), and 0 for the middles around them.
+        let pairs: Vec<(&str, i64)> = REQUIRED_KEYS.iter().map(|k| (*k, 1)).collect();
+        let ones = BandwidthWeights::from_pairs(pairs, 1).unwrap();
+        let relays = vec![relay("m1", 5, F), relay("e1", 3, E | F), relay("e2", 1, E | F), relay("m2", 7, F), relay("e3", 5, E | F)];
+        let sel = PathSelector::new(&relays, ones).unwrap();
+        let (mut first, mut last) = (ConstRng(0), ConstRng(u64::MAX));
+        // x = 0 is e1's first unit of weight (not m1, of weight 0); x = 8 is e3's last.
+        assert_eq!(sel.choose(Position::Exit, &mut first, &[]), Some(1));
+        assert_eq!(sel.choose(Position::Exit, &mut last, &[]), Some(4));
+        // With e3 excluded, x = 8 hits it every time; the linear scan over e1 and e2 that
+        // follows draws x = 3, which is past e1's 0..3: e2.
+        assert_eq!(sel.choose(Position::Exit, &mut last, &[4]), Some(2));
+        assert_eq!(sel.choose(Position::Exit, &mut first, &[4]), Some(1));
+    }
+
+    #[test]
+    fn a_path_through_a_bridge_uses_it_once() {
+        // The bridge could serve every position and outweighs the rest a hundredfold; the
+        // exit and middle are drawn from the others.
+        let relays = vec![relay("bridge", 1000, G | E | F), relay("exit", 10, E | F), relay("middle", 10, F), relay("both", 10, G | E | F)];
+        let sel = PathSelector::new(&relays, BandwidthWeights::uniform()).unwrap();
+        let mut rng = StdRng::seed_from_u64(4);
+        for _ in 0..200 {
+            let [b, m, e] = sel.choose_path_via(&mut rng, 0).unwrap();
+            assert!(b == 0 && m != 0 && e != 0 && m != e, "{b} {m} {e}");
+            assert!(relays[e].flags.contains(E));
+        }
     }
 
     #[test]

@@ -54,6 +54,37 @@ fn download_runs_at_one_stream_window_per_round_trip() {
 }
 
 #[test]
+fn a_download_is_its_bytes_in_whole_cells() {
+    // 1000 bytes: two full cells and one of 4 bytes, packaged only once the server's last
+    // byte is in (the exit holds a partial cell until then). Each relay queues every DATA
+    // cell once towards the client, after the cells that built the circuit and CONNECTED;
+    // its `cells_relayed` counts the cells it forwarded rather than emitted.
+    for (bytes, data) in [(1000, 3), (996, 2), (5 * MIB, (5 * MIB).div_ceil(498))] {
+        let (mut sim, [g, m, _], c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
+        let sid = sim.start_stream(c[0], s, bytes, 0).unwrap();
+        let circ = sim.tor.stream_circuit(sid);
+        sim.run_until(secs(60.0), |t| t.check_invariants().unwrap());
+        let rec = sim.tor.take_records().pop().expect("done");
+        assert_eq!((rec.error, rec.received), (None, bytes));
+        // [towards the exit, towards the client] at client, guard, middle, exit.
+        let relayed = sim.tor.circuit_cells_relayed(circ);
+        eprintln!("{bytes} B: relayed {relayed:?}");
+        assert_eq!(relayed[1][1], data + 4, "{bytes} B: the guard's CREATED and EXTENDED, the middle's EXTENDED, CONNECTED, DATA");
+        assert_eq!(relayed[2][1], data + 3, "{bytes} B: the middle's CREATED and EXTENDED, CONNECTED, DATA");
+        assert_eq!(relayed[3], [0, 0], "the exit packages, it relays nothing");
+        // Every DATA cell left the exit's queue and reached the client (transit ledgers).
+        let tr = sim.tor.circuit_transits(sim.q.now()).into_iter().find(|t| t.circ == circ).unwrap();
+        assert_eq!((tr.at_exit.entered, tr.at_exit.left, tr.in_overlay.entered, tr.in_overlay.left), (data, data, data, data));
+        let k = &sim.tor.counters;
+        let sendmes = k.stream_sendmes_sent + k.circuit_sendmes_sent;
+        // Guard: the middle's EXTENDED, CONNECTED, DATA; EXTEND for the exit, BEGIN, SENDMEs.
+        assert_eq!(sim.tor.node_stats(g).cells_relayed, data + 2 + 2 + sendmes);
+        // Middle: CONNECTED, DATA; BEGIN, SENDMEs.
+        assert_eq!(sim.tor.node_stats(m).cells_relayed, data + 1 + 1 + sendmes);
+    }
+}
+
+#[test]
 fn circuit_build_pays_its_round_trips() {
     // Client-guard: TCP (1 RTT) + link handshake (2 RTT) + CREATE (1 RTT); then EXTEND
     // to the middle: guard-middle channel (3 RTT) + 2 round trips of the 2-hop circuit;
@@ -247,6 +278,28 @@ fn an_expired_circuit_closes_when_its_last_stream_finishes() {
     let done = recs[1].start.as_secs_f64() + recs[1].ttlb.unwrap().as_secs_f64();
     let closed_at = closed_at.expect("closed within 200 s of expiring");
     assert!(done > 601.0 && (closed_at - 0.5..closed_at).contains(&done), "stream done {done} s, circuit closed by {closed_at} s");
+    assert_eq!(sim.tor.counters.circuits_expired, 1);
+}
+
+#[test]
+fn an_expired_circuit_closes_only_when_its_last_stream_finishes() {
+    // Dirty since t = 0; at 598 s two downloads start on it through a 100 KiB/s middle,
+    // both still running at 600 s. The first to finish leaves the circuit open for the
+    // other, which completes; then the circuit closes.
+    let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB, 100 * KIB, 100 * MIB], 1, 1);
+    let first = sim.start_stream(c[0], s, 1000, 0).unwrap();
+    let circ = sim.tor.stream_circuit(first);
+    sim.run_until(secs(598.0), |_| {});
+    for (tag, bytes) in [(1, 300 * KIB), (2, MIB)] {
+        let sid = sim.start_stream(c[0], s, bytes, tag).unwrap();
+        assert_eq!(sim.tor.stream_circuit(sid), circ);
+    }
+    sim.run_until(secs(601.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.unfinished_records().len(), 2, "both running when the circuit expires");
+    sim.run_until(secs(700.0), |t| t.check_invariants().unwrap());
+    let recs = sim.tor.take_records();
+    assert_eq!(recs.iter().map(|r| (r.tag, r.error)).collect::<Vec<_>>(), [(0, None), (1, None), (2, None)]);
+    assert_eq!(sim.tor.circuit_state(circ), CircuitState::Closed);
     assert_eq!(sim.tor.counters.circuits_expired, 1);
 }
 
@@ -462,6 +515,46 @@ fn without_entry_guards_every_circuit_draws_its_first_hop() {
     let without = first_hops(false, 12);
     let distinct: std::collections::BTreeSet<_> = without.iter().collect();
     assert!(distinct.len() >= 3, "UseEntryGuards 0: first hops vary, got {without:?}");
+}
+
+#[test]
+fn a_client_keeps_distinct_entry_guards() {
+    // NumEntryGuards 3 and exactly three Guard relays, one of them a hundred times the
+    // others' weight: the client's guards are the three (a guard already chosen is not
+    // drawn again), and each circuit enters through one of them at random.
+    let cfg = TorConfig { num_entry_guards: 3, max_circuit_dirtiness: SimDuration::from_secs(1), ..TorConfig::default() };
+    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 3);
+    let guards = [
+        tor.add_relay(relay("big", 100 * MIB, RelayFlags::GUARD)).unwrap(),
+        tor.add_relay(relay("g2", MIB, RelayFlags::GUARD)).unwrap(),
+        tor.add_relay(relay("g3", MIB, RelayFlags::GUARD)).unwrap(),
+    ];
+    tor.add_relay(relay("exit", MIB, RelayFlags::EXIT)).unwrap();
+    let c = tor.add_client(endpoint("c")).unwrap();
+    let s = tor.add_server(endpoint("s")).unwrap();
+    let mut sim = TorSim::new(tor);
+    for i in 0..30 {
+        sim.start_stream(c, s, 1000, i).unwrap();
+        sim.run_until(secs(5.0 * (i + 1) as f64), |_| {});
+    }
+    let first: std::collections::BTreeSet<NodeId> = sim.tor.take_records().iter().map(|r| r.path[0]).collect();
+    assert_eq!(first, guards.into_iter().collect(), "first hops of 30 circuits");
+}
+
+#[test]
+fn a_circuit_takes_65536_streams_then_a_new_one_is_built() {
+    // Stream ids within a circuit are 16 bits: the 65537th stream started on a circuit
+    // goes to a new circuit.
+    let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [MIB; 3], 1, 1);
+    let first = sim.start_stream(c[0], s, 1000, 0).unwrap();
+    let circ = sim.tor.stream_circuit(first);
+    for i in 1..65_536 {
+        let sid = sim.start_stream(c[0], s, 1000, i).unwrap();
+        assert_eq!(sim.tor.stream_circuit(sid), circ);
+    }
+    let sid = sim.start_stream(c[0], s, 1000, 65_536).unwrap();
+    assert_ne!(sim.tor.stream_circuit(sid), circ);
+    assert_eq!(sim.tor.client_circuits(c[0]).len(), 2);
 }
 
 proptest! {

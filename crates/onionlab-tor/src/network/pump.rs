@@ -517,3 +517,68 @@ impl KistChannels for KistView<'_> {
         write_once(self.net, self.q, self.relay, end, side);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cell::CellFifo;
+    use crate::circuit::CIRCUIT_NODES;
+    use crate::flow_control::CongestionControlKind;
+    use crate::scheduler::CellSource;
+    use crate::transit::TransitLedger;
+
+    /// An open circuit client 0, relays 1-3, whose exit holds `queued` DATA cells towards
+    /// the client (channel 2 between middle and exit), its streams blocked.
+    fn blocked_at_exit(queued: u32) -> Circuit {
+        let cc = || CongestionControlKind::FixedWindow.build(1000, 100);
+        let mut c = Circuit {
+            nodes: [0, 1, 2, 3],
+            chans: [Some(0), Some(1), Some(2)],
+            state: CircuitState::Open,
+            expired: false,
+            edge_blocked: true,
+            close_reason: None,
+            cells_out: 0,
+            built: CIRCUIT_NODES - 1,
+            lower_initiates: [true; CIRCUIT_NODES - 1],
+            queues: Default::default(),
+            policy: Default::default(),
+            streams: vec![0],
+            live: vec![0],
+            cc_client: cc(),
+            cc_exit: cc(),
+            rate_limit: None,
+            pending_begins: Vec::new(),
+            created_at: SimTime::ZERO,
+            opened_at: Some(SimTime::ZERO),
+            dirty_since: Some(SimTime::ZERO),
+            at_exit: TransitLedger::new(SimTime::ZERO),
+            in_overlay: TransitLedger::new(SimTime::ZERO),
+        };
+        let run = CellRun { circ: 0, count: queued, dir: Direction::In, kind: CellKind::Data, target: 0, stream: 0 };
+        c.queues[queue_index(3, Direction::In)].cells.push(run);
+        c.at_exit.enter(SimTime::ZERO, u64::from(queued));
+        c
+    }
+
+    /// Tor's `cellq_low` (relay.c: `queue->n <= cell_queue_lowwatermark()`): a blocked
+    /// circuit's streams are woken once its exit queue has fallen to the low watermark,
+    /// not below it; cells leaving the exit enter the overlay.
+    #[test]
+    fn the_exit_unblocks_when_its_queue_falls_to_cellq_low() {
+        let mut circuits = vec![blocked_at_exit(12)];
+        let (mut outbuf, mut unblocked) = (CellFifo::new(), Vec::new());
+        let now = SimTime::ZERO;
+        let mut cells =
+            ChannelCells { circuits: &mut circuits, outbuf: &mut outbuf, node: 3, chan: 2, unblock_at: 10, unblocked: &mut unblocked, now };
+        assert_eq!(cells.queued(0), 12);
+        assert_eq!(cells.take(0, 1), 1);
+        assert!(cells.circuits[0].edge_blocked, "11 cells: still above cellq_low");
+        assert_eq!(cells.take(0, 1), 1);
+        assert!(!cells.circuits[0].edge_blocked, "10 cells: at cellq_low");
+        assert_eq!(cells.take(0, 5), 5);
+        let c = &circuits[0];
+        assert_eq!((c.cells_out, c.exit_queued(), c.at_exit.in_transit(), c.in_overlay.in_transit()), (7, 5, 5, 7));
+        assert_eq!((unblocked, outbuf.len()), (vec![0], 7), "woken once");
+    }
+}
