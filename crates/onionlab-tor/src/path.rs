@@ -1021,6 +1021,27 @@ mod tests {
     }
 
     #[test]
+    fn computed_weights_at_the_case_boundaries() {
+        // E = G = T/3 exactly (33 of 99) is case 1 (tor: `E >= T/3 && G >= T/3`, as 3E >= T):
+        // Wgd = Wmd = Wed = 3333; Wee = 10000 (E + G + M) / 3E = 690000 / 99 = 6969,
+        // Wme = 3031; Wmg = 10000 (2G - E - M) / 3G = 300000 / 99 = 3030, Wgg = 6970.
+        let t = BandwidthTotals { g: 33, m: 3, e: 33, d: 30 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [6970, 3333, 3030, 3031, 3333, 6969, 3333]);
+        // Both scarce with R + D = S (10 + 10 = 20) is case 2b, not 2a (tor: `R+D < S`);
+        // both of its tries leave Wgd out of range, so tor publishes no weights.
+        let t = BandwidthTotals { g: 10, m: 60, e: 20, d: 10 };
+        let err = BandwidthWeights::computed_v10(t, 10_000).unwrap_err().to_string();
+        assert!(err.contains("case 2b2"), "{err}");
+        // Guards scarce with 3 (G + D) = T exactly (G 10, D 20, T 90) is case 3b, not 3a
+        // (tor: `3*(S+D) < T`). The two agree but for rounding: 3b's Wee = 10000 (E + M) / 2E =
+        // 600000 / 70 = 8571 and Wme = 1429, where 3a would round Wme down to 1428.
+        let t = BandwidthTotals { g: 10, m: 25, e: 35, d: 20 };
+        let w = BandwidthWeights::computed_v10(t, 10_000).unwrap();
+        assert_eq!(seven(&w), [10_000, 10_000, 0, 1429, 0, 8571, 0]);
+    }
+
+    #[test]
     fn computed_weights_when_guards_alone_are_scarce() {
         // Case 3a: G = 10, D = 5, E = 60, M = 25: 3G < T = 100 <= 3E and 3 (G + D) < T.
         // Guards and Guard+Exit relays go to the guard position; Wme = 10000 (E - M) / 2E =

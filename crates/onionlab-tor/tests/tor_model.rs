@@ -58,8 +58,10 @@ fn a_download_is_its_bytes_in_whole_cells() {
     // 1000 bytes: two full cells and one of 4 bytes, packaged only once the server's last
     // byte is in (the exit holds a partial cell until then). Each relay queues every DATA
     // cell once towards the client, after the cells that built the circuit and CONNECTED;
-    // its `cells_relayed` counts the cells it forwarded rather than emitted.
-    for (bytes, data) in [(1000, 3), (996, 2), (5 * MIB, (5 * MIB).div_ceil(498))] {
+    // its `cells_relayed` counts the cells it forwarded rather than emitted. The stream
+    // window limits the exit to 50 cells a stream SENDME: a download of 4000 cells and
+    // one byte ends with a cell packaged alone, on the last SENDME, and delivered alone.
+    for (bytes, data) in [(1000, 3), (996, 2), (4000 * 498 + 1, 4001), (5 * MIB, (5 * MIB).div_ceil(498))] {
         let (mut sim, [g, m, _], c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 1, 1);
         let sid = sim.start_stream(c[0], s, bytes, 0).unwrap();
         let circ = sim.tor.stream_circuit(sid);
@@ -82,6 +84,86 @@ fn a_download_is_its_bytes_in_whole_cells() {
         // Middle: CONNECTED, DATA; BEGIN, SENDMEs.
         assert_eq!(sim.tor.node_stats(m).cells_relayed, data + 1 + 1 + sendmes);
     }
+}
+
+#[test]
+fn relay_circuits_name_each_hops_neighbours_and_queue() {
+    // The middle's 2 Mbit/s downlink holds cells back at the exit. Each relay sees the
+    // circuit at its position, data coming from the next relay towards the exit (the
+    // server, at the exit) and going to the previous one; the exit's queue is what its
+    // transit ledger holds, and its source what it has still to package.
+    let mut cfg = TorConfig::default();
+    cfg.transport.sndbuf_bytes = 32 * KIB;
+    cfg.transport.rcvbuf_bytes = 32 * KIB;
+    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(10)), BandwidthWeights::uniform(), 1);
+    let g = tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
+    let m = tor.add_relay(RelaySpec { down_bits_per_sec: 2_000_000, ..relay("middle", 100 * MIB, RelayFlags::default()) }).unwrap();
+    let e = tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
+    let c = tor.add_client(endpoint("c")).unwrap();
+    let s = tor.add_server(endpoint("s")).unwrap();
+    let mut sim = TorSim::new(tor);
+    let bytes = 2 * MIB;
+    let sid = sim.start_stream(c, s, bytes, 0).unwrap();
+    let circ = sim.tor.stream_circuit(sid);
+    let mut most_at_exit = 0;
+    sim.run_until(secs(1.0), |_| {});
+    assert_eq!(sim.tor.circuit_state(circ), CircuitState::Open);
+    for step in 1..=20 {
+        sim.run_until(secs(1.0 + 0.25 * step as f64), |_| {});
+        let one = |relay| {
+            let mut v = sim.tor.relay_circuits(relay);
+            assert_eq!(v.len(), 1);
+            v.remove(0)
+        };
+        let (rg, rm, re) = (one(g), one(m), one(e));
+        assert!(rg.circ == circ && rm.circ == circ && re.circ == circ);
+        assert_eq!((rg.pos, rg.from, rg.to, rg.source_cells), (1, Some(m), c, None));
+        assert_eq!((rm.pos, rm.from, rm.to, rm.source_cells), (2, Some(e), g, None));
+        assert_eq!((re.pos, re.from, re.to), (3, None, m));
+        let tr = sim.tor.circuit_transits(sim.q.now()).into_iter().find(|t| t.circ == circ).unwrap();
+        assert_eq!(re.queued, tr.at_exit.in_transit());
+        assert_eq!(re.source_cells, Some(bytes.div_ceil(498) - tr.at_exit.entered));
+        for (r, node) in [(rg, g), (rm, m)] {
+            assert!(r.queued <= sim.tor.cells_waiting_per_node()[node as usize][0]);
+        }
+        most_at_exit = most_at_exit.max(re.queued);
+    }
+    assert!(most_at_exit >= 100, "{most_at_exit} cells queued at the exit");
+}
+
+#[test]
+fn a_circuit_budget_at_the_guard_meters_cells_to_the_client() {
+    // A shaping guard: a budget of 0 stops the circuit there (cells already in the guard's
+    // outbuf and on the wire still arrive), a budget of 100 lets exactly 100 more DATA
+    // cells through, and no budget lets the download finish.
+    let mut tor = TorNetwork::new(
+        TorConfig::default(),
+        onionlab_net::LatencyModel::constant(SimDuration::from_millis(10)),
+        BandwidthWeights::uniform(),
+        1,
+    );
+    let g = tor.add_relay(RelaySpec { scheduler: SchedulerKind::Shaped, ..relay("guard", 100 * MIB, RelayFlags::GUARD) }).unwrap();
+    tor.add_relay(relay("middle", 100 * MIB, RelayFlags::default())).unwrap();
+    tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
+    let c = tor.add_client(endpoint("c")).unwrap();
+    let s = tor.add_server(endpoint("s")).unwrap();
+    let mut sim = TorSim::new(tor);
+    let sid = sim.start_stream(c, s, 5 * MIB, 0).unwrap();
+    let circ = sim.tor.stream_circuit(sid);
+    let received = |sim: &TorSim| sim.tor.unfinished_records()[0].received;
+    sim.run_until(secs(1.0), |_| {});
+    assert!(received(&sim) > 0, "the download is under way");
+    sim.tor.set_circuit_budget(g, circ, Some(0));
+    sim.run_until(secs(1.5), |t| t.check_invariants().unwrap());
+    let stopped = received(&sim);
+    sim.run_until(secs(3.0), |t| t.check_invariants().unwrap());
+    assert_eq!(received(&sim), stopped, "a budget of 0 holds the circuit at the guard");
+    sim.tor.set_circuit_budget(g, circ, Some(100));
+    sim.run_until(secs(4.0), |t| t.check_invariants().unwrap());
+    assert_eq!(received(&sim), stopped + 100 * 498);
+    sim.tor.set_circuit_budget(g, circ, None);
+    sim.run_until(secs(60.0), |t| t.check_invariants().unwrap());
+    assert_eq!(sim.tor.take_records().pop().expect("done").error, None);
 }
 
 #[test]
@@ -283,14 +365,16 @@ fn an_expired_circuit_closes_when_its_last_stream_finishes() {
 
 #[test]
 fn an_expired_circuit_closes_only_when_its_last_stream_finishes() {
-    // Dirty since t = 0; at 598 s two downloads start on it through a 100 KiB/s middle,
-    // both still running at 600 s. The first to finish leaves the circuit open for the
-    // other, which completes; then the circuit closes.
+    // Dirty since t = 0 (a 3-cell download); at 598 s two downloads start on it through a
+    // 100 KiB/s middle, both still running at 600 s: 617 cells (300 KiB) and 2180. The
+    // first to finish leaves the circuit open for the other, which completes; then the
+    // circuit closes. Its 2800th and last cell made the client send a 28th circuit
+    // SENDME, which dies in the client's queue with the circuit.
     let (mut sim, _, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB, 100 * KIB, 100 * MIB], 1, 1);
     let first = sim.start_stream(c[0], s, 1000, 0).unwrap();
     let circ = sim.tor.stream_circuit(first);
     sim.run_until(secs(598.0), |_| {});
-    for (tag, bytes) in [(1, 300 * KIB), (2, MIB)] {
+    for (tag, bytes) in [(1, 300 * KIB), (2, 2180 * 498)] {
         let sid = sim.start_stream(c[0], s, bytes, tag).unwrap();
         assert_eq!(sim.tor.stream_circuit(sid), circ);
     }
@@ -300,7 +384,10 @@ fn an_expired_circuit_closes_only_when_its_last_stream_finishes() {
     let recs = sim.tor.take_records();
     assert_eq!(recs.iter().map(|r| (r.tag, r.error)).collect::<Vec<_>>(), [(0, None), (1, None), (2, None)]);
     assert_eq!(sim.tor.circuit_state(circ), CircuitState::Closed);
-    assert_eq!(sim.tor.counters.circuits_expired, 1);
+    let k = &sim.tor.counters;
+    assert_eq!(k.circuits_expired, 1);
+    assert_eq!((k.circuit_sendmes_sent, k.circuit_sendmes_received, k.circuit_sendmes_dropped), (28, 27, 1));
+    quiet_accounting(k).unwrap();
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use super::{side_at, side_index, TorNetwork};
 use crate::cell::{CellKind, Direction};
 use crate::circuit::{queue_index, queue_slot, CircuitState, CIRCUIT_NODES};
-use crate::flow_control::STREAMWINDOW_START;
+use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::node::{IoRef, NodeId};
 use crate::scheduler::CircuitScheduler;
 use crate::transit::TransitSnapshot;
@@ -166,6 +166,16 @@ impl TorNetwork {
             // stream shows here.
             if !s.done && s.packaged_cells > s.delivered_cells + STREAMWINDOW_START {
                 return Err(format!("stream {i}: {} cells packaged, {} delivered", s.packaged_cells, s.delivered_cells));
+            }
+            // The exit's window is what it started with, less what it packaged, plus 50 a
+            // SENDME (the client sends one only for 50 cells it has had, so the cap at
+            // STREAMWINDOW_START never binds).
+            if !s.done && s.package_window + s.packaged_cells != STREAMWINDOW_START + STREAMWINDOW_INCREMENT * u64::from(s.sendmes_received)
+            {
+                return Err(format!(
+                    "stream {i}: package window {} after {} cells packaged and {} SENDMEs",
+                    s.package_window, s.packaged_cells, s.sendmes_received
+                ));
             }
             if s.sendmes_received > s.sendmes_sent {
                 return Err(format!("stream {i}: {} SENDMEs received, {} sent", s.sendmes_received, s.sendmes_sent));
