@@ -36,8 +36,9 @@
 //! Plans travel "out of band", as in the paper's evaluation: a neighbour uses them at its
 //! next step, i.e. after `dt` (the authors' code delivered them after the link's nominal
 //! one-way latency less 2 ms, nominal even on fuzzed links: 38 ms on the paper's networks,
-//! so also before the next step; and shifted their time stamps by one step). The solver's running
-//! time is not charged to simulated time (neither was it in the authors' simulations).
+//! so also before the next step; and shifted their time stamps by one step). The solver's
+//! running time is not charged to simulated time (neither was it in the authors'
+//! simulations).
 //! If a solve fails, the relay lifts its budgets for that step (plain round robin) and
 //! counts the failure.
 //!
