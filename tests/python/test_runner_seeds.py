@@ -1,0 +1,16 @@
+"""Which seeds a run uses (no simulation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from onionlab import runner
+
+
+def test_seed_zero_is_a_seed():
+    """Seeds are non-negative: 0 is as good as any (the Rust side takes a u64)."""
+    assert runner._seeds_from({}, [0, 3]) == [0, 3]
+    assert runner._seeds_from({"experiment": {"seeds": [0]}}, None) == [0]
+    with pytest.raises(ValueError, match="non-negative"):
+        runner._seeds_from({}, [-1])
+    assert runner.seeds_from_options(None, 3, {"experiment": {"seeds": [0, 9]}}) == [0, 1, 2]
