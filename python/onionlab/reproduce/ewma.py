@@ -199,6 +199,39 @@ def _first(df: pd.DataFrame, cls: str, n: int) -> pd.DataFrame:
     return d[d["rank"] < per].sort_values(["rank", "seed", "client"]).head(n)
 
 
+def line_results(web: dict[str, np.ndarray], bulk: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Round robin against EWMA at the middle, from each scheduler's web and bulk download
+    times: the table (web quartiles, bulk mean and sample standard deviation, the paper's
+    median beside) and the summary's figures (web medians, EWMA's relative gain in the web
+    median, ours and the paper's, and the two-sample K-S test of the bulk times)."""
+    d, p = ks_2samp(bulk["round-robin"], bulk["ewma"])
+    med = {k: float(np.median(v)) for k, v in web.items()}
+    rows = []
+    for k in ["round-robin", "ewma"]:
+        w, b = web[k], bulk[k]
+        rows.append(
+            {
+                "scheduler": k if k == "round-robin" else f"ewma (H = {MAIN_HALFLIFE:g} s)",
+                "web_n": len(w),
+                "web_p25_s": np.percentile(w, 25),
+                "web_median_s": np.median(w),
+                "web_p75_s": np.percentile(w, 75),
+                "paper_web_median_s": PAPER_WEB_MEDIAN[k],
+                "bulk_n": len(b),
+                "bulk_mean_s": b.mean(),
+                "bulk_std_s": b.std(ddof=1) if len(b) > 1 else float("nan"),
+            }
+        )
+    line = {
+        "web_median_s": med,
+        "web_relative_gain": 1 - med["ewma"] / med["round-robin"],
+        "paper_web_relative_gain": 1 - PAPER_WEB_MEDIAN["ewma"] / PAPER_WEB_MEDIAN["round-robin"],
+        "bulk_ks": {"D": d, "p": p, "significant_at_0.05": p < 0.05},
+        "bulk_mean_s": {k: float(v.mean()) for k, v in bulk.items()},
+    }
+    return pd.DataFrame(rows), line
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -233,35 +266,10 @@ def main(out: Path, args: argparse.Namespace) -> int:
         if len(arr) < n:
             print(f"warning: {kind}: only {len(arr)} downloads of the {n} wanted", flush=True)
 
-    d, p = ks_2samp(bulk["round-robin"], bulk["ewma"])
-    med = {k: float(np.median(v)) for k, v in web.items()}
-    gain = 1 - med["ewma"] / med["round-robin"]
-    paper_gain = 1 - PAPER_WEB_MEDIAN["ewma"] / PAPER_WEB_MEDIAN["round-robin"]
-    rows = []
-    for k in ["round-robin", "ewma"]:
-        w, b = web[k], bulk[k]
-        rows.append(
-            {
-                "scheduler": k if k == "round-robin" else f"ewma (H = {MAIN_HALFLIFE:g} s)",
-                "web_n": len(w),
-                "web_p25_s": np.percentile(w, 25),
-                "web_median_s": np.median(w),
-                "web_p75_s": np.percentile(w, 75),
-                "paper_web_median_s": PAPER_WEB_MEDIAN[k],
-                "bulk_n": len(b),
-                "bulk_mean_s": b.mean(),
-                "bulk_std_s": b.std(ddof=1) if len(b) > 1 else float("nan"),
-            }
-        )
-    main_table = pd.DataFrame(rows)
+    main_table, summary["line"] = line_results(web, bulk)
     main_table.to_csv(out / "web_bulk.csv", index=False)
-    summary["line"] = {
-        "web_median_s": med,
-        "web_relative_gain": gain,
-        "paper_web_relative_gain": paper_gain,
-        "bulk_ks": {"D": d, "p": p, "significant_at_0.05": p < 0.05},
-        "bulk_mean_s": {k: float(v.mean()) for k, v in bulk.items()},
-    }
+    med = summary["line"]["web_median_s"]
+    d, p = summary["line"]["bulk_ks"]["D"], summary["line"]["bulk_ks"]["p"]
 
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
     for k, style in [("round-robin", "-"), ("ewma", "--")]:
