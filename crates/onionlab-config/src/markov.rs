@@ -249,4 +249,12 @@ mod tests {
         let e = MarkovModel::parse(&dead, "m.json", &["$", "F"]).unwrap_err();
         assert!(e.contains("no transition"), "{e}");
     }
+
+    #[test]
+    fn a_lognormal_delay_needs_only_mu() {
+        // tgen: sigma 0 with mu > 0 is a constant exp(mu) microseconds, not no delay.
+        let m = TINY.replace(r#""weight": 1.0, "exp_lambda": 1e-6}"#, r#""weight": 1.0, "lognorm_mu": 14.5}"#);
+        let m = MarkovModel::parse(&m, "tiny.json", &["$", "F"]).unwrap();
+        assert_eq!(m.emissions[0][0].delay, MarkovDelay::LogNormal { mu: 14.5, sigma: 0.0 });
+    }
 }

@@ -340,12 +340,15 @@ mod tests {
         set(&mut t, "relays[0].bandwidth=3 MiB/s").unwrap();
         set(&mut t, "relays[*].link_up=100 Mbit").unwrap();
         set(&mut t, "clients[\"web\"].count=10").unwrap();
+        // Positions count from 0: [1] is the second element.
+        set(&mut t, "relays[1].name=second").unwrap();
         let clients = t["clients"].as_array().unwrap();
         assert_eq!(clients[0]["count"].as_integer(), Some(10));
         assert_eq!(clients[1]["count"].as_integer(), Some(100));
         let relays = t["relays"].as_array().unwrap();
         assert_eq!(relays[0]["bandwidth"].as_str(), Some("3 MiB/s"));
         assert_eq!(relays[1]["bandwidth"].as_str(), Some("2 MiB/s"));
+        assert_eq!((relays[0]["name"].as_str(), relays[1]["name"].as_str()), (Some("a"), Some("second")));
         assert!(relays.iter().all(|r| r["link_up"].as_str() == Some("100 Mbit")));
     }
 

@@ -1219,3 +1219,96 @@ fn a_group_may_start_later_over_its_own_spread() {
     err_at(&with("start_spread = \"0 s\""), "clients[0].start_spread", &["longer than 0"]);
     err_at(&with("start = 5"), "clients[0].start", &[]);
 }
+
+// ---- boundaries, defaults and unit conversions pinned by hand-applied mutants ----
+
+#[test]
+fn documented_workload_defaults_are_exact() {
+    // docs/config.md: log-normal think time with median 5 s and sigma 1.25.
+    let c = load(MINIMAL).unwrap();
+    let Workload::Web { think, .. } = &c.workloads["web"] else { panic!() };
+    assert_eq!(*think, TimeDist::LogNormal { median: SimDuration::from_secs(5), sigma: 1.25 });
+    // onionperf's 50 KiB / 1 MiB / 5 MiB (binary units) with weights 12:2:1.
+    let perf = |extra: &str| format!("{MINIMAL}\n[workloads.p]\ntype = \"perf\"\npause = \"1 min\"\n{extra}");
+    let c = load(&perf("")).unwrap();
+    let Workload::Perf { size, .. } = &c.workloads["p"] else { panic!() };
+    assert_eq!(*size, SizeDist::Choice { sizes: vec![51_200, 1_048_576, 5_242_880], weights: vec![12.0, 2.0, 1.0] });
+    // A given size replaces the default.
+    let c = load(&perf("size = \"1 MB\"")).unwrap();
+    assert_eq!(
+        c.workloads["p"],
+        Workload::Perf { size: SizeDist::Fixed { bytes: 1_000_000 }, pause: TimeDist::Fixed { value: SimDuration::from_secs(60) } }
+    );
+}
+
+#[test]
+fn token_bucket_rates_round_bits_down_to_whole_bytes() {
+    let bw = |rate: &str| edit("bandwidth = \"2 MiB/s\"", &format!("bandwidth = \"{rate}\""));
+    // 7 bit/s is less than one byte/s; 8 bit/s is exactly one.
+    err_at(&bw("7 bit"), "relays[0].bandwidth", &["at least 1 byte/s"]);
+    assert_eq!(load(&bw("8 bit")).unwrap().relays[0].bandwidth_rate, 1);
+    assert_eq!(load(&bw("15 bit")).unwrap().relays[0].bandwidth_rate, 1);
+    assert_eq!(load(&bw("100 Mbit")).unwrap().relays[0].bandwidth_rate, 12_500_000);
+    assert_eq!(load(&bw("100 KB/s")).unwrap().relays[0].bandwidth_rate, 100_000);
+    assert_eq!(load(&bw("100 KiB/s")).unwrap().relays[0].bandwidth_rate, 102_400);
+}
+
+#[test]
+fn uniform_distributions_may_be_degenerate() {
+    // Only min > max is an error: min == max is a fixed value written as a range.
+    let c = load(&edit(
+        "size = \"320 KiB\"",
+        "size = { dist = \"uniform\", min = \"1 KiB\", max = \"1 KiB\" }\nthink = { dist = \"uniform\", min = \"3 s\", max = \"3 s\" }",
+    ))
+    .unwrap();
+    let Workload::Web { size, think, .. } = &c.workloads["web"] else { panic!() };
+    assert_eq!(*size, SizeDist::Uniform { min: 1024, max: 1024 });
+    assert_eq!(*think, TimeDist::Uniform { min: SimDuration::from_secs(3), max: SimDuration::from_secs(3) });
+}
+
+#[test]
+fn an_empirical_cdf_may_jump_and_stay_flat() {
+    // Non-decreasing, not increasing: repeated seconds (an atom) and repeated probabilities
+    // (a stretch with no mass) are both allowed.
+    let c = load(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nthink = { dist = \"empirical\", file = \"think_steps.csv\" }")).unwrap();
+    let Workload::Web { think: TimeDist::Empirical { points, .. }, .. } = &c.workloads["web"] else { panic!() };
+    assert_eq!(*points, vec![(0.0, 0.0), (2.0, 0.5), (2.0, 0.7), (10.0, 0.7), (20.0, 1.0)]);
+}
+
+#[test]
+fn an_ewma_tick_may_span_exactly_512_half_lives() {
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    load(&with("scheduler = { kind = \"ewma\", halflife = \"1 s\", tick = \"512 s\" }")).expect("512 half-lives is the bound");
+    err_at(
+        &with("scheduler = { kind = \"ewma\", halflife = \"1 s\", tick = \"513 s\" }"),
+        "mechanisms.scheduler.halflife",
+        &["at least tick / 512"],
+    );
+}
+
+#[test]
+fn relays_come_from_one_place_even_across_a_network_file() {
+    // The network file gives [[relays]] and the experiment a relays_file.
+    let e = err_at(&format!("relays_file = \"relays.toml\"\n{NET_EXPERIMENT}"), "network_file", &["`relays_file` is given both"]);
+    assert!(hint(&e).contains("remove"), "{e}");
+}
+
+#[test]
+fn an_experiment_key_that_extends_a_network_file_key_is_the_experiments() {
+    // The network file gives tor.circ_max_cell_queue; a typo'd key in the experiment that
+    // merely starts with that name is the experiment's problem, not the file's.
+    let errs = errors(&format!("{NET_EXPERIMENT}\n[tor]\ncirc_max_cell_queue_x = 1\n"));
+    assert!(errs.at("tor.circ_max_cell_queue_x").is_some(), "{errs}");
+}
+
+#[test]
+fn a_network_files_relays_file_resolves_against_the_network_file() {
+    // net/relays_only.toml says relays_file = "../relays.toml": the fixtures' relays.toml.
+    let text = "network_file = \"net/relays_only.toml\"\n[experiment]\nduration = \"1 min\"\n\
+                [network]\nlatency = { constant = \"10 ms\" }\n\
+                [[clients]]\nname = \"web\"\nworkload = \"web\"\ncount = 1\n\
+                [workloads.web]\ntype = \"web\"\nsize = \"1 KiB\"\n";
+    let c = load(text).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = c.relays.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["fileguard", "fileexit"]);
+}

@@ -165,4 +165,64 @@ mod tests {
         assert_eq!(after, pause + SimDuration::from_secs(1));
         assert!([51_200, 1 << 20, 5 << 20].contains(&bytes));
     }
+
+    /// A packet model with exactly two packets towards the client and one towards the server.
+    const TWO_DOWN_ONE_UP: &str = r#"{"nodes": [{"id": "start"}, {"id": "d1", "type": "state"}, {"id": "d2", "type": "state"},
+        {"id": "u", "type": "state"}, {"id": "f", "type": "state"}, {"id": "-", "type": "observation"},
+        {"id": "+", "type": "observation"}, {"id": "F", "type": "observation"}],
+      "links": [{"source": "start", "target": "d1", "type": "transition", "weight": 1},
+        {"source": "d1", "target": "d2", "type": "transition", "weight": 1},
+        {"source": "d2", "target": "u", "type": "transition", "weight": 1},
+        {"source": "u", "target": "f", "type": "transition", "weight": 1},
+        {"source": "d1", "target": "-", "type": "emission", "weight": 1},
+        {"source": "d2", "target": "-", "type": "emission", "weight": 1},
+        {"source": "u", "target": "+", "type": "emission", "weight": 1},
+        {"source": "f", "target": "F", "type": "emission", "weight": 1}]}"#;
+
+    /// A packet model whose streams end before any `-` packet half of the time.
+    const OFTEN_EMPTY: &str = r#"{"nodes": [{"id": "start"}, {"id": "a", "type": "state"}, {"id": "-", "type": "observation"},
+        {"id": "+", "type": "observation"}, {"id": "F", "type": "observation"}],
+      "links": [{"source": "start", "target": "a", "type": "transition", "weight": 1},
+        {"source": "a", "target": "a", "type": "transition", "weight": 1},
+        {"source": "a", "target": "-", "type": "emission", "weight": 1},
+        {"source": "a", "target": "F", "type": "emission", "weight": 1}]}"#;
+
+    fn markov(packets: &str) -> Workload {
+        use onionlab_config::markov::MarkovModel;
+        Workload::Markov {
+            stream_model: MarkovModel::parse(crate::markov::tests::TWO_SECOND_FLOWS, "s.json", &["$", "F"]).unwrap(),
+            packet_model: MarkovModel::parse(packets, "p.json", &["-", "+", "F"]).unwrap(),
+            packet_bytes: 1000,
+            pause: TimeDist::Fixed { value: SimDuration::from_secs(10) },
+        }
+    }
+
+    #[test]
+    fn markov_downloads_the_down_packets_after_the_flow_gap_and_pause() {
+        let mut c = behaviour(markov(TWO_DOWN_ONE_UP));
+        // Two `-` packets of the configured 1000 B; the `+` packet is not downloaded.
+        let off = SimDuration::from_secs(3);
+        assert_eq!(c.first(off), Next::Fetch { after: off, bytes: 2000 });
+        for _ in 0..3 {
+            let Next::Fetch { after, bytes } = c.next_after_done(SimTime::ZERO + off);
+            // The flow's 2 s end delay plus the workload's 10 s pause (to the nanosecond
+            // after the float round trip of exp(ln(2e6))).
+            assert!(after.as_nanos().abs_diff(12_000_000_000) <= 1, "{after:?}");
+            assert_eq!(bytes, 2000);
+        }
+    }
+
+    #[test]
+    fn a_markov_stream_without_down_packets_downloads_one() {
+        let mut c = behaviour(markov(OFTEN_EMPTY));
+        let sizes: Vec<u64> = (0..200)
+            .map(|_| {
+                let Next::Fetch { bytes, .. } = c.next_after_done(SimTime::ZERO);
+                bytes
+            })
+            .collect();
+        // Half the streams have no `-` packet and a quarter one: both download 1000 B.
+        assert_eq!(sizes.iter().min(), Some(&1000), "{sizes:?}");
+        assert!(sizes.iter().filter(|&&b| b == 1000).count() > 100, "{sizes:?}");
+    }
 }

@@ -136,7 +136,7 @@ pub fn secs(s: f64) -> SimDuration {
 // The checks below are dense linear algebra over state indices (Gaussian elimination,
 // a fundamental matrix): indexing several arrays by one state reads clearer than zips.
 #[allow(clippy::needless_range_loop)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use onionlab_core::RngStreams;
 
@@ -350,5 +350,30 @@ mod tests {
         assert_ne!(a, run(4));
         // Flows end (about 1 in 9 streams), each adding the 1e6 s pause to the next gap.
         assert!(a.iter().any(|&g| g >= 1e6) && a.iter().any(|&g| g < 1e3));
+    }
+
+    /// A stream model that alternates deterministically: state `a` emits `$` at once and
+    /// moves to `e`, which emits `F` after exactly exp(ln(2e6)) us = 2 s.
+    pub(crate) const TWO_SECOND_FLOWS: &str = r#"{"nodes": [{"id": "start"}, {"id": "a", "type": "state"},
+        {"id": "e", "type": "state"}, {"id": "$", "type": "observation"}, {"id": "F", "type": "observation"}],
+      "links": [{"source": "start", "target": "a", "type": "transition", "weight": 1},
+        {"source": "a", "target": "e", "type": "transition", "weight": 1},
+        {"source": "a", "target": "$", "type": "emission", "weight": 1},
+        {"source": "e", "target": "F", "type": "emission", "weight": 1, "lognorm_mu": 14.508657738524219}]}"#;
+
+    #[test]
+    fn a_flows_end_delay_and_the_pause_both_enter_the_next_gap() {
+        let m = MarkovModel::parse(TWO_SECOND_FLOWS, "flows.json", &["$", "F"]).unwrap();
+        let mut rng = RngStreams::new(1).stream("test", "flows");
+        let mut u = MarkovUser::default();
+        // The first stream comes at once; every later one after the 2 s end of the previous
+        // flow plus the 10 s pause.
+        assert_eq!(u.next_stream(&m, &mut rng, |_| 10.0), 0.0);
+        for _ in 0..3 {
+            let gap = u.next_stream(&m, &mut rng, |_| 10.0);
+            assert!((gap - 12.0).abs() < 1e-6, "gap {gap}");
+        }
+        // A pause past the safety bound is capped there.
+        assert_eq!(u.next_stream(&m, &mut rng, |_| 1e12), MAX_DELAY_SECS);
     }
 }
