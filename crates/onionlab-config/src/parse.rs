@@ -337,10 +337,11 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// `path.key`, or just `key` at the top (or right after a `file:` prefix).
+/// `path.key`; just `key` at the top, and `file:key` right after a `file:` prefix (the top
+/// of a file the config names, such as `relays_file:colour`).
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() || path.ends_with(':') {
-        key.to_string()
+        format!("{path}{key}")
     } else {
         format!("{path}.{key}")
     }

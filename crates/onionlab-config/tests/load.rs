@@ -559,6 +559,9 @@ fn relays_file() {
     assert!(e.message.contains("bare number"));
     let e = errs.at("relays_file:relays[0].colour").unwrap_or_else(|| panic!("{errs}"));
     assert!(e.message.contains("unknown key"));
+    // A top-level key of the file is named after the file, with no stray dot.
+    let e = errs.at("relays_file:colour").unwrap_or_else(|| panic!("{errs}"));
+    assert!(e.message.contains("unknown key"));
     err_at(&with_file("latency.csv"), "relays_file", &["latency.csv", "TOML syntax error", "line"]);
     err_at(&with_file("topology.gml"), "relays_file", &["TOML syntax error"]);
     // Names are unique across the config and the file.
