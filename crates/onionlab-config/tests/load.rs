@@ -466,7 +466,8 @@ fn locations_must_exist_in_the_matrix() {
     let text = edit("latency = { constant = \"20 ms\" }", "latency = { matrix = \"latency.csv\" }")
         .replace("flags = [\"Guard\", \"Fast\"]", "flags = [\"Guard\", \"Fast\"]\nlocation = 3")
         .replace("count = 20", "count = 20\nplacement = 7");
-    err_at(&text, "relays[0].location", &["location 3", "3 locations"]);
+    let e = err_at(&text, "relays[0].location", &["location 3", "3 locations"]);
+    assert!(hint(&e).contains("from 0 to 2"), "{e}");
     err_at(&text, "clients[0].placement", &["location 7"]);
 }
 
@@ -1314,4 +1315,45 @@ fn a_network_files_relays_file_resolves_against_the_network_file() {
     let c = load(text).unwrap_or_else(|e| panic!("{e}"));
     let names: Vec<&str> = c.relays.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["fileguard", "fileexit"]);
+}
+
+#[test]
+fn documented_inclusive_upper_bounds_are_allowed() {
+    let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
+    // PredicTor's horizon: between 1 and 100.
+    assert_eq!(load(&with("predictor = { horizon = 100 }")).unwrap().mechanisms.predictor.unwrap().horizon, 100);
+    err_at(&with("predictor = { horizon = 101 }"), "mechanisms.predictor.horizon", &["between 1 and 100"]);
+    // BRAIDS's tax: between 0 and 1.
+    let braids = |b: &str| {
+        format!(
+            "{}\n[mechanisms]\nscheduler = \"hpd\"\nbraids = {b}\n",
+            MINIMAL.replacen("count = 20\n", "count = 20\nservice = \"low-latency\"\n", 1)
+        )
+    };
+    assert_eq!(load(&braids("{ tax = 1 }")).unwrap().mechanisms.braids.unwrap().tax, 1.0);
+    // A spending interval that is not a whole number of free periods still gets its last
+    // handout: 25 min / 10 min rounds up to 3 handouts of 3 tickets of 256 cells.
+    let c = load(&braids("{ spending_interval = \"25 min\", free_period = \"10 min\" }")).unwrap();
+    assert_eq!(c.mechanisms.braids.unwrap().low_latency_limit, 3 * 3 * 256);
+    // tor's ranges are inclusive: cbtmaxopencircs 0..=14, cc_sendme_inc 1..=255.
+    let tor = |t: &str| format!("{MINIMAL}\n[tor]\n{t}\n");
+    let c = load(&tor("predicted_circuits = true\ncbt_learning = { max_clean = 14 }")).unwrap();
+    assert_eq!(c.tor.cbt_learning.unwrap().max_clean, 14);
+    let c = load(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 255 }")).unwrap();
+    assert!(matches!(c.tor.congestion_control, CongestionControlConfig::Vegas(v) if v.sendme_inc == 255));
+    err_at(&tor("congestion_control = { kind = \"vegas\", sendme_inc = 256 }"), "tor.congestion_control.sendme_inc", &["1..=255"]);
+    // Every client of a group may run a relay.
+    let c = load(&edit("count = 20\n", "count = 20\nrelay_operators = { count = 20 }\n")).unwrap();
+    assert_eq!(c.clients[0].relay_operators.unwrap().count, 20);
+}
+
+#[test]
+fn a_fixed_time_may_be_zero() {
+    // Unlike a mean, median or scale, a fixed think time or pause may be 0 s (back to back).
+    let c = load(&edit("size = \"320 KiB\"", "size = \"320 KiB\"\nthink = \"0 s\"")).unwrap();
+    let Workload::Web { think, .. } = &c.workloads["web"] else { panic!() };
+    assert_eq!(*think, TimeDist::Fixed { value: SimDuration::ZERO });
+    let c = load(&format!("{MINIMAL}\n[workloads.p]\ntype = \"perf\"\npause = {{ dist = \"fixed\", value = \"0 s\" }}\n")).unwrap();
+    let Workload::Perf { pause, .. } = &c.workloads["p"] else { panic!() };
+    assert_eq!(*pause, TimeDist::Fixed { value: SimDuration::ZERO });
 }

@@ -376,4 +376,14 @@ pub(crate) mod tests {
         // A pause past the safety bound is capped there.
         assert_eq!(u.next_stream(&m, &mut rng, |_| 1e12), MAX_DELAY_SECS);
     }
+
+    #[test]
+    fn delays_are_microseconds_capped_at_the_safety_bound() {
+        let mut rng = RngStreams::new(2).stream("test", "delay");
+        // exp(ln(2e6)) us = 2 s; exp(50) us is about 165 years.
+        let two = sample_delay(&MarkovDelay::LogNormal { mu: 2e6f64.ln(), sigma: 0.0 }, &mut rng);
+        assert!((two - 2.0).abs() < 1e-9, "{two}");
+        assert_eq!(sample_delay(&MarkovDelay::LogNormal { mu: 50.0, sigma: 0.0 }, &mut rng), MAX_DELAY_SECS);
+        assert_eq!(sample_delay(&MarkovDelay::Zero, &mut rng), 0.0);
+    }
 }
