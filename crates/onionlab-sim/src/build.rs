@@ -552,4 +552,19 @@ mod tests {
         assert_eq!(built.cbt_learning, Some(onionlab_tor::CbtLearning::TOR_0_4_8));
         assert_eq!(built.idle_channel_timeout, Some(onionlab_tor::ChannelIdleTimeout::TOR_0_4_8));
     }
+
+    #[test]
+    fn every_scheduler_option_reaches_its_kind() {
+        // Half-life and tick differ, so that a swap shows; KIST's factor is not its default.
+        let (h, t, ri) = (SimDuration::from_secs(30), SimDuration::from_millis(10), SimDuration::from_millis(2));
+        let SchedulerKind::Ewma { halflife, tick } = scheduler(&SchedulerConfig::Ewma { halflife: h, tick: t }) else { panic!() };
+        assert_eq!((halflife, tick), (h, t));
+        let kist = scheduler(&SchedulerConfig::Kist { run_interval: ri, sock_buf_size_factor: 2.5, halflife: h, tick: t });
+        let SchedulerKind::Kist { params, halflife, tick } = kist else { panic!() };
+        assert_eq!((params, halflife, tick), (KistParams { run_interval: ri, sock_buf_size_factor: 2.5, lite: false }, h, t));
+        let SchedulerKind::Kist { params, .. } = scheduler(&SchedulerConfig::KistLite { run_interval: ri, halflife: h, tick: t }) else {
+            panic!()
+        };
+        assert_eq!(params, KistParams { run_interval: ri, sock_buf_size_factor: 1.0, lite: true });
+    }
 }
