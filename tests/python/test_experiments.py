@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import onionlab
@@ -244,13 +244,18 @@ def render(c: dict) -> str:
     text = text.replace("count = 4\n", "count = @SERVERS@\n")
     text = text.replace("@WEB@", str(c["web_count"])).replace("@BULK@", str(c["bulk_count"]))
     text = text.replace("@SERVERS@", str(c["servers"]))
-    text = text.replace('size = "320 KiB"', f'size = "{c["web_size"]}"').replace('size = "5 MiB"', f'size = "{c["bulk_size"]}"')
+    # Through placeholders, as the counts: a web size of "5 MiB" must not then be taken
+    # for the bulk workload's default (hypothesis found that case).
+    text = text.replace('size = "320 KiB"', "size = @WEBSIZE@").replace('size = "5 MiB"', "size = @BULKSIZE@")
+    text = text.replace("@WEBSIZE@", f'"{c["web_size"]}"').replace("@BULKSIZE@", f'"{c["bulk_size"]}"')
     text = text.replace('bandwidth = "1536 KiB/s"', f'bandwidth = "{c["bw"]}"')
     return text
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(c=configs())
+@example(c={"duration": "10 s", "warmup": "1 ms", "interval": "1 ms", "seeds": [0], "web_count": 1, "bulk_count": 1, "servers": 1,
+            "web_size": "5 MiB", "bulk_size": "1 B", "bw": "1 KiB/s"})
 def test_resolved_config_round_trips(tmp_path, c):
     path = tmp_path / "gen.toml"
     path.write_text(render(c))
