@@ -2,6 +2,9 @@
 //! `TorConfig` under its own name and unit, and relay, client and server fields that no
 //! whole-run plausibility check would notice being dropped or swapped change the network.
 
+mod common;
+
+use common::load;
 use onionlab_config::model::ExperimentConfig;
 use onionlab_core::SimDuration;
 use onionlab_sim::build::{build, tor_config};
@@ -11,34 +14,9 @@ use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::{CongestionControlKind, TorConfig};
 use onionlab_tor::{RelayFlags, TorError};
 
-fn load(text: &str) -> ExperimentConfig {
-    onionlab_config::load_str(text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}\n---\n{text}"))
-}
-
-/// Three relays (guard, middle, exit) of 1 MiB/s and `rest`.
+/// Three relays (guard, middle, exit) of 1 MiB/s, a bulk workload of 1 GiB, and `rest`.
 fn three_relays(rest: &str) -> String {
-    format!(
-        r#"
-[network]
-latency = {{ constant = "20 ms" }}
-[[relays]]
-name = "guard"
-bandwidth = "1 MiB/s"
-flags = ["Guard", "Fast", "Stable"]
-[[relays]]
-name = "middle"
-bandwidth = "1 MiB/s"
-flags = ["Fast"]
-[[relays]]
-name = "exit"
-bandwidth = "1 MiB/s"
-flags = ["Exit", "Fast"]
-[workloads.bulk]
-type = "bulk"
-size = "1 GiB"
-{rest}
-"#
-    )
+    common::three_relays(&format!("[workloads.bulk]\ntype = \"bulk\"\nsize = \"1 GiB\"\n{rest}"))
 }
 
 #[test]

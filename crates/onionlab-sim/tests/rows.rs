@@ -3,6 +3,8 @@
 //! no plausibility check would catch if they were wrong, and config fields that must
 //! reach the network.
 
+mod common;
+
 use onionlab_config::model::ExperimentConfig;
 use onionlab_sim::{run, RunOutput};
 use onionlab_tor::UNFINISHED;
@@ -10,29 +12,7 @@ use onionlab_tor::UNFINISHED;
 /// Three relays of 1 MiB/s (guard, middle, exit), 20 ms between any two hosts, one server
 /// on a 1 Gbit link, then `rest` (the experiment section, clients and workloads).
 fn net(rest: &str) -> ExperimentConfig {
-    let text = format!(
-        r#"
-[network]
-latency = {{ constant = "20 ms" }}
-[[relays]]
-name = "guard"
-bandwidth = "1 MiB/s"
-flags = ["Guard", "Fast", "Stable"]
-[[relays]]
-name = "middle"
-bandwidth = "1 MiB/s"
-flags = ["Fast"]
-[[relays]]
-name = "exit"
-bandwidth = "1 MiB/s"
-flags = ["Exit", "Fast"]
-[servers]
-count = 1
-link = "1 Gbit"
-{rest}
-"#
-    );
-    onionlab_config::load_str(&text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}\n---\n{text}"))
+    common::load(&common::three_relays(&format!("[servers]\ncount = 1\nlink = \"1 Gbit\"\n{rest}")))
 }
 
 /// Web clients that fetch one page and then think for an hour: in a short run each client's
