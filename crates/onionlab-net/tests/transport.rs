@@ -504,13 +504,10 @@ fn a_window_update_travels_back_from_the_reader() {
     assert_eq!(log.first(), Some(&(want, NetNotice::Readable { conn, side: Side::Acceptor })));
 }
 
-#[test]
-fn a_blocked_writer_wakes_once_free_space_is_half_of_what_is_queued() {
-    // A 20,000 B send buffer, five 4,000 B batches in flight (the window holds them all),
-    // 4 ms each on a's uplink from 20 ms; the k-th acknowledgement is back at
-    // 40 + 4k ms + 32 us. After the first, 4,000 B are free for 16,000 B queued; after the
-    // second 8,000 B for 12,000 B, which is the first time free >= queued / 2 (Linux's
-    // sk_stream_wspace >= sk_stream_min_wspace).
+/// The blocked-writer case: a 20,000 B send buffer and 4,000 B batches, a 10 ms network,
+/// host a's 8 Mbit/s uplink; 30,000 B written, of which the buffer takes 20,000 (the
+/// window holds all five batches).
+fn blocked_writer() -> (Network, EventQueue<NetEvent>, ConnId) {
     let cfg = TransportConfig { sndbuf_bytes: 20_000, max_batch_bytes: 4000, initial_cwnd_segments: 20, ..TransportConfig::default() };
     let mut net = Network::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), 1);
     let mut q = EventQueue::new();
@@ -518,6 +515,17 @@ fn a_blocked_writer_wakes_once_free_space_is_half_of_what_is_queued() {
     let b = net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
     let conn = net.connect(&mut q, a, b).unwrap();
     assert_eq!(net.write(&mut q, conn, Side::Initiator, 30_000), 20_000);
+    (net, q, conn)
+}
+
+#[test]
+fn a_blocked_writer_wakes_once_free_space_is_half_of_what_is_queued() {
+    // A 20,000 B send buffer, five 4,000 B batches in flight (the window holds them all),
+    // 4 ms each on a's uplink from 20 ms; the k-th acknowledgement is back at
+    // 40 + 4k ms + 32 us. After the first, 4,000 B are free for 16,000 B queued; after the
+    // second 8,000 B for 12,000 B, which is the first time free >= queued / 2 (Linux's
+    // sk_stream_wspace >= sk_stream_min_wspace).
+    let (mut net, mut q, conn) = blocked_writer();
     let mut log = Vec::new();
     run_logged(&mut net, &mut q, SimTime::MAX, &mut log);
     let woken: Vec<_> = log.iter().filter(|(_, n)| matches!(n, NetNotice::Writable { .. })).collect();
@@ -772,13 +780,7 @@ fn a_closed_slot_is_not_reused_while_its_bytes_are_on_the_wire() {
 fn closing_withdraws_the_notices_not_yet_drained() {
     // As in the blocked-writer case: the second acknowledgement, due at 48.032 ms, makes
     // the writer writable; the application looks at the socket then, and closes.
-    let cfg = TransportConfig { sndbuf_bytes: 20_000, max_batch_bytes: 4000, initial_cwnd_segments: 20, ..TransportConfig::default() };
-    let mut net = Network::new(cfg, LatencyModel::constant(SimDuration::from_millis(10)), 1);
-    let mut q = EventQueue::new();
-    let a = net.add_host(host("a", 8 * MBIT, 1000 * MBIT)).unwrap();
-    let b = net.add_host(host("b", 1000 * MBIT, 1000 * MBIT)).unwrap();
-    let conn = net.connect(&mut q, a, b).unwrap();
-    net.write(&mut q, conn, Side::Initiator, 30_000);
+    let (mut net, mut q, conn) = blocked_writer();
     let due = ms(48) + SimDuration::from_micros(32);
     let mut log = Vec::new();
     run_logged(&mut net, &mut q, SimTime::from_nanos(due.as_nanos() - 1), &mut log);
