@@ -549,6 +549,31 @@ fn relay_set_needs_a_guard_and_an_exit() {
 }
 
 #[test]
+fn a_position_whose_relays_all_weigh_zero_is_an_error() {
+    let guard0 = |text: &str| text.replacen("flags = [\"Guard\", \"Fast\"]", "flags = [\"Guard\", \"Fast\"]\nconsensus_weight = 0", 1);
+    let exit0 = |text: &str| text.replacen("flags = [\"Exit\", \"Fast\"]", "flags = [\"Exit\", \"Fast\"]\nconsensus_weight = 0", 1);
+    let guard_words: &[&str] = &["Guard and Fast flags", "consensus_weight = 0", "an entry"];
+    let e = err_at(&guard0(MINIMAL), "relays", guard_words);
+    assert!(hint(&e).contains("positive consensus_weight"), "{e}");
+    // The exit still weighs something, so the middle position has a candidate.
+    assert_eq!(errors(&guard0(MINIMAL)).len(), 1, "{}", errors(&guard0(MINIMAL)));
+    err_at(&exit0(MINIMAL), "relays", &["Exit and Fast flags", "consensus_weight = 0", "an exit"]);
+    // Both at 0: the guard, the middle and the exit positions are each reported.
+    let all = errors(&exit0(&guard0(MINIMAL)));
+    let messages: Vec<&str> = all.0.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages.len(), 3, "{all}");
+    assert!(messages.iter().any(|m| m.contains("with the Fast flag has") && m.contains("a middle")), "{all}");
+    // One zero-weight guard beside a weighted one is a valid network (tor has such relays).
+    let second = MINIMAL.replacen(
+        "[[relays]]",
+        "[[relays]]\nname = \"guard0\"\nbandwidth = \"1 MiB/s\"\nflags = [\"Guard\", \"Fast\"]\nconsensus_weight = 0\n\n[[relays]]",
+        1,
+    );
+    let cfg = load(&second).expect("a zero-weight relay beside weighted ones is valid");
+    assert_eq!(cfg.relays[0].consensus_weight, 0);
+}
+
+#[test]
 fn relays_file() {
     let with_file = |f: &str| format!("relays_file = \"{f}\"\n{MINIMAL}");
     let c = load(&with_file("relays.toml")).unwrap();
