@@ -1207,7 +1207,7 @@ impl Ctx<'_> {
                 let which = if flag == "Fast" { "the Fast flag".to_string() } else { format!("the {flag} and Fast flags") };
                 self.err_hint(
                     "relays",
-                    &format!("every relay with {which} has consensus_weight = 0, so no circuit can pick {position}"),
+                    format!("every relay with {which} has consensus_weight = 0, so no circuit can pick {position}"),
                     "give at least one of them a positive consensus_weight, or leave the key out: it defaults to the bandwidth in KiB/s",
                 );
             }
