@@ -1200,14 +1200,14 @@ impl Ctx<'_> {
         // Path selection never picks a relay of weight 0 (tor would pick uniformly when a
         // position's weights are all 0; `onionlab_tor::path` documents why we do not), so
         // a position whose candidates all weigh 0 fails every circuit: say so now, not as a
-        // client's path error at run time.
-        for (flag, position) in [("Guard", "an entry"), ("Fast", "a middle"), ("Exit", "an exit")] {
+        // client's path error at run time. The middle is left to that error: whether a
+        // weighted relay is left for it depends on the guard and exit a path took.
+        for (flag, position) in [("Guard", "an entry"), ("Exit", "an exit")] {
             let mut candidates = out.iter().filter(|r| has(r, flag) && has(r, "Fast")).peekable();
             if candidates.peek().is_some() && candidates.all(|r| r.consensus_weight == 0) {
-                let which = if flag == "Fast" { "the Fast flag".to_string() } else { format!("the {flag} and Fast flags") };
                 self.err_hint(
                     "relays",
-                    format!("every relay with {which} has consensus_weight = 0, so no circuit can pick {position}"),
+                    format!("every relay with the {flag} and Fast flags has consensus_weight = 0, so no circuit can pick {position}"),
                     "give at least one of them a positive consensus_weight, or leave the key out: it defaults to the bandwidth in KiB/s",
                 );
             }
