@@ -145,26 +145,14 @@ fn relay_channel_and_circuit_rows_of_one_client_on_one_circuit() {
 fn a_slow_exits_queue_in_the_relay_circuit_and_hpd_columns() {
     // One bulk download through a 100 KiB/s exit (1 MiB/s elsewhere), HPD scheduling,
     // relay and circuit samples every 2 s.
-    let text = r#"
+    let text = common::three_relays_at(
+        ["1 MiB/s", "1 MiB/s", "100 KiB/s"],
+        r#"
 [experiment]
 duration = "10 s"
 seeds = [1]
 metrics_interval = "2 s"
 circuit_metrics_interval = "2 s"
-[network]
-latency = { constant = "20 ms" }
-[[relays]]
-name = "guard"
-bandwidth = "1 MiB/s"
-flags = ["Guard", "Fast", "Stable"]
-[[relays]]
-name = "middle"
-bandwidth = "1 MiB/s"
-flags = ["Fast"]
-[[relays]]
-name = "exit"
-bandwidth = "100 KiB/s"
-flags = ["Exit", "Fast"]
 [[clients]]
 name = "bulk"
 workload = "bulk"
@@ -177,8 +165,9 @@ type = "bulk"
 size = "1 GiB"
 [mechanisms]
 scheduler = "hpd"
-"#;
-    let out = run(&onionlab_config::load_str(text, std::path::Path::new(".")).unwrap(), 1, None).unwrap();
+"#,
+    );
+    let out = run(&common::load(&text), 1, None).unwrap();
     let exit: Vec<_> = out.relays.iter().filter(|r| &*r.relay == "exit").collect();
     // From 6 s on the exit reads and sends at its rate, 200 KiB per interval, and its
     // bucket is empty at each of the 20 refills (100 ms) of the interval: 2 s. The fast

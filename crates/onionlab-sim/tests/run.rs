@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+mod common;
+
 use onionlab_sim::run;
 use onionlab_tor::UNFINISHED;
 
@@ -487,27 +489,13 @@ fn one_slow_middle(scheduler: &str) -> onionlab_config::model::ExperimentConfig 
 }
 
 fn one_slow_middle_with(scheduler: &str, wire_waits: bool) -> onionlab_config::model::ExperimentConfig {
-    let text = format!(
+    let rest = format!(
         r#"
 [experiment]
 duration = "40 s"
 warmup = "10 s"
 seeds = [1]
 wire_waits = {wire_waits}
-[network]
-latency = {{ constant = "20 ms" }}
-[[relays]]
-name = "guard"
-bandwidth = "1 MiB/s"
-flags = ["Guard", "Fast", "Stable"]
-[[relays]]
-name = "middle"
-bandwidth = "100 KiB/s"
-flags = ["Fast"]
-[[relays]]
-name = "exit"
-bandwidth = "1 MiB/s"
-flags = ["Exit", "Fast"]
 [[clients]]
 name = "bulk"
 workload = "bulk"
@@ -524,7 +512,7 @@ size = "1 GiB"
 scheduler = "{scheduler}"
 "#
     );
-    onionlab_config::load_str(&text, std::path::Path::new(".")).unwrap_or_else(|e| panic!("{e}"))
+    common::load(&common::three_relays_at(["1 MiB/s", "100 KiB/s", "1 MiB/s"], &rest))
 }
 
 /// Little's law across the path: a stream keeps at most its window, 500 cells, between

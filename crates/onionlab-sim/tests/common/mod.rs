@@ -1,25 +1,33 @@
 //! What the sim crate's integration tests share: a small network written as TOML.
 
+// Each test binary compiles this module and uses only part of it.
+#![allow(dead_code)]
+
 use onionlab_config::model::ExperimentConfig;
 
 /// Three relays of 1 MiB/s (guard, middle, exit) with 20 ms between any two hosts, then
 /// `rest` (the sections each test adds), as config text.
 pub fn three_relays(rest: &str) -> String {
+    three_relays_at(["1 MiB/s"; 3], rest)
+}
+
+/// [`three_relays`] with each relay's bandwidth given, guard first.
+pub fn three_relays_at([guard, middle, exit]: [&str; 3], rest: &str) -> String {
     format!(
         r#"
 [network]
 latency = {{ constant = "20 ms" }}
 [[relays]]
 name = "guard"
-bandwidth = "1 MiB/s"
+bandwidth = "{guard}"
 flags = ["Guard", "Fast", "Stable"]
 [[relays]]
 name = "middle"
-bandwidth = "1 MiB/s"
+bandwidth = "{middle}"
 flags = ["Fast"]
 [[relays]]
 name = "exit"
-bandwidth = "1 MiB/s"
+bandwidth = "{exit}"
 flags = ["Exit", "Fast"]
 {rest}
 "#
