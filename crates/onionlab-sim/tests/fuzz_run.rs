@@ -466,7 +466,7 @@ struct Gen {
     weights: Option<Vec<(&'static str, u64)>>,
     compute_flags: bool,
     relays: Vec<GenRelay>,
-    /// Which relays get Guard+Fast and Exit+Fast (so that the set is valid).
+    /// Which relays get Guard+Fast and Exit+Fast, each with a positive weight (so that the set is valid).
     guard: usize,
     exit: usize,
     clients: Vec<GenClient>,
@@ -709,6 +709,10 @@ fn render(g: &Gen) -> (String, Option<String>) {
             writeln!(s, "link_up = {}\nlink_down = {}", bits(up), bits(down)).unwrap();
         }
         if let Some(w) = r.weight {
+            // The relays made Guard+Fast and Exit+Fast above weigh at least 1: a position
+            // whose candidates all weigh 0 is a config error (tested in onionlab-config),
+            // and the fuzz wants valid configs. Other relays may still weigh 0.
+            let w = if i == g.guard || i == g.exit { w.max(1) } else { w };
             writeln!(s, "consensus_weight = {w}").unwrap();
         }
         if let Some((rate, burst)) = r.perconn {
@@ -965,9 +969,15 @@ fn check_generated(g: &Gen) -> Result<(), TestCaseError> {
     check_run(&cfg).map_err(|e| TestCaseError::fail(format!("{e}\n---\n{text}")))
 }
 
+/// `PROPTEST_CASES` when set to a number, else `default`.
+fn cases_or(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 proptest! {
     // CI runs the debug profile (tests build with opt-level 2): 24 cases take a few seconds.
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 2_000, ..ProptestConfig::default() })]
+    // PROPTEST_CASES overrides the 24 (a literal `cases` would override the variable).
+    #![proptest_config(ProptestConfig { cases: cases_or(24), max_shrink_iters: 2_000, ..ProptestConfig::default() })]
 
     #[test]
     fn random_valid_configs_run_with_invariants_and_deterministically(g in config(false)) {
