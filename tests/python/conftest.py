@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,12 @@ from hypothesis import settings
 
 from onionlab import _core, stats
 
-# No example database: the tests leave no .hypothesis directory behind.
-settings.register_profile("onionlab", database=None)
-settings.load_profile("onionlab")
+# No example database: the tests leave no .hypothesis directory behind. Derandomized, so a
+# run's examples are the same every time (CI is repeatable); HYPOTHESIS_PROFILE=explore
+# draws new ones.
+settings.register_profile("onionlab", database=None, derandomize=True)
+settings.register_profile("explore", database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "onionlab"))
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "examples" / "tiny.toml"
