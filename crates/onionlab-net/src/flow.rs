@@ -243,7 +243,9 @@ impl Flow {
         let by_cwnd = self.cwnd.saturating_sub(self.inflight());
         let by_rwnd = cfg.rcvbuf_bytes.saturating_sub(self.peer_unread + self.inflight());
         let unsent = self.unsent();
-        if unsent > 0 && by_cwnd <= by_rwnd && by_cwnd < unsent.min(cfg.max_batch_bytes as u64) {
+        // Limited when this send fills the window (Linux, after tcp_write_xmit's loop:
+        // `is_cwnd_limited |= packets_in_flight >= snd_cwnd`), so an exact fit counts too.
+        if unsent > 0 && by_cwnd <= by_rwnd && by_cwnd <= unsent.min(cfg.max_batch_bytes as u64) {
             self.cwnd_limited = true;
         }
         unsent.min(by_cwnd).min(by_rwnd).min(cfg.max_batch_bytes as u64)
@@ -340,6 +342,24 @@ mod tests {
         let w0 = f.cwnd;
         f.on_ack(SimTime::from_nanos(100), b, 0, false, SimTime::ZERO, &cfg);
         assert_eq!(f.cwnd, w0);
+    }
+
+    /// Data that fills the congestion window exactly leaves it full: the window limited
+    /// sending, and congestion avoidance grows it (Linux marks a flow cwnd-limited when
+    /// packets in flight reach cwnd after a send).
+    #[test]
+    fn data_that_fills_the_window_exactly_makes_it_grow() {
+        let mss = TransportConfig::default().mss as u64;
+        for (written, grows) in [(10 * mss, true), (10 * mss - 1, false)] {
+            let (mut f, cfg) = flow();
+            f.cwnd = 10 * mss;
+            f.ssthresh = 2 * mss; // congestion avoidance
+            f.written = written;
+            let n = send_all(&mut f, &cfg);
+            assert_eq!(n, written);
+            f.on_ack(SimTime::from_nanos(100), n, 0, false, SimTime::ZERO, &cfg);
+            assert_eq!(f.cwnd > 10 * mss, grows, "{written} B written into a {} B window", 10 * mss);
+        }
     }
 
     #[test]
