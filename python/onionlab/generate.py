@@ -31,6 +31,8 @@ from typing import Sequence
 
 import numpy as np
 
+from onionlab.argtypes import check_warmup, duration, positive_duration
+
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 DEFAULT_CONSENSUS = REPO_DATA / "consensus" / "cached-consensus-2022-11-19-1000.xz"
 DEFAULT_SNAPSHOT = REPO_DATA / "consensus" / "tor-consensus-with-observed-weights-2021-04-30.json"
@@ -787,14 +789,15 @@ def add_parser(sub) -> None:
         "auto (default) picks by the consensus's newest recommended client version",
     )
     g.add_argument("--seed", type=int, default=1, help="sampling seed (default 1)")
-    g.add_argument("--duration", default="10 min", help="duration in the written experiment.toml (default \"10 min\")")
-    g.add_argument("--warmup", default="2 min", help="warmup in the written experiment.toml (default \"2 min\")")
+    g.add_argument("--duration", type=positive_duration, default="10 min", help="duration in the written experiment.toml (default \"10 min\")")
+    g.add_argument("--warmup", type=duration, default="2 min", help="warmup in the written experiment.toml (default \"2 min\")")
     g.set_defaults(func=main)
 
 
 def main(args: argparse.Namespace) -> int:
     import resource
 
+    check_warmup(args.duration, args.warmup)
     t0 = time.perf_counter()
     if args.snapshot:
         cons = read_capacity_snapshot(args.snapshot)

@@ -251,6 +251,8 @@ def run_jobs(
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"jobs: duplicate names in {names}")
+    if workers is not None and workers < 1:  # 0 would silently mean "the CPUs"
+        raise ValueError(f"workers: must be at least 1, got {workers}")
     resolved = dict(resolved or {})
     for j in jobs:
         if j.name in resolved:

@@ -56,6 +56,42 @@ def test_bad_counts_are_errors(tmp_path, captured_run, capsys, argv):
     assert not captured_run
 
 
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        # Each was once accepted: EWMA's --seeds 0 or -1 ran one seed, the reproductions'
+        # --jobs 0 or -3 meant "the CPUs", generate wrote an experiment it could not run.
+        (["reproduce", "ewma", "--quick", "--seeds", "0"], "--seeds"),
+        (["reproduce", "ewma", "--seeds", "-1"], "--seeds"),
+        (["reproduce", "tortoise", "--jobs", "0"], "--jobs"),
+        (["reproduce", "predictor", "--jobs", "-3"], "--jobs"),
+        (["reproduce", "throttling", "--jobs", "0"], "--jobs"),
+        (["reproduce", "predictor", "--random-duration", "0 s"], "--random-duration"),
+        (["reproduce", "throttling", "--duration", "-3"], "--duration"),
+        (["reproduce", "throttling", "--warmup", "banana"], "--warmup"),
+        (["reproduce", "throttling", "--warmup", "30 min"], "--warmup"),
+        (["reproduce", "throttling", "--sweep-duration", "1 min"], "--sweep-warmup"),
+        (["reproduce", "tortoise", "--duration", "3 min"], "--warmup"),
+        (["generate", "--duration", "banana"], "--duration"),
+        (["generate", "--warmup", "-1 s"], "--warmup"),
+        (["generate", "--duration", "1 min", "--warmup", "2 min"], "--warmup"),
+    ],
+)
+def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path, capsys, monkeypatch, argv, named):
+    def no_run(*a, **k):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(onionlab.runner, "run_jobs", no_run)
+    try:
+        code = main(argv + ["-o", str(tmp_path / "out")])
+    except SystemExit as e:  # argparse's own refusal
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err, err
+    assert not (tmp_path / "out" / "runs").exists()
+
+
 def test_missing_inputs_exit_2_cleanly(tmp_path, capsys):
     for argv in (
         ["check", str(tmp_path / "nope.toml")],

@@ -40,6 +40,13 @@ def test_time_limit_stops_unfinished_flows():
         ({"rtt_ms": float("nan")}, "rtt_ms"),
         ({"seconds": 0.0}, "seconds"),
         ({"size_bytes": 0}, "size_bytes"),
+        # Negative or oversized counts, which the binding's own conversion once refused
+        # without naming the argument.
+        ({"flows": -2}, "flows"),
+        ({"flows": 2**32}, "flows"),
+        ({"size_bytes": -5}, "size_bytes"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**64}, "seed"),
     ],
 )
 def test_bad_input_names_the_field(kwargs, field):

@@ -303,7 +303,7 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
         main(["reproduce", "throttling", "--criterion", "p90", "-o", str(tmp_path / "t")])
     assert "--criterion" in capsys.readouterr().err
     for arg, value, message in (("--capacity-scale", "0", "must be a positive number"), ("--capacity-scale", "x", "expected a number"),
-                                ("--think-median", "0 s", "must be positive"), ("--think-median", "soon", "'soon'"),
+                                ("--think-median", "0 s", "must be positive"), ("--think-median", "soon", '"soon" does not start with a number'),
                                 ("--attack3-sizes", "1 MiB,0 B", "each size must be positive"), ("--attack3-sizes", "1 MiB,lots", "'lots'"),
                                 ("--attack3-sizes", "1 MiB,1024 KiB", "'1024 KiB' is repeated")):
         with pytest.raises(SystemExit):

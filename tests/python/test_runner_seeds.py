@@ -14,3 +14,11 @@ def test_seed_zero_is_a_seed():
     with pytest.raises(ValueError, match="non-negative"):
         runner._seeds_from({}, [-1])
     assert runner.seeds_from_options(None, 3, {"experiment": {"seeds": [0, 9]}}) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("workers", [0, -2])
+def test_run_jobs_refuses_fewer_than_one_worker(workers):
+    # 0 once meant "the CPUs" and a negative count one worker, silently.
+    job = runner.Job("a", "unused.toml", (1,))
+    with pytest.raises(ValueError, match="workers: must be at least 1"):
+        runner.run_jobs([job], workers=workers)

@@ -26,6 +26,14 @@ fn positive(name: &str, v: f64) -> PyResult<f64> {
     }
 }
 
+/// `v` as an unsigned `T` if it is at least `min` and fits one; else an error naming `name`.
+fn whole<T: TryFrom<i128>>(name: &str, v: i128, min: i128) -> PyResult<T> {
+    match T::try_from(v) {
+        Ok(x) if v >= min => Ok(x),
+        _ => Err(PyValueError::new_err(format!("{name}: must be at least {min} and below 2^{}, got {v}", 8 * std::mem::size_of::<T>()))),
+    }
+}
+
 /// Runs the built-in transport example: `flows` senders, each on its own 100 Mbit/s host,
 /// send `size_bytes` each to one sink whose downlink of `bottleneck_mbit` Mbit/s they share,
 /// over a path of round-trip time `rtt_ms`, for at most `seconds` simulated seconds.
@@ -36,19 +44,18 @@ fn positive(name: &str, v: f64) -> PyResult<f64> {
 #[pyo3(signature = (flows=10, bottleneck_mbit=20.0, rtt_ms=80.0, size_bytes=5_242_880, seconds=60.0, seed=1))]
 fn transport_demo(
     py: Python<'_>,
-    flows: u32,
+    flows: i128,
     bottleneck_mbit: f64,
     rtt_ms: f64,
-    size_bytes: u64,
+    size_bytes: i128,
     seconds: f64,
-    seed: u64,
+    seed: i128,
 ) -> PyResult<Py<PyDict>> {
-    if flows == 0 {
-        return Err(PyValueError::new_err("flows: must be at least 1"));
-    }
-    if size_bytes == 0 {
-        return Err(PyValueError::new_err("size_bytes: must be at least 1"));
-    }
+    // Taken as i128 and range-checked here, so that a negative or huge count is an error
+    // naming its argument rather than PyO3's unnamed conversion error.
+    let flows: u32 = whole("flows", flows, 1)?;
+    let size_bytes: u64 = whole("size_bytes", size_bytes, 1)?;
+    let seed: u64 = whole("seed", seed, 0)?;
     let bottleneck = positive("bottleneck_mbit", bottleneck_mbit)?;
     let rtt = positive("rtt_ms", rtt_ms)?;
     let secs = positive("seconds", seconds)?;

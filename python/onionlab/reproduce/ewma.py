@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from onionlab.argtypes import at_least
 from onionlab.reproduce import markdown_table
 
 DESCRIPTION = "Tang & Goldberg CCS 2010: circuit EWMA vs round robin (web/bulk CDFs, K-S test, half-life sweep, KIST)"
@@ -52,7 +53,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a small version (fewer downloads, shorter runs; about a minute)")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per line experiment (default 3; 2 with --quick)")
+    parser.add_argument("--seeds", type=at_least(1), default=None, help="seeds per line experiment (default 3; 2 with --quick)")
     parser.add_argument("--no-full-network", action="store_true", help="skip the throttling-medium comparison with KIST")
 
 
@@ -246,7 +247,9 @@ def main(out: Path, args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     quick = bool(args.quick)
     n_seeds = args.seeds if args.seeds is not None else (2 if quick else 3)
-    seeds = list(range(1, max(1, n_seeds) + 1))
+    if n_seeds < 1:  # a caller of main() that did not parse its options
+        raise ValueError(f"--seeds: must be at least 1, got {n_seeds}")
+    seeds = list(range(1, n_seeds + 1))
     n_web = 60 if quick else WEB_DOWNLOADS
     n_bulk = 20 if quick else BULK_DOWNLOADS
     halflives = [1.5, 10, 66] if quick else HALFLIVES

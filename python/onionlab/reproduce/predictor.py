@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from onionlab.argtypes import at_least, positive_duration
 from onionlab.reproduce import markdown_table, reuse_options, run_many, write_config
 from onionlab.stats import byte_latency
 
@@ -381,7 +382,7 @@ def random_figure(m: pd.DataFrame, path: Path) -> None:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3; the paper ran one)")
-    p.add_argument("--duration", default="30 s", help='simulated time per run (default "30 s"; the authors: 7.5 s)')
+    p.add_argument("--duration", type=positive_duration, default="30 s", help='simulated time per run (default "30 s"; the authors: 7.5 s)')
     p.add_argument("--lead", type=float, default=4.0, help="seconds left out at the start (default 4, the authors')")
     p.add_argument("--circ-window", type=int, default=1000,
                    help="vanilla and PCTCP's circuit window in cells (default 1000, tor's; the authors' scripts: 500)")
@@ -389,7 +390,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"random networks (section 5.3): circuit counts, comma-separated (default {','.join(map(str, RANDOM_CIRCUITS))}; "
                         "'none' skips them)")
     p.add_argument("--reps", type=int, default=3, help="random networks per circuit count (default 3; the paper: 25)")
-    p.add_argument("--random-duration", default="12 s", help='simulated time per random-network run (default "12 s")')
+    p.add_argument("--random-duration", type=positive_duration, default="12 s", help='simulated time per random-network run (default "12 s")')
     p.add_argument("--random-lead", type=float, default=6.0,
                    help="seconds left out at the start of a random-network run (default 6; the paper: all but the last 2 s)")
     p.add_argument("--fuzziness", default=",".join(map(str, FUZZINESS)),
@@ -398,7 +399,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mixed-circuits", type=int, default=100,
                    help="circuits of the mixed-traffic networks (section 5.5; default 100, the paper: 300; 0 skips them)")
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s; one random network of 10 circuits) for tests")
-    p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+    p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
     p.add_argument("--reuse-runs", action="store_true", help="load runs whose config is unchanged from OUT/runs")
     p.add_argument("--reuse-runs-from", nargs="+", metavar="DIR", help="also reuse runs from these output directories")
 

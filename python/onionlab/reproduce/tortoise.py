@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from onionlab.argtypes import at_least, check_warmup, duration, positive_duration
 from onionlab.reproduce import run_many, write_config
 from onionlab.stats import ecdf
 
@@ -166,8 +167,8 @@ scheduler = "round-robin"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=2, help="seeds per experiment (default 2)")
-    p.add_argument("--duration", default="20 min", help='simulated time per run (default "20 min")')
-    p.add_argument("--warmup", default="4 min", help='warm-up excluded from metrics (default "4 min")')
+    p.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per run (default "20 min")')
+    p.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from metrics (default "4 min")')
     p.add_argument("--capacity-scale", type=float, default=0.5,
                    help="relay bandwidth multiplier (default 0.5; see docs/reproductions/tortoise.md for the calibration)")
     p.add_argument("--client-links", choices=["flat", "tiers"], default="tiers",
@@ -176,7 +177,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="exempt: ordinary paths, recognised at every ingress (default); bridge: operators enter through their own relay")
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests")
     p.add_argument("--only", nargs="+", metavar="E", help="run only these experiments (e.g. E0 E1)")
-    p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+    p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
 
 
 def client_means(res) -> pd.DataFrame:
@@ -257,6 +258,7 @@ def main(out: Path, args) -> int:
         args.seeds, args.duration, args.warmup = 1, "6 min", "1 min"
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
+    check_warmup(args.duration, args.warmup)
     if not args.capacity_scale > 0:
         raise ValueError(f"--capacity-scale: must be positive, got {args.capacity_scale}")
     exps = experiments()

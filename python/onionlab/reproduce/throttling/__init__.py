@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from onionlab.argtypes import at_least, check_warmup, duration, positive_duration, positive_float
 from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
@@ -54,28 +55,6 @@ PAPER_TABLE1 = {
     "medium": {"vanilla": (92.2, 65.8, 34.2), "static": (88.6, 72.4, 27.6), "split": (84.7, 75.0, 25.0), "flag": (77.7, 86.2, 13.8), "thresh": (76.3, 82.8, 17.2)},
     "heavy": {"vanilla": (94.7, 55.8, 44.2), "static": (91.1, 60.5, 39.5), "split": (85.0, 64.3, 35.7), "flag": (81.7, 75.4, 24.6), "thresh": (85.0, 71.2, 28.8)},
 }
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return v
-
-
-def _positive_duration(text: str) -> str:
-    from onionlab._core import parse_duration
-
-    try:
-        secs = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
-    if not secs > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return text
 
 
 def _cellq(text: str) -> tuple:
@@ -110,16 +89,16 @@ def _attack3_sizes(text: str) -> list[int]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=5, help="seeds per configuration (default 5, as in the paper)")
-    p.add_argument("--duration", default="20 min", help='simulated time per main run (default "20 min")')
-    p.add_argument("--warmup", default="4 min", help='warm-up excluded from metrics (default "4 min")')
+    p.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per main run (default "20 min")')
+    p.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from metrics (default "4 min")')
     p.add_argument("--sweep-seeds", type=int, default=2, help="seeds per sweep point (default 2); the choice is the best mean of per-seed medians")
     p.add_argument(
         "--sweep-first-seed", type=int, default=1, metavar="N",
         help="the sweep's seeds are N, N+1, ... (default 1: seeds 1-2, which the main runs also use, so the choice is judged "
         "partly on the seeds it was made on; a seed above --seeds holds the choice out from the runs that judge it)",
     )
-    p.add_argument("--sweep-duration", help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
-    p.add_argument("--sweep-warmup", help="warm-up of sweep runs (default: --warmup)")
+    p.add_argument("--sweep-duration", type=positive_duration, help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
+    p.add_argument("--sweep-warmup", type=duration, help="warm-up of sweep runs (default: --warmup)")
     p.add_argument(
         "--sweep-loads", metavar="LOADS",
         help="loads to sweep at, comma-separated (default medium, spec 9's). With several, each algorithm gets the one "
@@ -133,12 +112,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
     p.add_argument(
-        "--think-median", metavar="DURATION", type=_positive_duration,
+        "--think-median", metavar="DURATION", type=positive_duration,
         help="the think time's median, its sigma kept (default: the one calibrated on the sample, for heavy 8 s on quantiles, 1.8 s on deciles); to recalibrate the "
         "vanilla split after --capacity-scale",
     )
     p.add_argument(
-        "--capacity-scale", metavar="K", type=_positive_float, default=1.0,
+        "--capacity-scale", metavar="K", type=positive_float, default=1.0,
         help="multiply every relay's bandwidth by K (default 1). If the paper's table 1 totals (about 90 GiB) are per "
         "60-minute run, they are what a network of about 4 times the built-in sample's capacity delivers",
     )
@@ -226,7 +205,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--attack4-guards", type=int, default=DEFAULT_GUARDS, metavar="N",
         help=f"attack 4: how many guards are attacked, one run each, the busiest first (default {DEFAULT_GUARDS}; 0 skips attack 4)",
     )
-    p.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
+    p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
     p.add_argument(
         "--reuse-runs", action="store_true",
         help="load any run already under DIR/runs whose resolved config and seeds are the same (whatever its name) instead "
@@ -247,6 +226,12 @@ def main(out: Path, args) -> int:
         args.sweep_seeds, args.sweep_duration, args.sweep_warmup = 1, None, None
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
+    check_warmup(args.duration, args.warmup)
+    check_warmup(
+        args.sweep_duration or args.duration, args.sweep_warmup or args.warmup,
+        "--sweep-duration" if args.sweep_duration else "--sweep-duration (default --duration)",
+        "--sweep-warmup" if args.sweep_warmup else "--sweep-warmup (default --warmup)",
+    )
     if args.sweep_seeds < 1:
         raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
     if args.sweep_first_seed < 1:
