@@ -48,8 +48,7 @@ class _Problems(Exception):
 def _check(path: str, overrides: list[str] | None = None) -> tuple[str, dict]:
     from onionlab import config
 
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such config file")
+    config.require_file(path)
     try:
         text = config.check(path, overrides or [])
     except ConfigError as e:

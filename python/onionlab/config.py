@@ -34,6 +34,16 @@ ConfigError.__str__ = _config_error_str  # type: ignore[method-assign]
 ConfigError.problems = property(lambda self: problems(self))  # type: ignore[attr-defined]
 
 
+def require_file(path: str | os.PathLike) -> None:
+    """Raises FileNotFoundError unless `path` is a config file one can read: missing, or
+    something other than a file (a directory, a device such as /dev/null)."""
+    if os.path.isfile(path):
+        return
+    if os.path.exists(path):
+        raise FileNotFoundError(f"{os.fspath(path)}: not a config file (a directory or a device, not a TOML file)")
+    raise FileNotFoundError(f"{os.fspath(path)}: no such config file")
+
+
 def check(path: str | os.PathLike, overrides: Sequence[str] = ()) -> str:
     """Validates the experiment file at `path`, with `overrides` (``PATH=VALUE`` strings,
     applied in order before validation; ``docs/config.md``), and returns its fully resolved

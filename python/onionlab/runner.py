@@ -110,9 +110,11 @@ def _seeds_from(resolved: dict[str, Any], seeds: Optional[Iterable[int] | int]) 
         raise TypeError("seeds: give a list of seeds, e.g. seeds=[1, 2, 3]")
     else:
         out = list(seeds)
-    bad = [s for s in out if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    # At most 2^63 - 1: a config's seeds are TOML integers, and the tables' seed column int64
+    # (a larger one ran the whole simulation, then failed writing its rows).
+    bad = [s for s in out if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= 2**63 - 1]
     if bad:
-        raise ValueError(f"seeds: must be non-negative integers, got {bad}")
+        raise ValueError(f"seeds: must be integers from 0 to 2^63 - 1, got {bad}")
     if not out:
         raise ValueError("seeds: at least one seed is needed")
     if len(set(out)) != len(out):

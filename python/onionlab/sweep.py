@@ -288,9 +288,8 @@ def sweep(
     from onionlab import results as results_mod
     from onionlab.runner import Job, _overrides, _seeds_from, run_jobs
 
+    config_mod.require_file(config)
     path = Path(os.path.abspath(os.fspath(config)))
-    if not path.is_file():
-        raise FileNotFoundError(f"{config}: no such config file")
     fixed = _overrides(overrides)
     varied = _settings_from(vary)
     base = config_mod.parse(config_mod.check(path, fixed))
@@ -463,8 +462,7 @@ def _main(args: argparse.Namespace) -> int:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
     seeds = None
     if args.seed or args.seeds is not None:
-        if not os.path.isfile(args.file):
-            raise FileNotFoundError(f"{args.file}: no such config file")
+        config_mod.require_file(args.file)
         seeds = seeds_from_options(args.seed, args.seeds, config_mod.parse(config_mod.check(args.file, args.set or [])))
     sw = sweep(args.file, args.vary, seeds=seeds, out=args.output, overrides=args.set, jobs=args.jobs,
                progress=not args.no_progress, ray_address=args.ray, resume=args.resume)

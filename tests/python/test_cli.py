@@ -92,6 +92,14 @@ def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path
     assert not (tmp_path / "out" / "runs").exists()
 
 
+def test_a_directory_or_device_is_not_a_config_file(tmp_path, capsys):
+    # Once reported as "no such config file", which a path that exists is not.
+    for argv in (["show-config", str(tmp_path)], ["check", "/dev/null"], ["sweep", str(tmp_path), "-o", str(tmp_path / "s"), "--vary", "tor.circ_window=100,200"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "not a config file" in err and "Traceback" not in err, err
+
+
 def test_missing_inputs_exit_2_cleanly(tmp_path, capsys):
     for argv in (
         ["check", str(tmp_path / "nope.toml")],

@@ -11,8 +11,13 @@ def test_seed_zero_is_a_seed():
     """Seeds are non-negative: 0 is as good as any (the Rust side takes a u64)."""
     assert runner._seeds_from({}, [0, 3]) == [0, 3]
     assert runner._seeds_from({"experiment": {"seeds": [0]}}, None) == [0]
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(ValueError, match="from 0 to 2"):
         runner._seeds_from({}, [-1])
+    # The largest a TOML config (and the tables' int64 seed column) holds, and one more,
+    # which once ran the whole simulation and then failed writing its rows.
+    assert runner._seeds_from({}, [2**63 - 1]) == [2**63 - 1]
+    with pytest.raises(ValueError, match=r"seeds: must be integers from 0 to 2\^63 - 1, got \[9223372036854775808\]"):
+        runner._seeds_from({}, [2**63])
     assert runner.seeds_from_options(None, 3, {"experiment": {"seeds": [0, 9]}}) == [0, 1, 2]
 
 
