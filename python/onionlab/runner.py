@@ -103,6 +103,14 @@ class Job:
     overrides: tuple[str, ...] = ()
 
 
+def _check_count(name: str, v: Any) -> None:
+    """Raises unless `v` is a whole number of at least 1 (a count of workers), naming `name`."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name}: give a whole number, got {v!r}")
+    if v < 1:
+        raise ValueError(f"{name}: must be at least 1, got {v}")
+
+
 def _seeds_from(resolved: dict[str, Any], seeds: Optional[Iterable[int] | int]) -> list[int]:
     if seeds is None:
         out = list(resolved.get("experiment", {}).get("seeds", [1]))
@@ -253,8 +261,8 @@ def run_jobs(
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"jobs: duplicate names in {names}")
-    if workers is not None and workers < 1:  # 0 would silently mean "the CPUs"
-        raise ValueError(f"workers: must be at least 1, got {workers}")
+    if workers is not None:  # 0 would silently mean "the CPUs"
+        _check_count("workers", workers)
     resolved = dict(resolved or {})
     for j in jobs:
         if j.name in resolved:
@@ -323,8 +331,7 @@ def run(
     seed_list = _seeds_from(resolved, seeds)
     if jobs is None:
         jobs = min(len(seed_list), os.cpu_count() or 1)
-    if jobs < 1:
-        raise ValueError(f"jobs: must be at least 1, got {jobs}")
+    _check_count("jobs", jobs)
     name = str(resolved.get("experiment", {}).get("name", "experiment"))
     job = Job(name, path, tuple(seed_list), overrides)
     res = run_jobs([job], workers=jobs, progress=progress, ray_address=ray_address)[name]

@@ -286,9 +286,11 @@ def sweep(
     a point whose directory already holds this point's config and seeds is loaded, not run.
     """
     from onionlab import results as results_mod
-    from onionlab.runner import Job, _overrides, _seeds_from, run_jobs
+    from onionlab.runner import Job, _check_count, _overrides, _seeds_from, run_jobs
 
     config_mod.require_file(config)
+    if jobs is not None:
+        _check_count("jobs", jobs)
     path = Path(os.path.abspath(os.fspath(config)))
     fixed = _overrides(overrides)
     varied = _settings_from(vary)

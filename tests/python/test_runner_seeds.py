@@ -27,3 +27,14 @@ def test_run_jobs_refuses_fewer_than_one_worker(workers):
     job = runner.Job("a", "unused.toml", (1,))
     with pytest.raises(ValueError, match="workers: must be at least 1"):
         runner.run_jobs([job], workers=workers)
+
+
+@pytest.mark.parametrize("jobs, error, message", [("2", TypeError, "jobs: give a whole number"), (True, TypeError, "jobs: give a whole number"), (0, ValueError, "jobs: must be at least 1")])
+def test_run_and_run_sweep_name_a_bad_jobs(jobs, error, message):
+    import onionlab
+    from conftest import TINY
+
+    with pytest.raises(error, match=message):
+        onionlab.run(TINY, seeds=[1], jobs=jobs)
+    with pytest.raises(error, match=message):  # not run_jobs' own name for it, "workers"
+        onionlab.run_sweep(TINY, {"tor.circ_window": [100, 200]}, jobs=jobs)
