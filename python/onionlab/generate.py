@@ -798,6 +798,9 @@ def main(args: argparse.Namespace) -> int:
     import resource
 
     check_warmup(args.duration, args.warmup)
+    from onionlab.results import ensure_output_dir
+
+    ensure_output_dir(args.output, "--output")  # before minutes of planning at full scale
     t0 = time.perf_counter()
     if args.snapshot:
         cons = read_capacity_snapshot(args.snapshot)

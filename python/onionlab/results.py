@@ -322,6 +322,20 @@ class Results:
         return d
 
 
+def ensure_output_dir(directory: str | os.PathLike, name: str = "out") -> Path:
+    """Creates the output directory `directory` (and its parents) if missing, before a
+    command does its work: a path that is a file, or that cannot be created, is an error
+    naming `name` now, not after hours of simulation."""
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise NotADirectoryError(f"{name}: {d} exists and is not a directory")
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise type(e)(f"{name}: cannot create the directory {d}: {e.strerror or e}") from None
+    return d
+
+
 def _replace(path: Path, write) -> None:
     """Calls ``write(tmp)`` for a temporary path beside ``path``, then renames it over
     ``path`` (a new inode: a hard link to the old file keeps the old contents). The

@@ -286,6 +286,7 @@ def sweep(
     a point whose directory already holds this point's config and seeds is loaded, not run.
     """
     from onionlab import results as results_mod
+    from onionlab.results import ensure_output_dir
     from onionlab.runner import Job, _check_count, _overrides, _seeds_from, run_jobs
 
     config_mod.require_file(config)
@@ -308,6 +309,8 @@ def sweep(
         jobs_list.append(Job(pt.name, str(path), tuple(seed_list), (*fixed, *pt.overrides, name_override)))
 
     resolved = _validate(jobs_list)
+    if out_dir is not None:
+        ensure_output_dir(out_dir)
     loaded: dict = {}
     if resume:
         for j in jobs_list:
@@ -458,14 +461,15 @@ def add_parser(sub) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
+    from onionlab.results import ensure_output_dir
     from onionlab.runner import seeds_from_options
 
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
-    seeds = None
-    if args.seed or args.seeds is not None:
-        config_mod.require_file(args.file)
-        seeds = seeds_from_options(args.seed, args.seeds, config_mod.parse(config_mod.check(args.file, args.set or [])))
+    config_mod.require_file(args.file)
+    base = config_mod.parse(config_mod.check(args.file, args.set or []))
+    seeds = seeds_from_options(args.seed, args.seeds, base) if args.seed or args.seeds is not None else None
+    ensure_output_dir(args.output, "--output")  # named as the user wrote it; sweep() would say "out"
     sw = sweep(args.file, args.vary, seeds=seeds, out=args.output, overrides=args.set, jobs=args.jobs,
                progress=not args.no_progress, ray_address=args.ray, resume=args.resume)
     print(format_table(sw))

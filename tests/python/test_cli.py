@@ -100,6 +100,27 @@ def test_a_directory_or_device_is_not_a_config_file(tmp_path, capsys):
         assert "not a config file" in err and "Traceback" not in err, err
 
 
+def test_an_output_path_that_is_a_file_fails_before_anything_runs(tmp_path, capsys, monkeypatch):
+    # Once found only when the results were written, after the whole simulation.
+    def no_run(*a, **k):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(onionlab.runner, "run_jobs", no_run)
+    f = tmp_path / "afile"
+    f.write_text("")
+    for argv in (
+        ["run", str(TINY), "--no-progress"],
+        ["sweep", str(TINY), "--vary", "tor.circ_window=100,200", "--no-progress"],
+        ["reproduce", "ewma", "--quick"],
+        ["generate"],
+    ):
+        assert main(argv + ["-o", str(f)]) == 2, argv
+        err = capsys.readouterr().err
+        assert f"--output: {f} exists and is not a directory" in err, err
+    with pytest.raises(NotADirectoryError, match="out: .* exists and is not a directory"):
+        onionlab.runner.run(TINY, seeds=[1], out=f)
+
+
 def test_missing_inputs_exit_2_cleanly(tmp_path, capsys):
     for argv in (
         ["check", str(tmp_path / "nope.toml")],
