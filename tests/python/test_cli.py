@@ -67,6 +67,8 @@ def test_bad_counts_are_errors(tmp_path, captured_run, capsys, argv):
         (["reproduce", "predictor", "--jobs", "-3"], "--jobs"),
         (["reproduce", "throttling", "--jobs", "0"], "--jobs"),
         (["reproduce", "predictor", "--random-duration", "0 s"], "--random-duration"),
+        (["reproduce", "predictor", "--lead", "30"], "--lead"),
+        (["reproduce", "predictor", "--random-duration", "5 s"], "--random-lead"),
         (["reproduce", "throttling", "--duration", "-3"], "--duration"),
         (["reproduce", "throttling", "--warmup", "banana"], "--warmup"),
         (["reproduce", "throttling", "--warmup", "30 min"], "--warmup"),

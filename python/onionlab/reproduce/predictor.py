@@ -578,6 +578,13 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--reps: must be at least 1, got {args.reps}")
     if not args.random_lead >= 0:
         raise ValueError(f"--random-lead: must be at least 0 s, got {args.random_lead}")
+    from onionlab._core import parse_duration
+
+    # A lead as long as the run leaves nothing to measure: found after every run, not here.
+    for lead, lead_flag, run, run_flag in ((args.lead, "--lead", args.duration, "--duration"),
+                                           (args.random_lead, "--random-lead", args.random_duration, "--random-duration")):
+        if lead >= parse_duration(run):
+            raise ValueError(f"{lead_flag}: {lead:g} s must be shorter than {run_flag} ({run!r})")
     seeds = list(range(1, args.seeds + 1))
     cfg_dir = out / "configs"
     cfg_dir.mkdir(parents=True, exist_ok=True)
