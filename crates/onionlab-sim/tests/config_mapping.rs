@@ -12,7 +12,7 @@ use onionlab_sim::run;
 use onionlab_sim::SimError;
 use onionlab_tor::directory::{compute_flags, RelayHistory};
 use onionlab_tor::{CongestionControlKind, TorConfig};
-use onionlab_tor::{RelayFlags, TorError};
+use onionlab_tor::{Position, RelayFlags, TorError};
 
 /// Three relays (guard, middle, exit) of 1 MiB/s, a bulk workload of 1 GiB, and `rest`.
 fn three_relays(rest: &str) -> String {
@@ -144,6 +144,37 @@ fn relays_in_one_16_network_are_never_on_one_path() {
     };
     assert!(matches!(run(&load(&with("10.0.0.2")), 1, None), Err(SimError::Tor { source: TorError::NoPath(_), .. })));
     assert!(run(&load(&with("10.1.0.2")), 1, None).is_ok());
+}
+
+/// Bandwidth weights that zero a whole position leave no path whatever the draw: the
+/// error names the position as unweighted, not as a draw that ran out of distinct relays.
+#[test]
+fn bandwidth_weights_that_zero_a_position_are_named_by_the_path_error() {
+    let with = |zero: &[&str]| {
+        let w: Vec<String> = ["Wgg", "Wgm", "Wgd", "Wmg", "Wmm", "Wme", "Wmd", "Weg", "Wem", "Wee", "Wed"]
+            .iter()
+            .map(|k| format!("{k} = {}", if zero.contains(k) { 0 } else { 10000 }))
+            .collect();
+        let text = one_bulk_client("", "", "").replace(
+            "latency = { constant = \"20 ms\" }",
+            &format!("latency = {{ constant = \"20 ms\" }}\nbandwidth_weights = {{ {} }}", w.join(", ")),
+        );
+        assert!(text.contains("bandwidth_weights"), "{text}");
+        run(&load(&text), 1, None)
+    };
+    // The guard is Guard-only (Wgg), the exit Exit-only (Wee); as middles the guard weighs
+    // Wmg, the middle Wmm, the exit Wme.
+    for (zero, pos) in [(&["Wgg"][..], Position::Guard), (&["Wee"][..], Position::Exit), (&["Wmg", "Wmm", "Wme"][..], Position::Middle)] {
+        match with(zero) {
+            Err(SimError::Tor { source: TorError::NoWeightedRelay(p), .. }) => assert_eq!(p, pos, "{zero:?}"),
+            other => panic!("{zero:?}: {:?}", other.map(|_| "a finished run")),
+        }
+    }
+    // Only the middle relay's own weight zeroed: the guard and the exit could still be
+    // middles, but not on a path they already hold, so it is the draw that fails, at the
+    // middle.
+    assert!(matches!(with(&["Wmm"]), Err(SimError::Tor { source: TorError::NoPath(Position::Middle), .. })));
+    assert!(with(&[]).is_ok());
 }
 
 #[test]

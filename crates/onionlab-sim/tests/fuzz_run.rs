@@ -822,7 +822,7 @@ fn check_run(cfg: &ExperimentConfig) -> Result<(), TestCaseError> {
         Ok(out) => out,
         // A valid config may still describe a network without a path for some client (no
         // three distinct Fast relays with positive weight for its guard): a clean error.
-        Err(SimError::Tor { source: TorError::NoPath(_), .. }) => {
+        Err(SimError::Tor { source: TorError::NoPath(_) | TorError::NoWeightedRelay(_), .. }) => {
             if std::env::var_os("FUZZ_STATS").is_some() {
                 eprintln!("nopath: {}", out.as_ref().err().unwrap());
             }

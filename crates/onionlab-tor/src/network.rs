@@ -126,6 +126,13 @@ pub enum TorError {
     WrongKind(NodeId, &'static str),
     #[error("no path: the directory has no relay for the {0:?} position outside the path's other relays and their /16s")]
     NoPath(Position),
+    /// No relay at all weighs more than 0 in a position the path needs, whatever the rest
+    /// of the path: the network, not the draw, is at fault.
+    #[error(
+        "no path: no relay can take the {0:?} position: each relay with the flags it needs weighs 0 there \
+         (its consensus_weight times its network.bandwidth_weights entry for the position)"
+    )]
+    NoWeightedRelay(Position),
     #[error("relay {name:?}: {field} must be positive")]
     ZeroRate { name: String, field: &'static str },
 }

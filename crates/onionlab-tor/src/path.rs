@@ -879,6 +879,15 @@ impl PathSelector {
             || self.relays[relay].subnet.is_some_and(|s| exclude.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
     }
 
+    /// A path entering through `first` whatever its flags (a bridge, or a client's own
+    /// relay): exit and middle chosen as usual, both different from `first`. `Err` names
+    /// the position no relay was left for.
+    pub fn choose_path_via<R: rand::Rng + ?Sized>(&self, rng: &mut R, first: usize) -> Result<[usize; 3], Position> {
+        let exit = self.choose(Position::Exit, rng, &[first]).ok_or(Position::Exit)?;
+        let middle = self.choose(Position::Middle, rng, &[first, exit]).ok_or(Position::Middle)?;
+        Ok([first, middle, exit])
+    }
+
     /// Chooses a full path, returned as `[guard, middle, exit]` relay indices, all distinct
     /// and in distinct known /16s.
     ///
@@ -886,31 +895,24 @@ impl PathSelector {
     /// chosen first, then the guard (excluding the exit), then the middle (excluding both).
     /// With a persistent `guard` given, it is used as the first hop and excluded from the
     /// exit and middle choices (tor would instead skip a primary guard that equals the
-    /// chosen exit; we keep the caller's guard). Returns `None` if `guard` is out of range
-    /// or lacks the Guard/Fast flags, or if some position has no eligible relay left.
-    /// A path entering through `first` whatever its flags (a bridge, or a client's own
-    /// relay): exit and middle chosen as usual, both different from `first`.
-    pub fn choose_path_via<R: rand::Rng + ?Sized>(&self, rng: &mut R, first: usize) -> Option<[usize; 3]> {
-        let exit = self.choose(Position::Exit, rng, &[first])?;
-        let middle = self.choose(Position::Middle, rng, &[first, exit])?;
-        Some([first, middle, exit])
-    }
-
-    pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Option<[usize; 3]> {
+    /// chosen exit; we keep the caller's guard). `Err(Position::Guard)` if `guard` is out
+    /// of range or lacks the Guard/Fast flags; otherwise `Err` names the first position
+    /// no eligible relay was left for.
+    pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Result<[usize; 3], Position> {
         match guard {
             Some(g) => {
                 if !self.is_eligible(g, Position::Guard) {
-                    return None;
+                    return Err(Position::Guard);
                 }
-                let exit = self.choose(Position::Exit, rng, &[g])?;
-                let middle = self.choose(Position::Middle, rng, &[g, exit])?;
-                Some([g, middle, exit])
+                let exit = self.choose(Position::Exit, rng, &[g]).ok_or(Position::Exit)?;
+                let middle = self.choose(Position::Middle, rng, &[g, exit]).ok_or(Position::Middle)?;
+                Ok([g, middle, exit])
             }
             None => {
-                let exit = self.choose(Position::Exit, rng, &[])?;
-                let g = self.choose(Position::Guard, rng, &[exit])?;
-                let middle = self.choose(Position::Middle, rng, &[g, exit])?;
-                Some([g, middle, exit])
+                let exit = self.choose(Position::Exit, rng, &[]).ok_or(Position::Exit)?;
+                let g = self.choose(Position::Guard, rng, &[exit]).ok_or(Position::Guard)?;
+                let middle = self.choose(Position::Middle, rng, &[g, exit]).ok_or(Position::Middle)?;
+                Ok([g, middle, exit])
             }
         }
     }
@@ -1416,7 +1418,7 @@ mod tests {
         let sel = PathSelector::new(&only_middles, BandwidthWeights::uniform()).unwrap();
         assert_eq!(sel.choose(Position::Guard, &mut rng, &[]), None);
         assert_eq!(sel.choose(Position::Exit, &mut rng, &[]), None);
-        assert_eq!(sel.choose_path(&mut rng, None), None);
+        assert_eq!(sel.choose_path(&mut rng, None), Err(Position::Exit));
     }
 
     /// `stats_relays` with addresses: g1, e1 and m1 share 10.1/16, g2 and e3 share 10.2/16;
@@ -1527,10 +1529,10 @@ mod tests {
             assert!(relays[g].flags.contains(G));
             assert!(relays[e].flags.contains(E) && !relays[e].flags.contains(B));
         }
-        // A guard that cannot be a guard, or an out-of-range one, gives None.
-        assert_eq!(sel.choose_path(&mut rng, Some(8)), None);
-        assert_eq!(sel.choose_path(&mut rng, Some(13)), None);
-        assert_eq!(sel.choose_path(&mut rng, Some(1000)), None);
+        // A guard that cannot be a guard, or an out-of-range one, fails the guard position.
+        assert_eq!(sel.choose_path(&mut rng, Some(8)), Err(Position::Guard));
+        assert_eq!(sel.choose_path(&mut rng, Some(13)), Err(Position::Guard));
+        assert_eq!(sel.choose_path(&mut rng, Some(1000)), Err(Position::Guard));
     }
 
     /// An RNG whose every word is `0` (or all ones): `random_range(0..n)` then draws 0 (or
@@ -1588,8 +1590,8 @@ mod tests {
         let sel = PathSelector::new(&relays, BandwidthWeights::uniform()).unwrap();
         let mut rng = StdRng::seed_from_u64(0);
         for _ in 0..100 {
-            assert_eq!(sel.choose_path(&mut rng, None), Some([0, 1, 2]));
-            assert_eq!(sel.choose_path(&mut rng, Some(0)), Some([0, 1, 2]));
+            assert_eq!(sel.choose_path(&mut rng, None), Ok([0, 1, 2]));
+            assert_eq!(sel.choose_path(&mut rng, Some(0)), Ok([0, 1, 2]));
         }
     }
 
@@ -1640,7 +1642,7 @@ mod tests {
                     }
                 }
             }
-            if let Some([g, m, e]) = sel.choose_path(&mut rng, None) {
+            if let Ok([g, m, e]) = sel.choose_path(&mut rng, None) {
                 prop_assert!(g != m && m != e && g != e);
                 prop_assert!(sel.weight(g, Position::Guard) > 0.0);
                 prop_assert!(sel.weight(m, Position::Middle) > 0.0);

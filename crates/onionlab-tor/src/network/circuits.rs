@@ -15,7 +15,7 @@ use crate::channel::{ChanEnd, Channel};
 use crate::circuit::{Circuit, CircuitState, Stream, CIRCUIT_NODES};
 use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{NodeId, NodeKind};
-use crate::path::Position;
+use crate::path::{PathSelector, Position};
 use crate::token_bucket::TokenBucket;
 use crate::transit::TransitLedger;
 use onionlab_core::{EventQueue, SimDuration, SimTime};
@@ -235,20 +235,20 @@ impl TorNetwork {
             }
             let sel = self.selector()?;
             if let Some(b) = bridge {
-                return sel.choose_path_via(rng, b).ok_or(TorError::NoPath(Position::Exit));
+                return sel.choose_path_via(rng, b).map_err(|pos| no_path(sel, pos));
             }
             if !use_guards {
-                return sel.choose_path(rng, None).ok_or(TorError::NoPath(Position::Guard));
+                return sel.choose_path(rng, None).map_err(|pos| no_path(sel, pos));
             }
             while guards.len() < num_guards {
                 match sel.choose(Position::Guard, rng, &guards) {
                     Some(g) => guards.push(g),
-                    None if guards.is_empty() => return Err(TorError::NoPath(Position::Guard)),
+                    None if guards.is_empty() => return Err(no_path(sel, Position::Guard)),
                     None => break,
                 }
             }
             let guard = guards[rand::Rng::random_range(rng, 0..guards.len())];
-            let path = sel.choose_path(rng, Some(guard)).ok_or(TorError::NoPath(Position::Exit))?;
+            let path = sel.choose_path(rng, Some(guard)).map_err(|pos| no_path(sel, pos))?;
             Ok(path)
         });
         self.nodes[client as usize].rng = Some(parked);
@@ -376,5 +376,16 @@ impl TorNetwork {
         let exit = self.circuits[circ as usize].exit_pos();
         let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Begin, target: exit as u8, stream: idx };
         self.emit(q.now(), circ, 0, run);
+    }
+}
+
+/// The error for a path `sel` could not complete at `pos`: if no relay weighs more than 0
+/// there, the network cannot fill it at all; otherwise the draw ran out of relays distinct
+/// from (and outside the /16s of) the path's others.
+fn no_path(sel: &PathSelector, pos: Position) -> TorError {
+    if sel.total_weight(pos) == 0.0 {
+        TorError::NoWeightedRelay(pos)
+    } else {
+        TorError::NoPath(pos)
     }
 }
