@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from onionlab.argtypes import check_warmup, duration, positive_duration
+from onionlab.argtypes import at_least, check_warmup, duration, positive_duration
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 DEFAULT_CONSENSUS = REPO_DATA / "consensus" / "cached-consensus-2022-11-19-1000.xz"
@@ -788,7 +788,7 @@ def add_parser(sub) -> None:
         "refill interval, guards): 0.2.2 (the 2010-2012 papers' tor), 0.4.8 (today's), none (onionlab's defaults); "
         "auto (default) picks by the consensus's newest recommended client version",
     )
-    g.add_argument("--seed", type=int, default=1, help="sampling seed (default 1)")
+    g.add_argument("--seed", type=at_least(0), default=1, help="sampling seed (default 1)")
     g.add_argument("--duration", type=positive_duration, default="10 min", help="duration in the written experiment.toml (default \"10 min\")")
     g.add_argument("--warmup", type=duration, default="2 min", help="warmup in the written experiment.toml (default \"2 min\")")
     g.set_defaults(func=main)

@@ -75,6 +75,7 @@ def test_bad_counts_are_errors(tmp_path, captured_run, capsys, argv):
         (["reproduce", "throttling", "--sweep-duration", "1 min"], "--sweep-warmup"),
         (["reproduce", "tortoise", "--duration", "3 min"], "--warmup"),
         (["generate", "--duration", "banana"], "--duration"),
+        (["generate", "--seed", "-1"], "--seed"),
         (["generate", "--warmup", "-1 s"], "--warmup"),
         (["generate", "--duration", "1 min", "--warmup", "2 min"], "--warmup"),
     ],
