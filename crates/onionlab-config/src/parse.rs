@@ -530,11 +530,17 @@ impl Ctx<'_> {
                     Value::Float(x) => x.to_string(),
                     _ => String::new(),
                 };
-                self.err_hint(
-                    path,
-                    format!("a bare number is ambiguous for a {what}, found {n}"),
-                    format!("give the unit in a string, e.g. \"{n} {unit}\"; {example}"),
-                );
+                // A negative one gets no hint with its own number and a unit: that would
+                // only be refused next, as negative.
+                if matches!(*v, Value::Integer(i) if i < 0) || matches!(*v, Value::Float(x) if x < 0.0) {
+                    self.err_hint(path, format!("a {what} cannot be negative, found {n}"), example.to_string());
+                } else {
+                    self.err_hint(
+                        path,
+                        format!("a bare number is ambiguous for a {what}, found {n}"),
+                        format!("give the unit in a string, e.g. \"{n} {unit}\"; {example}"),
+                    );
+                }
                 None
             }
             other => {

@@ -289,6 +289,10 @@ fn duration_missing_zero_bare_and_malformed() {
     err_at(&edit("\"2 min\"", "\"0 s\""), "experiment.duration", &["longer than 0"]);
     let e = err_at(&edit("\"2 min\"", "120"), "experiment.duration", &["bare number", "120"]);
     assert!(hint(&e).contains("\"120 s\""), "{e}");
+    // A negative bare number is not sent off to be written "-1 s" and refused again.
+    let e = err_at(&edit("\"2 min\"", "-1"), "experiment.duration", &["cannot be negative", "-1"]);
+    assert!(!hint(&e).contains("-1"), "{e}");
+    err_at(&edit("\"2 min\"", "-0.5"), "experiment.duration", &["cannot be negative"]);
     err_at(&edit("\"2 min\"", "\"2 fortnights\""), "experiment.duration", &["bad duration", "2 fortnights"]);
     err_at(&edit("\"2 min\"", "true"), "experiment.duration", &["boolean"]);
 }
