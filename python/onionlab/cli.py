@@ -89,11 +89,11 @@ def _run(args: argparse.Namespace) -> int:
     seeds = seeds_from_options(args.seed, args.seeds, cfg)
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
-    from onionlab.results import ensure_output_dir
+    from onionlab.results import output_dir
 
-    ensure_output_dir(args.output, "--output")
     kwargs = {"overrides": args.set} if args.set else {}
-    res = run(args.file, seeds=seeds, out=args.output, jobs=args.jobs, progress=not args.no_progress, ray_address=args.ray, **kwargs)
+    with output_dir(args.output, "--output"):
+        res = run(args.file, seeds=seeds, out=args.output, jobs=args.jobs, progress=not args.no_progress, ray_address=args.ray, **kwargs)
     _print_run_summary(res)
     print(f"wrote {args.output}")
     return 0
@@ -258,10 +258,10 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     from onionlab import reproduce
 
-    from onionlab.results import ensure_output_dir
+    from onionlab.results import output_dir
 
-    out = ensure_output_dir(args.output, "--output")
-    return reproduce.module(args.paper).main(out, args)
+    with output_dir(args.output, "--output") as out:
+        return reproduce.module(args.paper).main(out, args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -795,12 +795,16 @@ def add_parser(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    import resource
+    from onionlab.results import output_dir
 
     check_warmup(args.duration, args.warmup)
-    from onionlab.results import ensure_output_dir
+    with output_dir(args.output, "--output"):  # before minutes of planning at full scale
+        return _generate(args)
 
-    ensure_output_dir(args.output, "--output")  # before minutes of planning at full scale
+
+def _generate(args: argparse.Namespace) -> int:
+    import resource
+
     t0 = time.perf_counter()
     if args.snapshot:
         cons = read_capacity_snapshot(args.snapshot)

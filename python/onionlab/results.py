@@ -31,11 +31,12 @@ Everything but ``timing.json`` is byte-identical for the same config, seeds and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -334,6 +335,22 @@ def ensure_output_dir(directory: str | os.PathLike, name: str = "out") -> Path:
     except OSError as e:
         raise type(e)(f"{name}: cannot create the directory {d}: {e.strerror or e}") from None
     return d
+
+
+@contextlib.contextmanager
+def output_dir(directory: str | os.PathLike, name: str = "out") -> Iterator[Path]:
+    """:func:`ensure_output_dir` around a block of work: if the block fails and the directory
+    is one it created and still empty (a refused option, a run that failed before writing),
+    it is removed again, so a failed command leaves nothing behind."""
+    created = not Path(directory).exists()
+    d = ensure_output_dir(directory, name)
+    try:
+        yield d
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):  # not empty: keep what was written
+                d.rmdir()
+        raise
 
 
 def _replace(path: Path, write) -> None:

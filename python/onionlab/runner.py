@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
 from onionlab import _core
 from onionlab import config as config_mod
 from onionlab.progress import Progress
-from onionlab.results import Results, ensure_output_dir, typed_run
+from onionlab.results import Results, output_dir, typed_run
 
 # ---------------------------------------------------------------- worker side (spawned)
 
@@ -332,14 +332,14 @@ def run(
     if jobs is None:
         jobs = min(len(seed_list), os.cpu_count() or 1)
     _check_count("jobs", jobs)
-    if out is not None:
-        ensure_output_dir(out)
     name = str(resolved.get("experiment", {}).get("name", "experiment"))
     job = Job(name, path, tuple(seed_list), overrides)
-    res = run_jobs([job], workers=jobs, progress=progress, ray_address=ray_address)[name]
-    if out is not None:
+    if out is None:
+        return run_jobs([job], workers=jobs, progress=progress, ray_address=ray_address)[name]
+    with output_dir(out):
+        res = run_jobs([job], workers=jobs, progress=progress, ray_address=ray_address)[name]
         res.write(out)
-        res.source = str(Path(out))
+    res.source = str(Path(out))
     return res
 
 

@@ -461,7 +461,7 @@ def add_parser(sub) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from onionlab.results import ensure_output_dir
+    from onionlab.results import output_dir
     from onionlab.runner import seeds_from_options
 
     if args.jobs is not None and args.jobs < 1:
@@ -469,9 +469,9 @@ def _main(args: argparse.Namespace) -> int:
     config_mod.require_file(args.file)
     base = config_mod.parse(config_mod.check(args.file, args.set or []))
     seeds = seeds_from_options(args.seed, args.seeds, base) if args.seed or args.seeds is not None else None
-    ensure_output_dir(args.output, "--output")  # named as the user wrote it; sweep() would say "out"
-    sw = sweep(args.file, args.vary, seeds=seeds, out=args.output, overrides=args.set, jobs=args.jobs,
-               progress=not args.no_progress, ray_address=args.ray, resume=args.resume)
+    with output_dir(args.output, "--output"):  # named as the user wrote it; sweep() would say "out"
+        sw = sweep(args.file, args.vary, seeds=seeds, out=args.output, overrides=args.set, jobs=args.jobs,
+                   progress=not args.no_progress, ray_address=args.ray, resume=args.resume)
     print(format_table(sw))
     print(f"wrote {args.output}: {len(sw.info['points'])} points x {len(sw.info['seeds'])} seeds, sweep.csv, sweep.png, ttfb.png, ttlb.png")
     return 0

@@ -92,7 +92,7 @@ def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path
     assert code == 2
     err = capsys.readouterr().err
     assert named in err and "Traceback" not in err, err
-    assert not (tmp_path / "out" / "runs").exists()
+    assert not (tmp_path / "out").exists(), "a refused command leaves no output directory behind"
 
 
 def test_a_directory_or_device_is_not_a_config_file(tmp_path, capsys):
@@ -122,6 +122,18 @@ def test_an_output_path_that_is_a_file_fails_before_anything_runs(tmp_path, caps
         assert f"--output: {f} exists and is not a directory" in err, err
     with pytest.raises(NotADirectoryError, match="out: .* exists and is not a directory"):
         onionlab.runner.run(TINY, seeds=[1], out=f)
+
+
+def test_a_failed_command_removes_only_the_empty_directory_it_created(tmp_path, capsys):
+    bad = ["reproduce", "throttling", "--warmup", "30 min", "-o"]
+    kept = tmp_path / "existing"
+    kept.mkdir()
+    assert main(bad + [str(kept)]) == 2
+    assert kept.is_dir(), "a directory that was there before stays"
+    assert main(bad + [str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()
+    assert main(["run", str(TINY), "-o", str(tmp_path / "ok"), "--no-progress"]) == 0
+    assert (tmp_path / "ok" / "summary.json").is_file()
 
 
 def test_missing_inputs_exit_2_cleanly(tmp_path, capsys):
