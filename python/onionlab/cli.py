@@ -254,10 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from onionlab import reproduce
-
     from onionlab.results import output_dir
 
     with output_dir(args.output, "--output") as out:
