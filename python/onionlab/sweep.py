@@ -26,6 +26,7 @@ A sweep directory holds::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import math
@@ -286,7 +287,7 @@ def sweep(
     a point whose directory already holds this point's config and seeds is loaded, not run.
     """
     from onionlab import results as results_mod
-    from onionlab.results import ensure_output_dir
+    from onionlab.results import output_dir
     from onionlab.runner import Job, _check_count, _overrides, _seeds_from, run_jobs
 
     config_mod.require_file(config)
@@ -309,36 +310,37 @@ def sweep(
         jobs_list.append(Job(pt.name, str(path), tuple(seed_list), (*fixed, *pt.overrides, name_override)))
 
     resolved = _validate(jobs_list)
-    if out_dir is not None:
-        ensure_output_dir(out_dir)
-    loaded: dict = {}
-    if resume:
-        for j in jobs_list:
-            d = out_dir / "points" / j.name
-            cfg = d / "config.toml"
-            if cfg.is_file():
-                want = config_mod.with_seeds(resolved[j.name], list(j.seeds))
-                if cfg.read_text(encoding="utf-8").rstrip("\n") == want.rstrip("\n"):
-                    res = results_mod.load(d)
-                    res.source = str(d)
-                    loaded[j.name] = res
-        if progress and loaded:
-            print(f"resuming: {len(loaded)} of {len(jobs_list)} points already done in {out_dir / 'points'}", file=sys.stderr)
+    with contextlib.ExitStack() as stack:
+        if out_dir is not None:  # a sweep that fails before writing leaves no empty directory
+            stack.enter_context(output_dir(out_dir))
+        loaded: dict = {}
+        if resume:
+            for j in jobs_list:
+                d = out_dir / "points" / j.name
+                cfg = d / "config.toml"
+                if cfg.is_file():
+                    want = config_mod.with_seeds(resolved[j.name], list(j.seeds))
+                    if cfg.read_text(encoding="utf-8").rstrip("\n") == want.rstrip("\n"):
+                        res = results_mod.load(d)
+                        res.source = str(d)
+                        loaded[j.name] = res
+            if progress and loaded:
+                print(f"resuming: {len(loaded)} of {len(jobs_list)} points already done in {out_dir / 'points'}", file=sys.stderr)
 
-    def write(job: Job, res) -> None:
+        def write(job: Job, res) -> None:
+            if out_dir is not None:
+                d = out_dir / "points" / job.name
+                res.write(d)
+                res.source = str(d)
+
+        results = dict(loaded)
+        results.update(run_jobs([j for j in jobs_list if j.name not in loaded], workers=jobs, progress=progress,
+                                ray_address=ray_address, on_result=write, resolved=resolved))
+        info = _describe(path, fixed, varied, seed_list, points)
+        sw = Sweep(info, {pt.name: results[pt.name] for pt in points}, out_dir)
         if out_dir is not None:
-            d = out_dir / "points" / job.name
-            res.write(d)
-            res.source = str(d)
-
-    results = dict(loaded)
-    results.update(run_jobs([j for j in jobs_list if j.name not in loaded], workers=jobs, progress=progress,
-                            ray_address=ray_address, on_result=write, resolved=resolved))
-    info = _describe(path, fixed, varied, seed_list, points)
-    sw = Sweep(info, {pt.name: results[pt.name] for pt in points}, out_dir)
-    if out_dir is not None:
-        _write(sw, out_dir)
-    return sw
+            _write(sw, out_dir)
+        return sw
 
 
 def _validate(jobs: list) -> dict[str, str]:

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import onionlab
 import onionlab.runner
 from onionlab.cli import main
 
@@ -132,6 +133,12 @@ def test_a_failed_command_removes_only_the_empty_directory_it_created(tmp_path, 
     assert kept.is_dir(), "a directory that was there before stays"
     assert main(bad + [str(tmp_path / "new")]) == 2
     assert not (tmp_path / "new").exists()
+    # From Python too: a sweep whose runs fail (no path: every guard weighs 0) leaves none.
+    zero_guards = "network.bandwidth_weights={" + ",".join(f"{k}={0 if k.startswith('Wg') else 10000}" for k in
+                                                            ["Wgg", "Wgm", "Wgd", "Wmg", "Wmm", "Wme", "Wmd", "Weg", "Wem", "Wee", "Wed"]) + "}"
+    with pytest.raises(ValueError, match="no path"):
+        onionlab.run_sweep(TINY, {"tor.circ_window": [100, 200]}, seeds=[1], out=tmp_path / "sw", overrides=[zero_guards])
+    assert not (tmp_path / "sw").exists()
     assert main(["run", str(TINY), "-o", str(tmp_path / "ok"), "--no-progress"]) == 0
     assert (tmp_path / "ok" / "summary.json").is_file()
 
