@@ -900,14 +900,8 @@ impl PathSelector {
     /// no eligible relay was left for.
     pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Result<[usize; 3], Position> {
         match guard {
-            Some(g) => {
-                if !self.is_eligible(g, Position::Guard) {
-                    return Err(Position::Guard);
-                }
-                let exit = self.choose(Position::Exit, rng, &[g]).ok_or(Position::Exit)?;
-                let middle = self.choose(Position::Middle, rng, &[g, exit]).ok_or(Position::Middle)?;
-                Ok([g, middle, exit])
-            }
+            Some(g) if !self.is_eligible(g, Position::Guard) => Err(Position::Guard),
+            Some(g) => self.choose_path_via(rng, g),
             None => {
                 let exit = self.choose(Position::Exit, rng, &[]).ok_or(Position::Exit)?;
                 let g = self.choose(Position::Guard, rng, &[exit]).ok_or(Position::Guard)?;
