@@ -525,14 +525,14 @@ impl Ctx<'_> {
         match v {
             Value::String(s) => Some(s.as_str()),
             Value::Integer(_) | Value::Float(_) => {
-                let n = match v {
-                    Value::Integer(i) => i.to_string(),
-                    Value::Float(x) => x.to_string(),
-                    _ => String::new(),
+                let (n, negative) = match v {
+                    Value::Integer(i) => (i.to_string(), *i < 0),
+                    Value::Float(x) => (x.to_string(), *x < 0.0),
+                    _ => (String::new(), false),
                 };
                 // A negative one gets no hint with its own number and a unit: that would
                 // only be refused next, as negative.
-                if matches!(*v, Value::Integer(i) if i < 0) || matches!(*v, Value::Float(x) if x < 0.0) {
+                if negative {
                     self.err_hint(path, format!("a {what} cannot be negative, found {n}"), example.to_string());
                 } else {
                     self.err_hint(
