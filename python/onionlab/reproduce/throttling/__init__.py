@@ -228,7 +228,7 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     check_warmup(args.duration, args.warmup)
     check_warmup(
-        args.sweep_duration or args.duration, args.sweep_warmup or args.warmup,
+        *sweep_settings(args),
         "--sweep-duration" if args.sweep_duration else "--sweep-duration (default --duration)",
         "--sweep-warmup" if args.sweep_warmup else "--sweep-warmup (default --warmup)",
     )
