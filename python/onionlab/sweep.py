@@ -468,9 +468,10 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise ValueError(f"--jobs: must be at least 1, got {args.jobs}")
-    config_mod.require_file(args.file)
-    base = config_mod.parse(config_mod.check(args.file, args.set or []))
-    seeds = seeds_from_options(args.seed, args.seeds, base) if args.seed or args.seeds is not None else None
+    seeds = None
+    if args.seed or args.seeds is not None:  # --seeds N counts from the config's first seed
+        config_mod.require_file(args.file)
+        seeds = seeds_from_options(args.seed, args.seeds, config_mod.parse(config_mod.check(args.file, args.set or [])))
     with output_dir(args.output, "--output"):  # named as the user wrote it; sweep() would say "out"
         sw = sweep(args.file, args.vary, seeds=seeds, out=args.output, overrides=args.set, jobs=args.jobs,
                    progress=not args.no_progress, ray_address=args.ray, resume=args.resume)
