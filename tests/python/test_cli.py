@@ -57,6 +57,16 @@ def test_bad_counts_are_errors(tmp_path, captured_run, capsys, argv):
     assert not captured_run
 
 
+@pytest.fixture
+def no_runs(monkeypatch):
+    """Any run a test's command starts fails the test: refusals must come first."""
+
+    def no_run(*a, **k):
+        raise AssertionError("a run started")
+
+    monkeypatch.setattr(onionlab.runner, "run_jobs", no_run)
+
+
 @pytest.mark.parametrize(
     "argv, named",
     [
@@ -81,11 +91,7 @@ def test_bad_counts_are_errors(tmp_path, captured_run, capsys, argv):
         (["generate", "--duration", "1 min", "--warmup", "2 min"], "--warmup"),
     ],
 )
-def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path, capsys, monkeypatch, argv, named):
-    def no_run(*a, **k):
-        raise AssertionError("a run started")
-
-    monkeypatch.setattr(onionlab.runner, "run_jobs", no_run)
+def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path, capsys, no_runs, argv, named):
     try:
         code = main(argv + ["-o", str(tmp_path / "out")])
     except SystemExit as e:  # argparse's own refusal
@@ -104,12 +110,8 @@ def test_a_directory_or_device_is_not_a_config_file(tmp_path, capsys):
         assert "not a config file" in err and "Traceback" not in err, err
 
 
-def test_an_output_path_that_is_a_file_fails_before_anything_runs(tmp_path, capsys, monkeypatch):
+def test_an_output_path_that_is_a_file_fails_before_anything_runs(tmp_path, capsys, no_runs):
     # Once found only when the results were written, after the whole simulation.
-    def no_run(*a, **k):
-        raise AssertionError("a run started")
-
-    monkeypatch.setattr(onionlab.runner, "run_jobs", no_run)
     f = tmp_path / "afile"
     f.write_text("")
     for argv in (
