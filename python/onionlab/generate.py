@@ -661,6 +661,13 @@ def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str =
         lines.append("[tor]  # from the tor version profile and the consensus params; an experiment's [tor] overrides")
         lines += [f"{k} = {v}" for k, v in plan.tor_defaults.items()]
         lines.append("")
+    # The network's scheduler is its [mechanisms] default, not each relay's own, so an
+    # experiment's mechanisms.scheduler (or --set, or a sweep's --vary) replaces it.
+    relay_keys = {k: v for k, v in plan.relay_defaults.items() if k != "scheduler"}
+    if "scheduler" in plan.relay_defaults:
+        lines.append("[mechanisms]  # the network's circuit scheduler, from the consensus params; an experiment's mechanisms.scheduler overrides")
+        lines.append(f"scheduler = {plan.relay_defaults['scheduler']}")
+        lines.append("")
     lines.append("[network]")
     lines.append('latency = { matrix = "latency.csv" }')
     if plan.bandwidth_weights:
@@ -680,7 +687,7 @@ def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str =
         if _ipv4(r.address):
             # Tor keeps two relays of one /16 off the same path (EnforceDistinctSubnets).
             lines.append(f'address = "{r.address}"')
-        for k, v in plan.relay_defaults.items():
+        for k, v in relay_keys.items():
             lines.append(f"{k} = {v}")
         lines.append("")
     lines += [

@@ -292,6 +292,13 @@ def test_generate_check_load_and_run(tmp_path, capsys):
     # with today's tor's predicted and build-time test circuits and edge blocking.
     text = (out / "network.toml").read_text()
     assert 'scheduler = { kind = "kist", run_interval = "2 ms"' in text
+    # Once, as the network's default, so the experiment's mechanisms.scheduler replaces it on
+    # every relay (written on each relay, it silently beat a sweep of the scheduler).
+    mechanisms = text.split("[mechanisms]", 1)[1].split("[network]", 1)[0]
+    assert text.count("scheduler = ") == 1 and "scheduler = { kind = \"kist\"" in mechanisms
+    assert main(["show-config", str(exp), "--set", "mechanisms.scheduler=ewma"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count('kind = "kist"') == 0 and shown.count('kind = "ewma"') == 62, shown.count('kind = "ewma"')
     assert "predicted_circuits = true" in text and "cellq_low = 10" in text and "# Tor behaviour: tor 0.4.8" in text
     assert json.loads((out / "generate.json").read_text())["tor_version"]["profile"] == "0.4.8"
     assert main(["check", "--load", str(exp)]) == 0

@@ -8,8 +8,10 @@
 //! **Must not touch:** validation itself; the merged tree goes through the same checks as a
 //! hand-written config.
 //!
-//! Merge rules (docs/config.md): `[tor]` and `[network]` merge key by key and the
-//! experiment's keys win; `[workloads]` merge by name and the experiment's definitions win;
+//! Merge rules (docs/config.md): `[tor]`, `[network]` and `[mechanisms]` merge key by key
+//! and the experiment's keys win; `[workloads]` merge by name and the experiment's
+//! definitions win; a network file's `[mechanisms]` holds only `scheduler`, the network's
+//! default circuit scheduler (the mechanisms under study are the experiment's);
 //! `relays`, `relays_file`, `clients` and `servers` come from one place only: giving one in
 //! both is an error. A network file may not name another network file.
 
@@ -20,8 +22,11 @@ use toml::{Table, Value};
 use crate::parse::ConfigError;
 
 /// Top-level keys a network file may hold.
-pub const NETWORK_FILE_KEYS: &[&str] = &["tor", "network", "relays", "relays_file", "clients", "servers", "workloads"];
-const MERGED_BY_KEY: &[&str] = &["tor", "network", "workloads"];
+pub const NETWORK_FILE_KEYS: &[&str] = &["tor", "network", "mechanisms", "relays", "relays_file", "clients", "servers", "workloads"];
+const MERGED_BY_KEY: &[&str] = &["tor", "network", "mechanisms", "workloads"];
+/// Keys a network file's `[mechanisms]` may hold: what the network runs by default, not a
+/// mechanism under study.
+const NETWORK_FILE_MECHANISMS: &[&str] = &["scheduler"];
 const WHOLE: &[&str] = &["relays", "relays_file", "clients", "servers"];
 
 /// Field paths whose content came from the network file (prefixes of error paths).
@@ -35,6 +40,12 @@ impl Origins {
     pub fn forget<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
         let paths: Vec<&str> = paths.into_iter().collect();
         self.0.retain(|o| !paths.contains(&o.as_str()));
+    }
+
+    /// Whether the value at `path` (a top-level key such as `relays`, or `table.key`) came
+    /// from the network file.
+    pub fn contains(&self, path: &str) -> bool {
+        self.0.iter().any(|o| o == path)
     }
 }
 
@@ -102,6 +113,13 @@ pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<Co
         let target = root.entry(key.clone()).or_insert_with(|| Value::Table(Table::new()));
         let Value::Table(target) = target else { continue }; // reported by validation
         for (k, v) in sub {
+            if key == "mechanisms" && !NETWORK_FILE_MECHANISMS.contains(&k.as_str()) {
+                errors.push(
+                    ConfigError::new(format!("network_file:mechanisms.{k}"), format!("`{k}` is not allowed in a network file"))
+                        .with_hint("a network file's [mechanisms] sets only `scheduler`, the network's default; set the mechanisms you study in the experiment"),
+                );
+                continue;
+            }
             if !target.contains_key(&k) {
                 origins.0.push(format!("{key}.{k}"));
                 target.insert(k, v);

@@ -290,12 +290,14 @@ pub fn parse_config_with(
         default_scheduler: SchedulerConfig::RoundRobin,
         default_throttling: ThrottlingConfig::None,
         default_tortoise: None,
+        relays_setting_own: [0; RELAY_DEFAULTS.len()],
     };
     let mut origins = crate::include::merge_network_file(&mut root, base_dir, &mut cx.errors);
     let override_errors = crate::overrides::apply_all(&mut root, overrides);
     // A value an override wrote is the command line's, not the network file's.
     origins.forget(overrides.iter().map(|o| o.path.as_str()));
     let cfg = cx.config(&root, default_name);
+    cx.dead_defaults(&root, &cfg, &origins, overrides);
     crate::include::relabel(&mut cx.errors, &origins);
     cx.errors.splice(0..0, override_errors);
     if cx.errors.is_empty() {
@@ -398,7 +400,12 @@ struct Ctx<'a> {
     default_scheduler: SchedulerConfig,
     default_throttling: ThrottlingConfig,
     default_tortoise: Option<TortoiseConfig>,
+    /// How many relays set their own value of each of [`RELAY_DEFAULTS`].
+    relays_setting_own: [usize; RELAY_DEFAULTS.len()],
 }
+
+/// The `[mechanisms]` keys that are defaults a relay may set for itself.
+const RELAY_DEFAULTS: [&str; 3] = ["scheduler", "throttling", "tortoise"];
 
 impl Ctx<'_> {
     fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
@@ -693,6 +700,51 @@ impl Ctx<'_> {
                 );
                 None
             }
+        }
+    }
+
+    /// A `[mechanisms]` default that no relay follows is refused where the user set it: an
+    /// override (`--set`, a sweep's `--vary`), or the experiment's own `[mechanisms]` over
+    /// a network file's relays. Either would otherwise run unchanged and look like a
+    /// result. A resolved config (every relay written out with its own settings) sets them
+    /// in one file and is not refused; client-operated relays follow the defaults, so
+    /// with them a default is never dead.
+    fn dead_defaults(
+        &mut self,
+        root: &Table,
+        cfg: &ExperimentConfig,
+        origins: &crate::include::Origins,
+        overrides: &[crate::overrides::Override],
+    ) {
+        let n = cfg.relays.len();
+        if n == 0 || cfg.clients.iter().any(|g| g.relay_operators.is_some()) {
+            return;
+        }
+        let in_experiment = |key: &str| {
+            matches!(root.get("mechanisms"), Some(Value::Table(m)) if m.contains_key(key))
+                && !origins.contains(&format!("mechanisms.{key}"))
+                && origins.contains("relays")
+        };
+        for (key, own) in RELAY_DEFAULTS.into_iter().zip(self.relays_setting_own) {
+            if own < n {
+                continue;
+            }
+            let field = format!("mechanisms.{key}");
+            let by_override = overrides.iter().rev().find(|o| o.path == field || o.path.starts_with(&format!("{field}.")));
+            let path = match by_override {
+                Some(o) => o.path.clone(),
+                None if in_experiment(key) => field.clone(),
+                None => continue,
+            };
+            self.err_hint(
+                path,
+                format!("`{field}` changes nothing: every relay ({n}) sets its own `{key}`"),
+                format!(
+                    "set `{key}` on the relays (e.g. --set 'relays[*].{key}=...'), or remove it from the relays that should follow \
+                     the default (network files written by `onionlab generate` before 2026-11-28 set every relay's scheduler: \
+                     generate the network anew)"
+                ),
+            );
         }
     }
 
@@ -1321,6 +1373,9 @@ impl Ctx<'_> {
                 })
             }
         };
+        for (n, key) in self.relays_setting_own.iter_mut().zip(RELAY_DEFAULTS) {
+            *n += usize::from(t.contains_key(key));
+        }
         let scheduler = self.opt(t, p, "scheduler", Ctx::scheduler).unwrap_or(self.default_scheduler);
         let throttling = self.opt(t, p, "throttling", Ctx::throttling).unwrap_or(self.default_throttling);
         let tortoise = match t.get("tortoise") {

@@ -1059,6 +1059,77 @@ fn network_file_errors_name_the_file_and_field() {
     err_at(bad, "network_file:workloads.markov.stream_model", &["cannot read", "nope.json"]);
     // A stream model is not a packet model: it has no `-` observation.
     err_at(bad, "network_file:workloads.markov.packet_model", &["stream_model.json", "\"-\""]);
+    // A network file's [mechanisms] holds the network's scheduler and nothing else.
+    err_at(bad, "network_file:mechanisms.scheduler", &["unknown scheduler"]);
+    let e = err_at(bad, "network_file:mechanisms.throttling", &["not allowed"]);
+    assert!(hint(&e).contains("experiment"), "{e}");
+}
+
+fn kist_2ms() -> SchedulerConfig {
+    SchedulerConfig::Kist {
+        run_interval: SimDuration::from_millis(2),
+        sock_buf_size_factor: 1.0,
+        halflife: SimDuration::from_secs(30),
+        tick: SimDuration::from_secs(10),
+    }
+}
+
+#[test]
+fn a_network_files_scheduler_is_the_default_the_experiment_may_replace() {
+    let net = "network_file = \"net/scheduled.toml\"\n[experiment]\nduration = \"1 min\"\n";
+    let cfg = load(net).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.mechanisms.scheduler, kist_2ms());
+    assert!(cfg.relays.iter().all(|r| r.scheduler == kist_2ms()), "{:?}", cfg.relays);
+    // The experiment's [mechanisms] wins, for every relay, and so does an override.
+    let cfg = load(&format!("{net}[mechanisms]\nscheduler = \"ewma\"\n")).unwrap_or_else(|e| panic!("{e}"));
+    let ewma = SchedulerConfig::Ewma { halflife: SimDuration::from_secs(30), tick: SimDuration::from_secs(10) };
+    assert!(cfg.relays.iter().all(|r| r.scheduler == ewma), "{:?}", cfg.relays);
+    let cfg = load_with(net, &["mechanisms.scheduler=round-robin"]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| r.scheduler == SchedulerConfig::RoundRobin), "{:?}", cfg.relays);
+    // Other mechanisms sit beside the file's scheduler.
+    let cfg = load_with(net, &["mechanisms.throttling.kind=split"]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| r.scheduler == kist_2ms() && r.throttling != ThrottlingConfig::None));
+}
+
+#[test]
+fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
+    // Every relay of this (older) network file sets its own scheduler.
+    let net = "network_file = \"net/per_relay_schedulers.toml\"\n[experiment]\nduration = \"1 min\"\n";
+    let cfg = load(net).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| r.scheduler == kist_2ms()));
+    let errs = load_with(net, &["mechanisms.scheduler=ewma"]).unwrap_err();
+    let e = errs.at("mechanisms.scheduler").unwrap_or_else(|| panic!("{errs}"));
+    assert!(e.message.contains("changes nothing") && e.message.contains("every relay (2)"), "{e}");
+    assert!(hint(e).contains("relays[*].scheduler") && hint(e).contains("generate"), "{e}");
+    err_at(&format!("{net}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    // Setting the relays themselves does what was meant.
+    let cfg = load_with(net, &["relays[*].scheduler=ewma"]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| matches!(r.scheduler, SchedulerConfig::Ewma { .. })));
+    // Throttling and Tortoise defaults too, reported at the override's own path.
+    let own = "name = \"exit\"\n";
+    let both = edit("name = \"guard\"\n", "name = \"guard\"\nthrottling = \"none\"\n").replacen(
+        own,
+        "name = \"exit\"\nthrottling = \"none\"\n",
+        1,
+    );
+    let errs = load_with(&both, &["mechanisms.throttling.kind=split"]).unwrap_err();
+    assert!(
+        errs.at("mechanisms.throttling.kind").is_some_and(|e| e.message.contains("every relay (2) sets its own `throttling`")),
+        "{errs}"
+    );
+    let both =
+        edit("name = \"guard\"\n", "name = \"guard\"\ntortoise = \"off\"\n").replacen(own, "name = \"exit\"\ntortoise = \"off\"\n", 1);
+    let errs = load_with(&both, &["mechanisms.tortoise={ rate = \"100 KBps\" }"]).unwrap_err();
+    assert!(errs.at("mechanisms.tortoise").is_some(), "{errs}");
+    // Not refused: one relay follows the default; a file that sets every relay and the
+    // default itself (a resolved config); client-operated relays, which follow the default.
+    let one = edit("name = \"guard\"\n", "name = \"guard\"\nscheduler = \"kist\"\n");
+    let cfg = load_with(&one, &["mechanisms.scheduler=ewma"]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(matches!(cfg.relays[1].scheduler, SchedulerConfig::Ewma { .. }));
+    let cfg = load_with(MINIMAL, &["mechanisms.scheduler=ewma"]).unwrap();
+    load(&to_toml(&cfg)).unwrap_or_else(|e| panic!("a resolved config reloads: {e}"));
+    let operators = both.replacen("count = 20\n", "count = 20\nrelay_operators = { count = 2 }\n", 1);
+    load_with(&operators, &["mechanisms.tortoise={ rate = \"100 KBps\" }"]).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]
