@@ -356,6 +356,7 @@ def _validate(jobs: list) -> dict[str, str]:
             for p in config_mod.problems(e):
                 found.setdefault((p.get("path", ""), p["message"], p.get("hint")), []).append(j.name)
     if not found:
+        _refuse_identical_points(jobs, resolved)
         return resolved
     problems = []
     for (path, message, hint), names in found.items():
@@ -363,6 +364,31 @@ def _validate(jobs: list) -> dict[str, str]:
         problems.append({"path": path, "message": f"{message} ({where})", "hint": hint})
     n = len(problems)
     raise config_mod.ConfigError(f"{n} problem{'s' if n != 1 else ''} in the sweep's points", problems)
+
+
+def _refuse_identical_points(jobs: list, resolved: dict[str, str]) -> None:
+    """Two points whose resolved configs are the same but for the experiment's name would
+    run the same experiment twice and report the same numbers as if the varied settings
+    made no difference (a value written two ways, such as ``ewma`` and its table with
+    tor's defaults): a ConfigError naming the points."""
+    first: dict[str, str] = {}
+    same = []
+    for j in jobs:
+        text = resolved[j.name]
+        # The name is the only line a sweep sets per point (`experiment.name`, first key of
+        # [experiment] in a resolved config).
+        body = re.sub(r'(?m)\A\[experiment\]\nname = .*\n', "", text, count=1)
+        if body in first:
+            same.append((first[body], j.name))
+        else:
+            first[body] = j.name
+    if same:
+        pairs = "; ".join(f"{a} and {b}" for a, b in same)
+        raise config_mod.ConfigError(
+            f"the sweep's points {pairs} resolve to the same experiment",
+            [{"path": "vary", "message": f"points {pairs} resolve to the same experiment: the varied values differ only in how they are written",
+              "hint": "drop one of each pair's values; `onionlab show-config FILE --set PATH=VALUE` shows what a value resolves to"}],
+        )
 
 
 def _write(sw: Sweep, out: Path) -> None:

@@ -219,6 +219,27 @@ def test_bad_points_are_reported_before_anything_runs(short, tmp_path, monkeypat
         onionlab.run_sweep(short, ["tor.circ_window=1"], resume=True)
 
 
+def test_points_that_resolve_to_the_same_experiment_are_refused(short, tmp_path, monkeypatch, capsys):
+    """A value written two ways (a scheduler's name and its table with tor's defaults) would
+    run one experiment twice and report identical rows as if the setting did nothing."""
+    monkeypatch.setattr(runner, "run_jobs", lambda *a, **k: pytest.fail("ran the same experiment twice"))
+    same = {"mechanisms.scheduler": ["ewma", {"kind": "ewma", "halflife": "30 s", "tick": "10 s"}, "kist"]}
+    with pytest.raises(onionlab.ConfigError) as e:
+        onionlab.run_sweep(short, same, out=tmp_path / "sw")
+    (p,) = e.value.problems
+    assert p["path"] == "vary" and "points 00-scheduler=ewma and 01-scheduler=" in p["message"], p
+    assert "02-" not in p["message"] and "show-config" in p["hint"]
+    assert not (tmp_path / "sw").exists()
+    argv = ["sweep", str(short), "-o", str(tmp_path / "sw"), "--no-progress",
+            "--vary", 'tor.refill_interval=["100 ms", "0.1 s", "1 s"]']
+    assert main(argv) == 1
+    assert "resolve to the same experiment" in capsys.readouterr().err
+    # Values that differ are a sweep (the check does not confuse a different name).
+    monkeypatch.setattr(runner, "run_jobs", lambda jobs, **k: {j.name: None for j in jobs})
+    monkeypatch.setattr(sweep_mod, "Sweep", lambda *a, **k: "ran")
+    assert onionlab.run_sweep(short, {"mechanisms.scheduler": ["ewma", "kist"]}) == "ran"
+
+
 def test_cli_sweep_prints_the_table(short, tmp_path, capsys):
     args = ["sweep", str(short), "-o", str(tmp_path / "s"), "--vary", "tor.circ_window=500,1000", "--seed", "3", "--no-progress",
             "--jobs", "2", "--set", "clients[web].count=5"]
