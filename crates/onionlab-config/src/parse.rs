@@ -723,7 +723,7 @@ impl Ctx<'_> {
         let in_experiment = |key: &str| {
             matches!(root.get("mechanisms"), Some(Value::Table(m)) if m.contains_key(key))
                 && !origins.contains(&format!("mechanisms.{key}"))
-                && origins.contains("relays")
+                && (origins.contains("relays") || origins.contains("relays_file"))
         };
         for (key, own) in RELAY_DEFAULTS.into_iter().zip(self.relays_setting_own) {
             if own < n {

@@ -1102,6 +1102,13 @@ fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
     assert!(e.message.contains("changes nothing") && e.message.contains("every relay (2)"), "{e}");
     assert!(hint(e).contains("relays[*].scheduler") && hint(e).contains("generate"), "{e}");
     err_at(&format!("{net}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    // So is a network file's relays_file whose relays all set their own.
+    let via_file = "network_file = \"net/relays_file_schedulers.toml\"\n[experiment]\nduration = \"1 min\"\n\
+                    [network]\nlatency = { constant = \"10 ms\" }\n\
+                    [[clients]]\nname = \"web\"\nworkload = \"web\"\ncount = 1\n\
+                    [workloads.web]\ntype = \"web\"\nsize = \"1 KiB\"\n";
+    load(via_file).unwrap_or_else(|e| panic!("{e}"));
+    err_at(&format!("{via_file}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
     // Setting the relays themselves does what was meant.
     let cfg = load_with(net, &["relays[*].scheduler=ewma"]).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.relays.iter().all(|r| matches!(r.scheduler, SchedulerConfig::Ewma { .. })));
