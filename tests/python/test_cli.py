@@ -74,6 +74,7 @@ def no_runs(monkeypatch):
         # --jobs 0 or -3 meant "the CPUs", generate wrote an experiment it could not run.
         (["reproduce", "ewma", "--quick", "--seeds", "0"], "--seeds"),
         (["reproduce", "ewma", "--seeds", "-1"], "--seeds"),
+        (["reproduce", "ewma", "--jobs", "0"], "--jobs"),
         (["reproduce", "tortoise", "--jobs", "0"], "--jobs"),
         (["reproduce", "predictor", "--jobs", "-3"], "--jobs"),
         (["reproduce", "throttling", "--jobs", "0"], "--jobs"),

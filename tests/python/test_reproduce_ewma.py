@@ -56,9 +56,22 @@ def test_generated_configs_are_valid(tmp_path):
 
 
 @needs_core
-def test_quick_reproduction_runs(tmp_path):
+def test_quick_reproduction_runs(tmp_path, monkeypatch):
+    import onionlab.runner as runner
+
+    batches = []
+    real = runner.run_jobs
+
+    def recording(jobs, **kw):
+        batches.append((sorted(j.name for j in jobs), kw.get("workers")))
+        return real(jobs, **kw)
+
+    monkeypatch.setattr(runner, "run_jobs", recording)
     out = tmp_path / "ewma"
-    assert main(["reproduce", "ewma", "--quick", "-o", str(out)]) == 0
+    assert main(["reproduce", "ewma", "--quick", "--jobs", "2", "-o", str(out)]) == 0
+    # One batch of every experiment on the workers asked for, so experiments share the cores.
+    names = ["full-ewma", "full-kist", "full-round-robin", "line-ewma", "line-ewma-h1.5", "line-ewma-h10", "line-round-robin"]
+    assert batches == [(names, 2)], batches
     for f in ["web_bulk_cdf.png", "halflife_sweep.png", "full_network_cdf.png", "web_bulk.csv", "halflife_sweep.csv", "full_network.csv", "summary.md"]:
         assert (out / f).stat().st_size > 0, f
     s = json.loads((out / "summary.json").read_text())

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least
-from onionlab.reproduce import markdown_table
+from onionlab.reproduce import markdown_table, run_many, write_config
 
 DESCRIPTION = "Tang & Goldberg CCS 2010: circuit EWMA vs round robin (web/bulk CDFs, K-S test, half-life sweep, KIST)"
 
@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a small version (fewer downloads, shorter runs; about a minute)")
     parser.add_argument("--seeds", type=at_least(1), default=None, help="seeds per line experiment (default 3; 2 with --quick)")
     parser.add_argument("--no-full-network", action="store_true", help="skip the throttling-medium comparison with KIST")
+    parser.add_argument("--jobs", type=at_least(1), default=None, help="parallel runs (default: the CPUs)")
 
 
 # ---------------------------------------------------------------- statistics
@@ -177,16 +178,6 @@ def full_network_config(scheduler: str, quick: bool) -> str:
     return text + f'\n[mechanisms]\nscheduler = "{scheduler}"\n'
 
 
-def _run(out: Path, name: str, text: str, seeds: list[int] | None, ray: str | None = None) -> pd.DataFrame:
-    import onionlab
-
-    path = out / "configs" / f"{name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    res = onionlab.run(path, seeds=seeds, out=out / "runs" / name, ray_address=ray)
-    return res.downloads
-
-
 def _first(df: pd.DataFrame, cls: str, n: int) -> pd.DataFrame:
     """`n` completed downloads of the classes starting with `cls`, the same number from every
     client of every seed (each client's earliest), so that two runs are compared on the
@@ -255,12 +246,29 @@ def main(out: Path, args: argparse.Namespace) -> int:
     halflives = [1.5, 10, 66] if quick else HALFLIVES
     summary: dict[str, Any] = {"quick": quick, "seeds": seeds, "paper": {"web_median_s": PAPER_WEB_MEDIAN}}
 
+    # Every experiment (the line's two schedulers, the half-lives, the full network's
+    # three) is written first and run as one batch, so runs of different experiments
+    # share the cores (each full-network experiment is a single seed).
+    experiments = []
+    for kind in ["round-robin", "ewma"]:
+        name = f"line-{kind}"
+        experiments.append((name, write_config(out, name, line_config(name, _scheduler_toml(kind), quick, seeds)), seeds))
+    for h in halflives:
+        if h != MAIN_HALFLIFE:  # line-ewma is H = 66 s
+            name = f"line-ewma-h{h:g}"
+            experiments.append((name, write_config(out, name, line_config(name, _scheduler_toml("ewma", h), quick, seeds)), seeds))
+    if not args.no_full_network:
+        for kind in ["round-robin", "ewma", "kist"]:
+            name = f"full-{kind}"
+            experiments.append((name, write_config(out, name, full_network_config(kind, quick)), [1]))
+    runs = run_many(experiments, out, getattr(args, "jobs", None), ray_address=getattr(args, "ray", None))
+
     # 1. Round robin vs EWMA at the middle.
     web: dict[str, np.ndarray] = {}
     bulk: dict[str, np.ndarray] = {}
     sweep: dict[float, float] = {}
     for kind in ["round-robin", "ewma"]:
-        dl = _run(out, f"line-{kind}", line_config(f"line-{kind}", _scheduler_toml(kind), quick, seeds), seeds, getattr(args, "ray", None))
+        dl = runs[f"line-{kind}"].downloads
         web[kind] = _first(dl, "web", n_web)["ttlb"].to_numpy()
         bulk[kind] = _first(dl, "bulk", n_bulk)["ttlb"].to_numpy()
         if kind == "ewma":
@@ -293,9 +301,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
     for h in halflives:
         if h in sweep:
             continue
-        name = f"line-ewma-h{h:g}"
-        dl = _run(out, name, line_config(name, _scheduler_toml("ewma", h), quick, seeds), seeds, getattr(args, "ray", None))
-        sweep[h] = float(np.median(_first(dl, "web", n_web)["ttlb"]))
+        sweep[h] = float(np.median(_first(runs[f"line-ewma-h{h:g}"].downloads, "web", n_web)["ttlb"]))
     sweep_table = pd.DataFrame(
         [{"halflife_s": "round-robin", "web_median_s": med["round-robin"]}]
         + [{"halflife_s": f"{h:g}", "web_median_s": sweep[h]} for h in sorted(sweep)]
@@ -315,9 +321,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
 
     # 3. The full network: round robin vs EWMA vs KIST.
     if not args.no_full_network:
-        full: dict[str, pd.DataFrame] = {}
-        for kind in ["round-robin", "ewma", "kist"]:
-            full[kind] = _run(out, f"full-{kind}", full_network_config(kind, quick), [1], getattr(args, "ray", None))
+        full = {kind: runs[f"full-{kind}"].downloads for kind in ["round-robin", "ewma", "kist"]}
         rows = []
         fig, ax = plt.subplots(1, 2, figsize=(10, 4))
         for kind, style in [("round-robin", "-"), ("ewma", "--"), ("kist", ":")]:
