@@ -141,6 +141,8 @@ impl Override {
                     })),
                 }
             }
+            // [*] over nothing would set nothing and let the run go on unchanged.
+            (Step::All, Value::Array(a)) if a.is_empty() => Err(self.error(format!("`{walked}` has no elements, so [*] sets nothing"))),
             (Step::All, Value::Array(a)) => Ok(a.iter_mut().collect()),
             (step, v) => Err(self.mismatch(walked, step, v)),
         }
@@ -400,6 +402,23 @@ mod tests {
             let e = Override::parse(text).unwrap_err();
             assert!(e.message.contains(says), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn every_element_of_nothing_is_an_error() {
+        // `relays[*]` on a config whose relays come from a relays_file once set nothing and
+        // the run went on unchanged.
+        let mut t = tree("relays_file = \"relays.toml\"\n[experiment]\nduration = \"1 min\"\n");
+        let e = set(&mut t, "relays[*].scheduler=ewma").unwrap_err();
+        assert_eq!(e.path, "relays[*].scheduler");
+        assert!(e.message.contains("`relays` has no elements, so [*] sets nothing"), "{e}");
+        assert!(e.hint.as_deref().is_some_and(|h| h.contains("relays_file")), "{e}");
+        let mut t = tree("clients = []\n");
+        let e = set(&mut t, "clients[*]={ name = \"x\" }").unwrap_err();
+        assert!(e.message.contains("`clients` has no elements"), "{e}");
+        let mut t = tree(CFG);
+        set(&mut t, "relays[*].link_up=100 Mbit").unwrap();
+        assert!(t["relays"].as_array().unwrap().iter().all(|r| r["link_up"].as_str() == Some("100 Mbit")));
     }
 
     #[test]
