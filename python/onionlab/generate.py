@@ -720,6 +720,12 @@ def write_network(plan: Plan, out: Path, duration: str = "10 min", warmup: str =
         "# A ready experiment on the generated network; copy it and change what you study.\n"
         'network_file = "network.toml"\n\n[experiment]\n'
         f'name = "{out.name}"\nduration = "{duration}"\nwarmup = "{warmup}"\nseeds = [1]\n'
+        "\n# What you study goes below; a key here replaces network.toml's (docs/config.md), e.g.:\n"
+        "# [mechanisms]\n"
+        '# scheduler = "ewma"      # on every relay, in place of the consensus\'s scheduler\n'
+        '# throttling = { kind = "flag", flag_rate = "50 KiB/s", penalty = 0.25 }\n'
+        "# [tor]\n"
+        '# num_entry_guards = 1   # in place of network.toml\'s [tor] num_entry_guards\n'
     )
     meta = {
         "source": plan.source,

@@ -296,6 +296,13 @@ def test_generate_check_load_and_run(tmp_path, capsys):
     # every relay (written on each relay, it silently beat a sweep of the scheduler).
     mechanisms = text.split("[mechanisms]", 1)[1].split("[network]", 1)[0]
     assert text.count("scheduler = ") == 1 and "scheduler = { kind = \"kist\"" in mechanisms
+    # The experiment shows where what is studied goes: uncommented, its example replaces the
+    # network's scheduler and guard count.
+    studied = exp.read_text().replace("# [mechanisms]", "[mechanisms]").replace("# scheduler", "scheduler").replace("# [tor]", "[tor]")
+    (out / "studied.toml").write_text(studied.replace("# num_entry_guards", "num_entry_guards"))
+    assert main(["show-config", str(out / "studied.toml")]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count('kind = "ewma"') == 62 and "num_entry_guards = 1" in shown
     assert main(["show-config", str(exp), "--set", "mechanisms.scheduler=ewma"]) == 0
     shown = capsys.readouterr().out
     assert shown.count('kind = "kist"') == 0 and shown.count('kind = "ewma"') == 62, shown.count('kind = "ewma"')

@@ -298,6 +298,7 @@ pub fn parse_config_with(
     origins.forget(overrides.iter().map(|o| o.path.as_str()));
     let cfg = cx.config(&root, default_name);
     cx.dead_defaults(&root, &cfg, &origins, overrides);
+    cx.windows_under_vegas(&cfg, overrides);
     crate::include::relabel(&mut cx.errors, &origins);
     cx.errors.splice(0..0, override_errors);
     if cx.errors.is_empty() {
@@ -744,6 +745,24 @@ impl Ctx<'_> {
                      the default (network files written by `onionlab generate` before 2026-11-28 set every relay's scheduler: \
                      generate the network anew)"
                 ),
+            );
+        }
+    }
+
+    /// `tor.circ_window` and `circ_window_increment` set by an override while circuits run
+    /// Vegas, whose congestion window takes the place of tor's SENDME windows: the run
+    /// would go on unchanged (a sweep of them would report identical points). A file that
+    /// sets them beside Vegas is not refused: a resolved config writes every `[tor]` key.
+    fn windows_under_vegas(&mut self, cfg: &ExperimentConfig, overrides: &[crate::overrides::Override]) {
+        if !matches!(cfg.tor.congestion_control, CongestionControlConfig::Vegas(_)) {
+            return;
+        }
+        for o in overrides.iter().filter(|o| matches!(o.path.as_str(), "tor.circ_window" | "tor.circ_window_increment")) {
+            self.err_hint(
+                o.path.clone(),
+                format!("`{}` changes nothing: with congestion_control = \"vegas\" a circuit's window is Vegas's", o.path),
+                "set tor.congestion_control=fixed-window to study tor's SENDME windows, or Vegas's own parameters \
+                 (tor.congestion_control={ kind = \"vegas\", cwnd_init = ... })",
             );
         }
     }

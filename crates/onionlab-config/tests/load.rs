@@ -1075,6 +1075,23 @@ fn kist_2ms() -> SchedulerConfig {
 }
 
 #[test]
+fn sendme_windows_set_under_vegas_are_refused_where_the_override_set_them() {
+    let vegas = "tor.congestion_control=vegas";
+    for field in ["tor.circ_window=500", "tor.circ_window_increment=50"] {
+        let errs = load_with(MINIMAL, &[vegas, field]).unwrap_err();
+        let path = field.split('=').next().unwrap();
+        let e = errs.at(path).unwrap_or_else(|| panic!("{errs}"));
+        assert!(e.message.contains("changes nothing") && hint(e).contains("fixed-window"), "{e}");
+        // Tor's own windows: the setting is the experiment.
+        assert_eq!(load_with(MINIMAL, &[field]).unwrap().tor.circ_window, if path == "tor.circ_window" { 500 } else { 1000 });
+    }
+    // A file (or a resolved config) that writes the windows beside Vegas loads.
+    let cfg = load_with(MINIMAL, &[vegas]).unwrap();
+    load(&to_toml(&cfg)).unwrap_or_else(|e| panic!("{e}"));
+    load(&format!("{MINIMAL}\n[tor]\ncongestion_control = \"vegas\"\ncirc_window = 500\n")).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
 fn a_network_files_scheduler_is_the_default_the_experiment_may_replace() {
     let net = "network_file = \"net/scheduled.toml\"\n[experiment]\nduration = \"1 min\"\n";
     let cfg = load(net).unwrap_or_else(|e| panic!("{e}"));
