@@ -219,6 +219,19 @@ def test_bad_points_are_reported_before_anything_runs(short, tmp_path, monkeypat
         onionlab.run_sweep(short, ["tor.circ_window=1"], resume=True)
 
 
+def test_varying_the_whole_mechanisms_table_puts_mechanisms_side_by_side(short, monkeypatch):
+    """docs/config.md's recipe: each value of `mechanisms` is one combination, so mechanisms
+    that may not share a relay (throttling and Tortoise) are points of one sweep."""
+    ran = {}
+    monkeypatch.setattr(runner, "run_jobs", lambda jobs, **k: ran.update(k["resolved"]) or {j.name: None for j in jobs})
+    monkeypatch.setattr(sweep_mod, "Sweep", lambda *a, **k: "ran")
+    vary = ['mechanisms=[{ scheduler = "round-robin" }, { throttling = { kind = "split" } }, { tortoise = { rate = "100 KBps" } }]']
+    assert onionlab.run_sweep(short, vary) == "ran"
+    relays = [tomllib.loads(text)["relays"] for _, text in sorted(ran.items())]
+    assert [r[0]["throttling"]["kind"] for r in relays] == ["none", "split", "none"]
+    assert [r[0]["tortoise"] == "off" for r in relays] == [True, True, False]
+
+
 def test_points_that_resolve_to_the_same_experiment_are_refused(short, tmp_path, monkeypatch, capsys):
     """A value written two ways (a scheduler's name and its table with tor's defaults) would
     run one experiment twice and report identical rows as if the setting did nothing."""
