@@ -731,7 +731,10 @@ impl Ctx<'_> {
                 continue;
             }
             let field = format!("mechanisms.{key}");
-            let by_override = overrides.iter().rev().find(|o| o.path == field || o.path.starts_with(&format!("{field}.")));
+            // The key itself, a field inside it, or a whole [mechanisms] table holding it.
+            let by_override = overrides.iter().rev().find(|o| {
+                o.path == field || o.path.starts_with(&format!("{field}.")) || (o.path == "mechanisms" && o.value.get(key).is_some())
+            });
             let path = match by_override {
                 Some(o) => o.path.clone(),
                 None if in_experiment(key) => field.clone(),

@@ -1119,6 +1119,10 @@ fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
     assert!(e.message.contains("changes nothing") && e.message.contains("every relay (2)"), "{e}");
     assert!(hint(e).contains("relays[*].scheduler") && hint(e).contains("generate"), "{e}");
     err_at(&format!("{net}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    // A whole [mechanisms] table set by an override (a sweep of mechanisms side by side).
+    let errs = load_with(net, &["mechanisms={ scheduler = \"ewma\" }"]).unwrap_err();
+    assert!(errs.at("mechanisms").is_some_and(|e| e.message.contains("sets its own `scheduler`")), "{errs}");
+    load_with(net, &["mechanisms={ throttling = { kind = \"split\" } }"]).unwrap_or_else(|e| panic!("{e}"));
     // So is a network file's relays_file whose relays all set their own.
     let via_file = "network_file = \"net/relays_file_schedulers.toml\"\n[experiment]\nduration = \"1 min\"\n\
                     [network]\nlatency = { constant = \"10 ms\" }\n\
