@@ -740,13 +740,17 @@ impl Ctx<'_> {
                 None if in_experiment(key) => field.clone(),
                 None => continue,
             };
+            let old_network = if key == "scheduler" {
+                "; network files written by `onionlab generate` before 2026-11-28 set every relay's scheduler: generate the network anew"
+            } else {
+                ""
+            };
             self.err_hint(
                 path,
                 format!("`{field}` changes nothing: every relay ({n}) sets its own `{key}`"),
                 format!(
                     "set `{key}` on the relays (e.g. --set 'relays[*].{key}=...'), or remove it from the relays that should follow \
-                     the default (network files written by `onionlab generate` before 2026-11-28 set every relay's scheduler: \
-                     generate the network anew)"
+                     the default{old_network}"
                 ),
             );
         }
