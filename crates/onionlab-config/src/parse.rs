@@ -706,10 +706,11 @@ impl Ctx<'_> {
 
     /// A `[mechanisms]` default that no relay follows is refused where the user set it: an
     /// override (`--set`, a sweep's `--vary`), or the experiment's own `[mechanisms]` over
-    /// a network file's relays. Either would otherwise run unchanged and look like a
-    /// result. A resolved config (every relay written out with its own settings) sets them
-    /// in one file and is not refused; client-operated relays follow the defaults, so
-    /// with them a default is never dead.
+    /// relays from another file (a network file or a `relays_file`). Either would otherwise
+    /// run unchanged and look like a result. A config with its relays inline is not refused
+    /// for its own `[mechanisms]`: a resolved config writes every relay's settings out
+    /// beside the defaults. Client-operated relays follow the defaults, so with them a
+    /// default is never dead.
     fn dead_defaults(
         &mut self,
         root: &Table,
@@ -724,7 +725,7 @@ impl Ctx<'_> {
         let in_experiment = |key: &str| {
             matches!(root.get("mechanisms"), Some(Value::Table(m)) if m.contains_key(key))
                 && !origins.contains(&format!("mechanisms.{key}"))
-                && (origins.contains("relays") || origins.contains("relays_file"))
+                && (origins.contains("relays") || root.contains_key("relays_file"))
         };
         for (key, own) in RELAY_DEFAULTS.into_iter().zip(self.relays_setting_own) {
             if own < n {

@@ -1130,6 +1130,10 @@ fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
                     [workloads.web]\ntype = \"web\"\nsize = \"1 KiB\"\n";
     load(via_file).unwrap_or_else(|e| panic!("{e}"));
     err_at(&format!("{via_file}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    // And the experiment's own relays_file.
+    let own_file = format!("relays_file = \"relays_with_schedulers.toml\"\n{}", no_relays());
+    load(&own_file).unwrap_or_else(|e| panic!("{e}"));
+    err_at(&format!("{own_file}\n[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
     // Setting the relays themselves does what was meant.
     let cfg = load_with(net, &["relays[*].scheduler=ewma"]).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.relays.iter().all(|r| matches!(r.scheduler, SchedulerConfig::Ewma { .. })));
