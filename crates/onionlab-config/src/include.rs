@@ -29,23 +29,55 @@ const MERGED_BY_KEY: &[&str] = &["tor", "network", "mechanisms", "workloads"];
 const NETWORK_FILE_MECHANISMS: &[&str] = &["scheduler"];
 const WHOLE: &[&str] = &["relays", "relays_file", "clients", "servers"];
 
-/// Field paths whose content came from the network file (prefixes of error paths).
+/// What the merge took from the network file: the field paths whose content came from it
+/// (prefixes of error paths), the paths overrides wrote afterwards, and the file's entries
+/// of the tables merged key by key, which fill those tables again after an override
+/// replaced one whole.
 #[derive(Debug, Default)]
-pub struct Origins(Vec<String>);
+pub struct Origins {
+    paths: Vec<String>,
+    overridden: Vec<String>,
+    by_key: Vec<(String, String, Value)>,
+}
+
+/// `path` is `prefix` or lies below it (`prefix.key`, `prefix[i]`).
+fn at_or_below(path: &str, prefix: &str) -> bool {
+    path.strip_prefix(prefix).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[', ':']))
+}
 
 impl Origins {
-    /// Drops the origins that are exactly one of `paths` (keys an override set anew, such
-    /// as `tor.circ_window`), so that a problem with such a value is not labelled as the
-    /// network file's.
-    pub fn forget<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
-        let paths: Vec<&str> = paths.into_iter().collect();
-        self.0.retain(|o| !paths.contains(&o.as_str()));
+    /// Records the paths overrides wrote (`tor.circ_window`, or a whole `mechanisms` table)
+    /// and drops the origins at or below them: a value an override set is the command
+    /// line's, not the network file's.
+    pub fn overridden_by<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+        for p in paths {
+            self.paths.retain(|o| !at_or_below(o, p));
+            self.overridden.push(p.to_string());
+        }
+    }
+
+    /// Puts back the network file's entries of `[tor]`, `[network]`, `[mechanisms]` and
+    /// `[workloads]` that an override replacing the whole table left out: such an override
+    /// stands in for the experiment's own table, which the file's entries complete (so
+    /// `mechanisms={ throttling = ... }` keeps the network's scheduler).
+    pub fn refill(&mut self, root: &mut Table) {
+        for (table, key, value) in &self.by_key {
+            if let Some(Value::Table(t)) = root.get_mut(table) {
+                if !t.contains_key(key) {
+                    t.insert(key.clone(), value.clone());
+                    let path = format!("{table}.{key}");
+                    if !self.paths.contains(&path) {
+                        self.paths.push(path);
+                    }
+                }
+            }
+        }
     }
 
     /// Whether the value at `path` (a top-level key such as `relays`, or `table.key`) came
     /// from the network file.
     pub fn contains(&self, path: &str) -> bool {
-        self.0.iter().any(|o| o == path)
+        self.paths.iter().any(|o| o == path)
     }
 }
 
@@ -101,7 +133,7 @@ pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<Co
                 );
                 continue;
             }
-            origins.0.push(key.clone());
+            origins.paths.push(key.clone());
             root.insert(key, value);
             continue;
         }
@@ -120,8 +152,9 @@ pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<Co
                 );
                 continue;
             }
+            origins.by_key.push((key.clone(), k.clone(), v.clone()));
             if !target.contains_key(&k) {
-                origins.0.push(format!("{key}.{k}"));
+                origins.paths.push(format!("{key}.{k}"));
                 target.insert(k, v);
             }
         }
@@ -130,12 +163,16 @@ pub fn merge_network_file(root: &mut Table, base_dir: &Path, errors: &mut Vec<Co
 }
 
 /// Prefixes problems found in content that came from the network file with `network_file:`.
+/// The closest of the paths the file gave and the overrides wrote decides: a problem at
+/// `mechanisms.scheduler.run_interval` after `--set mechanisms.scheduler.run_interval=...`
+/// is the command line's even though the file gave the scheduler.
 pub fn relabel(errors: &mut [ConfigError], origins: &Origins) {
+    let longest = |paths: &[String], e: &str| paths.iter().filter(|p| at_or_below(e, p)).map(String::len).max();
     for e in errors {
-        let from_file =
-            origins.0.iter().any(|o| e.path == *o || e.path.strip_prefix(o.as_str()).is_some_and(|rest| rest.starts_with(['.', '[', ':'])));
-        if from_file {
-            e.path = format!("network_file:{}", e.path);
+        if let Some(file) = longest(&origins.paths, &e.path) {
+            if longest(&origins.overridden, &e.path).is_none_or(|o| o < file) {
+                e.path = format!("network_file:{}", e.path);
+            }
         }
     }
 }

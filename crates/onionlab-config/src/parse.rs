@@ -294,8 +294,10 @@ pub fn parse_config_with(
     };
     let mut origins = crate::include::merge_network_file(&mut root, base_dir, &mut cx.errors);
     let override_errors = crate::overrides::apply_all(&mut root, overrides);
-    // A value an override wrote is the command line's, not the network file's.
-    origins.forget(overrides.iter().map(|o| o.path.as_str()));
+    // A value an override wrote is the command line's, not the network file's; a table it
+    // replaced whole is completed by the file's entries, as the experiment's own would be.
+    origins.overridden_by(overrides.iter().map(|o| o.path.as_str()));
+    origins.refill(&mut root);
     let cfg = cx.config(&root, default_name);
     cx.dead_defaults(&root, &cfg, &origins, overrides);
     cx.windows_under_vegas(&cfg, overrides);
@@ -844,7 +846,8 @@ impl Ctx<'_> {
             // per-circuit budgets); it is not combined with the other relay mechanisms.
             let (what, hint) = (
                 "PredicTor shapes each circuit itself (round robin with per-circuit budgets)",
-                "leave the scheduler at \"round-robin\" with mechanisms.predictor on",
+                "run the relays on round robin with mechanisms.predictor on: mechanisms.scheduler = \"round-robin\" (the \
+                 experiment's replaces a network file's)",
             );
             if mechanisms.scheduler != SchedulerConfig::RoundRobin {
                 self.err_hint("mechanisms.scheduler", what, hint);

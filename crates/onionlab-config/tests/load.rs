@@ -1103,9 +1103,24 @@ fn a_network_files_scheduler_is_the_default_the_experiment_may_replace() {
     assert!(cfg.relays.iter().all(|r| r.scheduler == ewma), "{:?}", cfg.relays);
     let cfg = load_with(net, &["mechanisms.scheduler=round-robin"]).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.relays.iter().all(|r| r.scheduler == SchedulerConfig::RoundRobin), "{:?}", cfg.relays);
-    // Other mechanisms sit beside the file's scheduler.
+    // Other mechanisms sit beside the file's scheduler, also when an override replaces the
+    // whole [mechanisms] table (a sweep of mechanisms side by side): it stands in for the
+    // experiment's own table, which the file completes.
     let cfg = load_with(net, &["mechanisms.throttling.kind=split"]).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.relays.iter().all(|r| r.scheduler == kist_2ms() && r.throttling != ThrottlingConfig::None));
+    let cfg = load_with(net, &["mechanisms={ throttling = { kind = \"split\" } }"]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| r.scheduler == kist_2ms() && r.throttling != ThrottlingConfig::None), "{:?}", cfg.relays);
+    let cfg = load_with(net, &["mechanisms={ scheduler = \"ewma\" }"]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| r.scheduler == ewma));
+    // A problem in what an override wrote is the command line's, not the file's, even
+    // inside a table the file gave; the file's own values keep their label.
+    let errs = load_with(net, &["mechanisms={ scheduler = \"kist2\" }"]).unwrap_err();
+    assert!(errs.at("mechanisms.scheduler").is_some(), "{errs}");
+    let errs = load_with(net, &["mechanisms.scheduler.run_interval=0 ms"]).unwrap_err();
+    assert!(errs.at("mechanisms.scheduler.run_interval").is_some(), "{errs}");
+    let errs = load_with(net, &["mechanisms.predictor={}"]).unwrap_err();
+    let e = errs.at("network_file:mechanisms.scheduler").unwrap_or_else(|| panic!("{errs}"));
+    assert!(hint(e).contains("round-robin"), "{e}");
 }
 
 #[test]
