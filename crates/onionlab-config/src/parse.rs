@@ -721,41 +721,56 @@ impl Ctx<'_> {
         overrides: &[crate::overrides::Override],
     ) {
         let n = cfg.relays.len();
-        if n == 0 || cfg.clients.iter().any(|g| g.relay_operators.is_some()) {
+        if n == 0 || cfg.clients.iter().any(|g| g.relay_operators.is_some_and(|o| o.count > 0)) {
             return;
         }
+        let in_a_relays_file = root.contains_key("relays_file");
+        let from_network_file = origins.contains("relays") || origins.contains("relays_file");
         let in_experiment = |key: &str| {
             matches!(root.get("mechanisms"), Some(Value::Table(m)) if m.contains_key(key))
                 && !origins.contains(&format!("mechanisms.{key}"))
-                && (origins.contains("relays") || root.contains_key("relays_file"))
+                && (from_network_file || in_a_relays_file)
         };
         for (key, own) in RELAY_DEFAULTS.into_iter().zip(self.relays_setting_own) {
             if own < n {
                 continue;
             }
             let field = format!("mechanisms.{key}");
-            // The key itself, a field inside it, or a whole [mechanisms] table holding it.
-            let by_override = overrides.iter().rev().find(|o| {
-                o.path == field || o.path.starts_with(&format!("{field}.")) || (o.path == "mechanisms" && o.value.get(key).is_some())
+            // The last override that decides the key: the key itself or a field inside it,
+            // or a whole [mechanisms] table (which, without the key, leaves it unset).
+            let by_override = overrides.iter().rev().find_map(|o| {
+                if o.path == field || o.path.starts_with(&format!("{field}.")) {
+                    Some(Some(o))
+                } else if o.path == "mechanisms" {
+                    Some(o.value.get(key).is_some().then_some(o))
+                } else {
+                    None
+                }
             });
             let path = match by_override {
-                Some(o) => o.path.clone(),
+                Some(Some(o)) => o.path.clone(),
+                Some(None) => continue,
                 None if in_experiment(key) => field.clone(),
                 None => continue,
             };
-            let old_network = if key == "scheduler" {
-                "; network files written by `onionlab generate` before 2026-11-28 set every relay's scheduler: generate the network anew"
-            } else {
-                ""
-            };
-            self.err_hint(
-                path,
-                format!("`{field}` changes nothing: every relay ({n}) sets its own `{key}`"),
+            let hint = if in_a_relays_file {
                 format!(
-                    "set `{key}` on the relays (e.g. --set 'relays[*].{key}=...'), or remove it from the relays that should follow \
-                     the default{old_network}"
-                ),
-            );
+                    "the relays come from a relays_file, which overrides do not reach: remove `{key}` there from the relays \
+                     that should follow the default, or set it there"
+                )
+            } else {
+                let old_network = if key == "scheduler" && from_network_file {
+                    " (network files written by `onionlab generate` before 2026-11-28 set every relay's scheduler: \
+                     generate the network anew)"
+                } else {
+                    ""
+                };
+                format!(
+                    "set `{key}` on the relays instead (e.g. --set 'relays[*].{key}=...'; a resolved config.toml writes \
+                     every relay's own), or remove it from the relays that should follow the default{old_network}"
+                )
+            };
+            self.err_hint(path, format!("`{field}` changes nothing: every relay ({n}) sets its own `{key}`"), hint);
         }
     }
 

@@ -1133,6 +1133,8 @@ fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
     let e = errs.at("mechanisms.scheduler").unwrap_or_else(|| panic!("{errs}"));
     assert!(e.message.contains("changes nothing") && e.message.contains("every relay (2)"), "{e}");
     assert!(hint(e).contains("relays[*].scheduler") && hint(e).contains("generate"), "{e}");
+    // A later override that replaces the whole table without the key leaves it unset.
+    load_with(net, &["mechanisms.scheduler=ewma", "mechanisms={ throttling = { kind = \"split\" } }"]).unwrap_or_else(|e| panic!("{e}"));
     err_at(&format!("{net}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
     // A whole [mechanisms] table set by an override (a sweep of mechanisms side by side).
     let errs = load_with(net, &["mechanisms={ scheduler = \"ewma\" }"]).unwrap_err();
@@ -1145,10 +1147,16 @@ fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
                     [workloads.web]\ntype = \"web\"\nsize = \"1 KiB\"\n";
     load(via_file).unwrap_or_else(|e| panic!("{e}"));
     err_at(&format!("{via_file}[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    // A network file whose own default no relay follows is not the experiment's doing.
+    let both_in_file = "network_file = \"net/own_and_default.toml\"\n[experiment]\nduration = \"1 min\"\n";
+    let cfg = load(both_in_file).unwrap_or_else(|e| panic!("{e}"));
+    assert!(cfg.relays.iter().all(|r| r.scheduler == kist_2ms()));
     // And the experiment's own relays_file.
     let own_file = format!("relays_file = \"relays_with_schedulers.toml\"\n{}", no_relays());
     load(&own_file).unwrap_or_else(|e| panic!("{e}"));
-    err_at(&format!("{own_file}\n[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    let e = err_at(&format!("{own_file}\n[mechanisms]\nscheduler = \"ewma\"\n"), "mechanisms.scheduler", &["changes nothing"]);
+    // The hint does not send the user to relays[*], which cannot reach a relays_file.
+    assert!(hint(&e).contains("relays_file") && !hint(&e).contains("relays[*]") && !hint(&e).contains("generate"), "{e}");
     // Setting the relays themselves does what was meant.
     let cfg = load_with(net, &["relays[*].scheduler=ewma"]).unwrap_or_else(|e| panic!("{e}"));
     assert!(cfg.relays.iter().all(|r| matches!(r.scheduler, SchedulerConfig::Ewma { .. })));
@@ -1177,6 +1185,16 @@ fn a_mechanisms_default_no_relay_follows_is_refused_where_it_was_set() {
     load(&to_toml(&cfg)).unwrap_or_else(|e| panic!("a resolved config reloads: {e}"));
     let operators = both.replacen("count = 20\n", "count = 20\nrelay_operators = { count = 2 }\n", 1);
     load_with(&operators, &["mechanisms.tortoise={ rate = \"100 KBps\" }"]).unwrap_or_else(|e| panic!("{e}"));
+    // ... if there are any: none operates a relay at count 0.
+    let none = both.replacen("count = 20\n", "count = 20\nrelay_operators = { count = 0 }\n", 1);
+    let errs = load_with(&none, &["mechanisms.tortoise={ rate = \"100 KBps\" }"]).unwrap_err();
+    assert!(errs.at("mechanisms.tortoise").is_some(), "{errs}");
+    // A resolved config's hint says why every relay has its own.
+    let errs = load_with(&to_toml(&cfg), &["mechanisms.scheduler=kist"]).unwrap_err();
+    assert!(
+        errs.at("mechanisms.scheduler").is_some_and(|e| hint(e).contains("resolved config") && !hint(e).contains("generate")),
+        "{errs}"
+    );
 }
 
 #[test]
