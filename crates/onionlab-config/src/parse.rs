@@ -300,7 +300,7 @@ pub fn parse_config_with(
     origins.refill(&mut root);
     let cfg = cx.config(&root, default_name);
     cx.dead_defaults(&root, &cfg, &origins, overrides);
-    cx.windows_under_vegas(&cfg, overrides);
+    cx.windows_under_vegas(&root, &cfg, &origins, overrides);
     crate::include::relabel(&mut cx.errors, &origins);
     cx.errors.splice(0..0, override_errors);
     if cx.errors.is_empty() {
@@ -774,20 +774,42 @@ impl Ctx<'_> {
         }
     }
 
-    /// `tor.circ_window` and `circ_window_increment` set by an override while circuits run
-    /// Vegas, whose congestion window takes the place of tor's SENDME windows: the run
-    /// would go on unchanged (a sweep of them would report identical points). A file that
-    /// sets them beside Vegas is not refused: a resolved config writes every `[tor]` key.
-    fn windows_under_vegas(&mut self, cfg: &ExperimentConfig, overrides: &[crate::overrides::Override]) {
+    /// `tor.circ_window` and `circ_window_increment` while circuits run Vegas, whose
+    /// congestion window takes the place of tor's SENDME windows, set where the run would
+    /// otherwise go on unchanged: by an override, or in the experiment's own `[tor]` over a
+    /// network file's Vegas. Not refused: a file that writes them beside its own Vegas (a
+    /// resolved config writes every `[tor]` key), nor when an override chooses the
+    /// congestion control too (a sweep of fixed windows against Vegas sets the windows for
+    /// every point).
+    fn windows_under_vegas(
+        &mut self,
+        root: &Table,
+        cfg: &ExperimentConfig,
+        origins: &crate::include::Origins,
+        overrides: &[crate::overrides::Override],
+    ) {
         if !matches!(cfg.tor.congestion_control, CongestionControlConfig::Vegas(_)) {
             return;
         }
-        for o in overrides.iter().filter(|o| matches!(o.path.as_str(), "tor.circ_window" | "tor.circ_window_increment")) {
+        let cc = "tor.congestion_control";
+        if overrides.iter().any(|o| {
+            o.path == cc || o.path.starts_with(&format!("{cc}.")) || (o.path == "tor" && o.value.get("congestion_control").is_some())
+        }) {
+            return;
+        }
+        let own_tor = |key: &str| matches!(root.get("tor"), Some(Value::Table(t)) if t.contains_key(key));
+        for key in ["circ_window", "circ_window_increment"] {
+            let field = format!("tor.{key}");
+            let path = match overrides.iter().rev().find(|o| o.path == field) {
+                Some(o) => o.path.clone(),
+                None if own_tor(key) && !origins.contains(&field) && origins.contains(cc) => field.clone(),
+                None => continue,
+            };
             self.err_hint(
-                o.path.clone(),
-                format!("`{}` changes nothing: with congestion_control = \"vegas\" a circuit's window is Vegas's", o.path),
-                "set tor.congestion_control=fixed-window to study tor's SENDME windows, or Vegas's own parameters \
-                 (tor.congestion_control={ kind = \"vegas\", cwnd_init = ... })",
+                path,
+                format!("`{field}` changes nothing: with congestion_control = \"vegas\" a circuit's window is Vegas's"),
+                "set tor.congestion_control = \"fixed-window\" to study tor's SENDME windows, or Vegas's own parameters \
+                 (tor.congestion_control = { kind = \"vegas\", cwnd_init = ... })",
             );
         }
     }

@@ -1075,20 +1075,29 @@ fn kist_2ms() -> SchedulerConfig {
 }
 
 #[test]
-fn sendme_windows_set_under_vegas_are_refused_where_the_override_set_them() {
-    let vegas = "tor.congestion_control=vegas";
+fn sendme_windows_set_under_vegas_are_refused_where_they_change_nothing() {
+    // MINIMAL with Vegas in its own [tor], as a resolved config writes it.
+    let vegas = format!("{MINIMAL}\n[tor]\ncongestion_control = \"vegas\"\n");
     for field in ["tor.circ_window=500", "tor.circ_window_increment=50"] {
-        let errs = load_with(MINIMAL, &[vegas, field]).unwrap_err();
+        let errs = load_with(&vegas, &[field]).unwrap_err();
         let path = field.split('=').next().unwrap();
         let e = errs.at(path).unwrap_or_else(|| panic!("{errs}"));
         assert!(e.message.contains("changes nothing") && hint(e).contains("fixed-window"), "{e}");
         // Tor's own windows: the setting is the experiment.
         assert_eq!(load_with(MINIMAL, &[field]).unwrap().tor.circ_window, if path == "tor.circ_window" { 500 } else { 1000 });
+        // A sweep of the congestion control sets the windows for every point, Vegas's too.
+        load_with(MINIMAL, &["tor.congestion_control=vegas", field]).unwrap_or_else(|e| panic!("{e}"));
     }
-    // A file (or a resolved config) that writes the windows beside Vegas loads.
-    let cfg = load_with(MINIMAL, &[vegas]).unwrap();
+    // A file (or a resolved config) that writes the windows beside its own Vegas loads.
+    let cfg = load(&vegas).unwrap();
     load(&to_toml(&cfg)).unwrap_or_else(|e| panic!("{e}"));
-    load(&format!("{MINIMAL}\n[tor]\ncongestion_control = \"vegas\"\ncirc_window = 500\n")).unwrap_or_else(|e| panic!("{e}"));
+    load(&format!("{vegas}circ_window = 500\n")).unwrap_or_else(|e| panic!("{e}"));
+    // The experiment's own [tor] over a network file's Vegas is refused.
+    let net = "network_file = \"net/vegas.toml\"\n[experiment]\nduration = \"1 min\"\n";
+    assert!(matches!(load(net).unwrap_or_else(|e| panic!("{e}")).tor.congestion_control, CongestionControlConfig::Vegas(_)));
+    err_at(&format!("{net}[tor]\ncirc_window = 500\n"), "tor.circ_window", &["changes nothing"]);
+    let cfg = load(&format!("{net}[tor]\ncongestion_control = \"fixed-window\"\ncirc_window = 500\n")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cfg.tor.circ_window, 500);
 }
 
 #[test]
