@@ -43,6 +43,16 @@ enum Step {
     All,
 }
 
+impl Step {
+    /// The key of a key step (a path's first step always is one).
+    fn key(&self) -> &str {
+        match self {
+            Step::Key(k) => k,
+            _ => unreachable!("parse_path starts with a key"),
+        }
+    }
+}
+
 /// A parsed `PATH=VALUE` setting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Override {
@@ -84,16 +94,34 @@ impl Override {
     }
 
     fn write(&self, root: &mut Table) -> Result<(), ConfigError> {
+        if !self.steps.contains(&Step::All) {
+            return self.write_counting(root).map(|_| ());
+        }
+        // [*] over nothing would set nothing and let the run go on unchanged; tried on a copy
+        // so that such an override leaves no empty arrays behind.
+        let mut trial = root.clone();
+        if self.write_counting(&mut trial)? == 0 {
+            let last_all = self.steps.iter().rposition(|s| *s == Step::All).expect("checked above");
+            let prefix = self.steps[1..=last_all].iter().fold(self.steps[0].key().to_string(), |p, s| extend_path(&p, s));
+            return Err(self.error(format!("`{prefix}` matches no element, so this sets nothing")));
+        }
+        *root = trial;
+        Ok(())
+    }
+
+    /// Writes the value at every place the path leads to and returns how many there were.
+    fn write_counting(&self, root: &mut Table) -> Result<usize, ConfigError> {
         let (last, init) = self.steps.split_last().expect("a parsed path has at least one step");
         let Step::Key(first) = &self.steps[0] else { unreachable!("parse_path starts with a key") };
         if init.is_empty() {
             root.insert(first.clone(), self.value.clone());
-            return Ok(());
+            return Ok(1);
         }
         let mut here: Vec<&mut Value> = Vec::new();
         let mut walked = first.clone();
-        let entry = root.entry(first.clone()).or_insert_with(|| new_container(&self.steps[1]));
-        here.push(entry);
+        if self.steps[1] != Step::All || root.contains_key(first) {
+            here.push(root.entry(first.clone()).or_insert_with(|| new_container(&self.steps[1])));
+        }
         for (i, step) in init.iter().enumerate().skip(1) {
             let next_step = &self.steps[i + 1];
             let mut next = Vec::new();
@@ -103,25 +131,30 @@ impl Override {
             walked = extend_path(&walked, step);
             here = next;
         }
+        let mut set = 0;
         for v in here {
             match (last, v) {
                 (Step::Key(k), Value::Table(t)) => {
                     t.insert(k.clone(), self.value.clone());
+                    set += 1;
                 }
                 (Step::Index(_) | Step::Name(_) | Step::All, v @ Value::Array(_)) => {
                     for slot in self.descend(v, last, last, &walked)? {
                         *slot = self.value.clone();
+                        set += 1;
                     }
                 }
                 (_, v) => return Err(self.mismatch(&walked, last, v)),
             }
         }
-        Ok(())
+        Ok(set)
     }
 
     /// The values one step below `v` (several for `[*]`), creating a missing table key.
     fn descend<'a>(&self, v: &'a mut Value, step: &Step, next: &Step, walked: &str) -> Result<Vec<&'a mut Value>, ConfigError> {
         match (step, v) {
+            // Nothing to walk into with [*]: a missing array is not created empty.
+            (Step::Key(k), Value::Table(t)) if *next == Step::All && !t.contains_key(k) => Ok(Vec::new()),
             (Step::Key(k), Value::Table(t)) => Ok(vec![t.entry(k.clone()).or_insert_with(|| new_container(next))]),
             (Step::Index(i), Value::Array(a)) => {
                 let n = a.len();
@@ -141,8 +174,6 @@ impl Override {
                     })),
                 }
             }
-            // [*] over nothing would set nothing and let the run go on unchanged.
-            (Step::All, Value::Array(a)) if a.is_empty() => Err(self.error(format!("`{walked}` has no elements, so [*] sets nothing"))),
             (Step::All, Value::Array(a)) => Ok(a.iter_mut().collect()),
             (step, v) => Err(self.mismatch(walked, step, v)),
         }
@@ -411,11 +442,22 @@ mod tests {
         let mut t = tree("relays_file = \"relays.toml\"\n[experiment]\nduration = \"1 min\"\n");
         let e = set(&mut t, "relays[*].scheduler=ewma").unwrap_err();
         assert_eq!(e.path, "relays[*].scheduler");
-        assert!(e.message.contains("`relays` has no elements, so [*] sets nothing"), "{e}");
+        assert!(e.message.contains("`relays[*]` matches no element, so this sets nothing"), "{e}");
         assert!(e.hint.as_deref().is_some_and(|h| h.contains("relays_file")), "{e}");
+        assert!(!t.contains_key("relays"), "a refused override leaves no empty array behind");
         let mut t = tree("clients = []\n");
         let e = set(&mut t, "clients[*]={ name = \"x\" }").unwrap_err();
-        assert!(e.message.contains("`clients` has no elements"), "{e}");
+        assert!(e.message.contains("`clients[*]` matches no element"), "{e}");
+        // Nested: one element's empty inner array is no problem while another's is set, and
+        // nothing is created where the path found nothing.
+        let mut t = tree("[[clients]]\nname = \"a\"\npath = [\"g\", \"m\", \"e\"]\n[[clients]]\nname = \"b\"\n");
+        set(&mut t, "clients[*].path[*]=x").unwrap();
+        assert_eq!(t["clients"][0]["path"].as_array().unwrap().len(), 3);
+        assert!(t["clients"][1].get("path").is_none(), "{t:?}");
+        let mut t = tree("[[clients]]\nname = \"b\"\n");
+        let e = set(&mut t, "clients[*].path[*]=x").unwrap_err();
+        assert!(e.message.contains("`clients[*].path[*]` matches no element"), "{e}");
+        assert!(t["clients"][0].get("path").is_none(), "{t:?}");
         let mut t = tree(CFG);
         set(&mut t, "relays[*].link_up=100 Mbit").unwrap();
         assert!(t["relays"].as_array().unwrap().iter().all(|r| r["link_up"].as_str() == Some("100 Mbit")));
