@@ -77,6 +77,18 @@ def format_problems(err: BaseException) -> str:
     return "\n".join(lines)
 
 
+#: The name line a resolved config opens with: a TOML basic string (escapes and all) or,
+#: when the name holds double quotes (a sweep's names hold its values), a literal one.
+_EXPERIMENT_NAME = re.compile(r'''^(\[experiment\]\n)name = (?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*')\n''', re.M)
+
+
+def without_name(resolved_toml: str) -> str:
+    """A resolved config with its experiment name taken out: two runs whose configs agree
+    on this agree on everything the simulation reads (its random streams are keyed by the
+    seed and the hosts' names, never by the experiment's)."""
+    return _EXPERIMENT_NAME.sub(r"\1", resolved_toml, count=1)
+
+
 def with_seeds(resolved_toml: str, seeds: list[int]) -> str:
     """The resolved TOML text with ``[experiment].seeds`` replaced by `seeds`, so that the
     ``config.toml`` written next to results reproduces them exactly."""

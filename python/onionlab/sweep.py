@@ -375,9 +375,7 @@ def _refuse_identical_points(jobs: list, resolved: dict[str, str]) -> None:
     same = []
     for j in jobs:
         text = resolved[j.name]
-        # The name is the only line a sweep sets per point (`experiment.name`, first key of
-        # [experiment] in a resolved config).
-        body = re.sub(r'(?m)\A\[experiment\]\nname = .*\n', "", text, count=1)
+        body = config_mod.without_name(text)  # the one line a sweep sets per point
         if body in first:
             same.append((first[body], j.name))
         else:

@@ -109,6 +109,15 @@ def test_toml_values_round_trip():
         sweep_mod.toml_value(object())
 
 
+def test_without_name_takes_out_the_name_however_toml_wrote_it():
+    rest = 'duration = "1 s"\n'
+    for line in ['name = "tiny"', 'name = "a \\"quoted\\" [x]"', "name = 'tiny [s={ kind = \"ewma\" }]'"]:
+        assert config_mod.without_name(f"[experiment]\n{line}\n{rest}") == f"[experiment]\n{rest}", line
+    # Only the opening name line: a relay's name is not the experiment's.
+    text = '[experiment]\nname = "x"\n[[relays]]\nname = "y"\n'
+    assert config_mod.without_name(text) == '[experiment]\n[[relays]]\nname = "y"\n'
+
+
 def test_grid_is_every_combination_first_field_outermost():
     varied = sweep_mod._settings_from({"mechanisms.scheduler": ["round-robin", "ewma"], "tor.circ_window": [500, 1000, 2000]})
     pts = sweep_mod.grid(varied)

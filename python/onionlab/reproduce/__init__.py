@@ -37,10 +37,11 @@ def module(name: str) -> ModuleType:
 
 # ---------------------------------------------------------------- shared plumbing
 
-import re
 import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
+
+from onionlab import config as config_mod
 
 
 def markdown_table(df) -> str:
@@ -70,23 +71,13 @@ def write_config(directory: Path, name: str, text: str) -> Path:
     return p
 
 
-_EXPERIMENT_NAME = re.compile(r'^(\[experiment\]\n)name = "[^"\n]*"\n', re.M)
-
-
-def _without_name(resolved_toml: str) -> str:
-    """A resolved config with its experiment name taken out: two runs whose configs agree
-    on this agree on everything the simulation reads (its random streams are keyed by the
-    seed and the hosts' names, never by the experiment's)."""
-    return _EXPERIMENT_NAME.sub(r"\1", resolved_toml, count=1)
-
-
 def _reusable_runs(outs: Sequence[Path]) -> dict[str, Path]:
     """Every results directory under ``OUT/runs`` for each of ``outs``, by its config
     without the name; where two hold the same config, the first of ``outs`` wins."""
     found = {}
     for out in outs:
         for cfg in sorted((out / "runs").glob("*/config.toml")):
-            found.setdefault(_without_name(cfg.read_text(encoding="utf-8")), cfg.parent)
+            found.setdefault(config_mod.without_name(cfg.read_text(encoding="utf-8")), cfg.parent)
     return found
 
 
@@ -127,7 +118,6 @@ def run_many(
     keeps what it finished for reuse. With ``ray_address``, the runs go to that ray cluster
     instead of local workers (the output directory, where the configs are written, must be
     on a filesystem the cluster's workers share)."""
-    from onionlab import config as config_mod
     from onionlab import results as results_mod
     from onionlab.results import Results
     from onionlab.runner import Job, run_jobs
@@ -141,7 +131,7 @@ def run_many(
         here = (out / "runs").resolve()
         for name, _, seeds in experiments:
             expected = config_mod.with_seeds(resolved[name], seeds)
-            d = existing.get(_without_name(expected if expected.endswith("\n") else expected + "\n"))
+            d = existing.get(config_mod.without_name(expected if expected.endswith("\n") else expected + "\n"))
             if d is not None:
                 res = results_mod.load(d)
                 renamed = d.name != name

@@ -57,12 +57,11 @@ def _pooled_config(out: Path, load: str, alg: str, dirs: list[Path]) -> tuple[Si
     ``[[relays]]`` tables). Raises ValueError as :func:`pooled_runs` says."""
     from onionlab import config as config_mod
     from onionlab import results as results_mod
-    from onionlab.reproduce import _without_name
 
     parts, body, owner, relays = [], None, {}, []
     for d in dirs:
         res = results_mod.load(d)
-        mine = config_mod.with_seeds(_without_name(res.config), [])
+        mine = config_mod.with_seeds(config_mod.without_name(res.config), [])
         if body is None:
             body = mine
             relays = config_mod.parse(res.config)["relays"]
