@@ -52,7 +52,7 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="a small version (fewer downloads, shorter runs; about a minute)")
+    parser.add_argument("--quick", action="store_true", help="a small version (fewer downloads, shorter runs; a few seconds)")
     parser.add_argument("--seeds", type=at_least(1), default=None, help="seeds per line experiment (default 3; 2 with --quick)")
     parser.add_argument("--no-full-network", action="store_true", help="skip the throttling-medium comparison with KIST")
     parser.add_argument("--jobs", type=at_least(1), default=None, help="parallel runs (default: the CPUs)")
