@@ -8,6 +8,7 @@ only read tables the Rust simulator produced.
 Pooled class figures (in ``summary.json`` under ``"classes"``) use tornettools-like names::
 
     downloads, errors, unfinished, bytes, data_gib, data_share_pct,
+    received_bytes, received_share_pct,
     time_to_first_byte_recv: {median, mean, p10, p25, p75, p90, p99, count},
     time_to_last_byte_recv:  {... same ...},
     goodput: {median}           # bytes/s, size / ttlb
@@ -17,6 +18,10 @@ Times are seconds, counted only over downloads that completed (no error, ttlb pr
 (``errors``) and still in progress when the run ended (``unfinished``; their ``error`` is
 :data:`UNFINISHED`; the Python tests tie it to the core's constant). A policy that starves
 some clients shows in ``unfinished`` and in fewer downloads, not in the times.
+``bytes``, ``data_gib`` and ``data_share_pct`` count completed downloads at their size;
+``received_bytes`` and ``received_share_pct`` count every byte received in the measured
+window's downloads, unfinished ones included (what the throttling reproduction's table 1
+counts). A class with no download in the window still has its row, of zeros.
 """
 
 from __future__ import annotations
@@ -76,15 +81,21 @@ def unfinished(downloads: pd.DataFrame) -> pd.Series:
     return downloads["error"] == UNFINISHED
 
 
-def class_summary(downloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """The pooled per-class figures described in the module docstring (classes sorted)."""
+def class_summary(downloads: pd.DataFrame, classes: Iterable[str] = ()) -> dict[str, dict[str, Any]]:
+    """The pooled per-class figures described in the module docstring (classes sorted).
+    `classes` names classes to report even without a download in the measured window (a
+    class a mechanism starved, whose downloads all began in the warm-up and never ended):
+    they get a row of zeros, not silence."""
     done = completed(downloads)
     total_bytes = int(done["size"].sum()) if len(done) else 0
+    has_received = "received" in downloads.columns
+    total_received = int(downloads["received"].sum()) if has_received and len(downloads) else 0
     out: dict[str, dict[str, Any]] = {}
-    for cls in sorted(downloads["class"].dropna().unique()):
+    for cls in sorted({*map(str, downloads["class"].dropna().unique()), *map(str, classes)}):
         rows = downloads[downloads["class"] == cls]
         ok = done[done["class"] == cls]
         b = int(ok["size"].sum())
+        received = int(rows["received"].sum()) if has_received else b
         out[str(cls)] = {
             "downloads": int(len(rows)),
             "errors": int(failed(rows).sum()),
@@ -92,6 +103,8 @@ def class_summary(downloads: pd.DataFrame) -> dict[str, dict[str, Any]]:
             "bytes": b,
             "data_gib": b / GIB,
             "data_share_pct": (100.0 * b / total_bytes) if total_bytes else None,
+            "received_bytes": received,
+            "received_share_pct": (100.0 * received / total_received) if has_received and total_received else None,
             "time_to_first_byte_recv": describe(ok["ttfb"]),
             "time_to_last_byte_recv": describe(ok["ttlb"]),
             "goodput": {"median": _clean(ok["goodput"].median()) if len(ok) else None},
@@ -122,7 +135,7 @@ def pooled_summary(downloads: pd.DataFrame, runs: list[dict[str, Any]]) -> dict[
         "unfinished": int(unfinished(downloads).sum()),
         "bytes": total,
         "data_gib": total / GIB,
-        "classes": class_summary(downloads),
+        "classes": class_summary(downloads, classes=[c for r in runs for c in (r.get("classes") or {})]),
         "runs": runs,
     }
 
@@ -277,16 +290,24 @@ def dkw_epsilon(n: int, alpha: float = 0.05) -> float:
 
 
 def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """The comparison table: one row per labelled pooled summary, with total data, each
-    class's share of bytes (the throttling paper's "Data (GiB)", "Web (%)", "Bulk (%)"), and
-    per class the median and p90 of time to first and last byte and the median goodput."""
+    """The comparison table: one row per labelled pooled summary, with its number of seeds
+    (counts and GiB are summed over them), total data, each class's share of bytes (the
+    throttling paper's "Data (GiB)", "Web (%)", "Bulk (%)", over completed downloads), the
+    same over every byte received (unfinished downloads too), and per class the median and
+    p90 of time to first and last byte and the median goodput."""
     classes = sorted({c for s in summaries.values() for c in s.get("classes", {})})
     rows = []
     for label, s in summaries.items():
-        row: dict[str, Any] = {"experiment": label, "Data (GiB)": s.get("data_gib")}
+        row: dict[str, Any] = {"experiment": label, "Seeds": len(s.get("seeds") or []) or None, "Data (GiB)": s.get("data_gib")}
         cl = s.get("classes", {})
         for c in classes:
             row[f"{c.capitalize()} (%)"] = cl.get(c, {}).get("data_share_pct")
+        # What every download received, unfinished ones too (summaries written before these
+        # fields existed have none).
+        received = [x.get("received_bytes") for x in cl.values()]
+        row["Received (GiB)"] = sum(received) / GIB if received and None not in received else None
+        for c in classes:
+            row[f"{c.capitalize()} received (%)"] = cl.get(c, {}).get("received_share_pct")
         for c in classes:
             x = cl.get(c, {})
             ttfb = x.get("time_to_first_byte_recv", {})

@@ -74,6 +74,32 @@ def test_unfinished_downloads_are_counted_apart_from_errors_and_times():
     assert row["web unfinished"] == 4 and row["web errors"] == 2
 
 
+def test_received_bytes_count_unfinished_downloads_and_a_starved_class_keeps_its_row():
+    """A helper found that the shares ignored what unfinished downloads received (a policy
+    that leaves bulk unfinished looked better than it was) and that a class with no download
+    in the measured window vanished from the pooled summary."""
+    downloads = pd.DataFrame(
+        {
+            "class": ["web", "web", "bulk"],
+            "size": [100, 100, 1000],
+            "received": [100, 100, 300],
+            "ttfb": [0.1, 0.2, 0.5],
+            "ttlb": [1.0, 2.0, np.nan],
+            "goodput": [100.0, 50.0, np.nan],
+            "error": [None, None, stats.UNFINISHED],
+        }
+    )
+    out = stats.class_summary(downloads, classes=["perf"])
+    assert (out["web"]["bytes"], out["web"]["data_share_pct"]) == (200, 100.0)
+    assert (out["bulk"]["bytes"], out["bulk"]["received_bytes"]) == (0, 300)
+    assert out["bulk"]["received_share_pct"] == pytest.approx(60.0) and out["web"]["received_share_pct"] == pytest.approx(40.0)
+    assert out["perf"]["downloads"] == 0 and out["perf"]["received_bytes"] == 0
+    assert out["perf"]["time_to_last_byte_recv"]["count"] == 0
+    # The pooled summary names every class a seed's run had.
+    s = stats.pooled_summary(downloads, [{"seed": 1, "classes": {"web": {}, "bulk": {}, "perf": {"downloads": 0}}}])
+    assert sorted(s["classes"]) == ["bulk", "perf", "web"]
+
+
 def test_describe_empty_and_nan():
     d = stats.describe([None, float("nan")])
     assert d["count"] == 0 and d["median"] is None and d["p99"] is None
@@ -229,7 +255,8 @@ def test_tables_edited_by_a_user_still_write_with_nulls_and_the_schema_types(fak
 def test_empty_runs_write_and_summarise(tmp_path):
     run = fake_run(1, n=0, errors=0)
     res = Results.from_runs([run], "")
-    assert len(res.downloads) == 0 and res.summary["classes"] == {}
+    # No download at all, but the run's classes keep their rows (of zeros).
+    assert len(res.downloads) == 0 and {c: v["downloads"] for c, v in res.summary["classes"].items()} == {"bulk": 0, "web": 0}
     res.write(tmp_path / "e")
     assert len(load(tmp_path / "e").downloads) == 0
     plot(res, tmp_path / "e" / "")
