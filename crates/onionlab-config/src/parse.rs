@@ -867,6 +867,17 @@ impl Ctx<'_> {
                 let hint = "both act on the same per-connection buckets: set tortoise = \"off\" or throttling = \"none\" on this relay";
                 self.err_hint(format!("relays[{i}]"), "runs both guard throttling and Tortoise", hint);
             }
+            // The mechanism sets the client connections' buckets and so replaces perconn's
+            // (a run with both was the run with the mechanism alone).
+            if r.perconn.is_some() && (r.throttling != ThrottlingConfig::None || r.tortoise.is_some()) {
+                self.err_hint(
+                    format!("relays[{i}].perconn"),
+                    "changes nothing on a relay that runs guard throttling or Tortoise: the mechanism sets the same \
+                     per-connection buckets",
+                    "static throttling is PerConnBWRate/Burst as a mechanism (throttling = { kind = \"static\", rate = ..., \
+                     burst = ... }); or set throttling = \"none\" and tortoise = \"off\" on this relay",
+                );
+            }
         }
         if mechanisms.throttling != ThrottlingConfig::None
             && mechanisms.tortoise.is_some()

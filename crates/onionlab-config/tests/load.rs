@@ -1075,6 +1075,21 @@ fn kist_2ms() -> SchedulerConfig {
 }
 
 #[test]
+fn perconn_on_a_relay_that_runs_throttling_or_tortoise_is_refused() {
+    // The mechanism sets the same per-connection buckets; a run with both was the
+    // mechanism's alone (a helper's dogfooding found it).
+    let perconn = edit("name = \"guard\"\n", "name = \"guard\"\nperconn = { rate = \"20 KiB/s\", burst = \"100 KiB\" }\n");
+    assert!(load(&perconn).unwrap().relays[0].perconn.is_some());
+    for mechanism in ["throttling = { kind = \"static\", rate = \"1 MiB/s\" }", "tortoise = { rate = \"1 MBps\" }"] {
+        let e = err_at(&format!("{perconn}\n[mechanisms]\n{mechanism}\n"), "relays[0].perconn", &["changes nothing"]);
+        assert!(hint(&e).contains("static"), "{e}");
+    }
+    // On a relay that opts out of the mechanism, perconn is its limit.
+    let opted_out = perconn.replacen("name = \"guard\"\n", "name = \"guard\"\nthrottling = \"none\"\n", 1);
+    load(&format!("{opted_out}\n[mechanisms]\nthrottling = {{ kind = \"split\" }}\n")).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
 fn sendme_windows_set_under_vegas_are_refused_where_they_change_nothing() {
     // MINIMAL with Vegas in its own [tor], as a resolved config writes it.
     let vegas = format!("{MINIMAL}\n[tor]\ncongestion_control = \"vegas\"\n");

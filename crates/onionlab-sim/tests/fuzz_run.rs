@@ -721,7 +721,10 @@ fn render(g: &Gen) -> (String, Option<String>) {
         if let Some(sch) = &r.scheduler {
             writeln!(s, "scheduler = {sch}").unwrap();
         }
-        if let Some(m) = &r.mech {
+        // A relay with perconn runs no throttling or Tortoise (they set the same buckets, and
+        // the config refuses both), whatever it or the defaults drew.
+        let mech = if r.perconn.is_some() { Some(&Mech::None) } else { r.mech.as_ref() };
+        if let Some(m) = mech {
             s += &mech_lines(m);
         }
         if g.compute_flags {
