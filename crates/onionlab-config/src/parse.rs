@@ -1518,6 +1518,15 @@ impl Ctx<'_> {
     /// `link` sets both directions; `link_up` / `link_down` override one.
     fn links(&mut self, t: &Table, p: &str, default_up: u64, default_down: u64) -> (u64, u64) {
         let both = self.opt(t, p, "link", Ctx::bits);
+        if both.is_some() && t.contains_key("link_up") && t.contains_key("link_down") {
+            // Each direction's own key wins, so `link` would change nothing (an override of
+            // it on tiny.toml's clients once ran unchanged).
+            self.err_hint(
+                join(p, "link"),
+                "changes nothing: link_up and link_down are both set, and each direction's own key wins",
+                "set link_up and link_down, or link alone",
+            );
+        }
         let up = self.opt(t, p, "link_up", Ctx::bits).or(both).unwrap_or(default_up);
         let down = self.opt(t, p, "link_down", Ctx::bits).or(both).unwrap_or(default_down);
         (up, down)

@@ -1075,6 +1075,18 @@ fn kist_2ms() -> SchedulerConfig {
 }
 
 #[test]
+fn a_link_beside_both_directions_is_refused() {
+    let both = edit("count = 20\n", "count = 20\nlink_up = \"10 Mbit\"\nlink_down = \"20 Mbit\"\n");
+    let errs = load_with(&both, &["clients[web].link=1 Mbit"]).unwrap_err();
+    assert!(errs.at("clients[0].link").is_some_and(|e| e.message.contains("changes nothing")), "{errs}");
+    let relay = edit("name = \"exit\"\n", "name = \"exit\"\nlink = \"1 Gbit\"\nlink_up = \"1 Mbit\"\nlink_down = \"2 Mbit\"\n");
+    err_at(&relay, "relays[1].link", &["changes nothing"]);
+    // One direction of its own and `link` for the other is what `link` is for.
+    let c = load_with(&edit("count = 20\n", "count = 20\nlink_up = \"10 Mbit\"\n"), &["clients[web].link=1 Mbit"]).unwrap();
+    assert_eq!((c.clients[0].link_up, c.clients[0].link_down), (10_000_000, 1_000_000));
+}
+
+#[test]
 fn perconn_on_a_relay_that_runs_throttling_or_tortoise_is_refused() {
     // The mechanism sets the same per-connection buckets; a run with both was the
     // mechanism's alone (a helper's dogfooding found it).
