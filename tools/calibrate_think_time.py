@@ -21,6 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from onionlab.argtypes import check_whole_steps
 from onionlab.reproduce.throttling import PAPER_TABLE1
 
 #: Table 1's vanilla bulk share at medium load (%).
@@ -95,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--seeds: must be at least 1, got {a.seeds}")
     try:
         medians = parse_medians(a.medians)
+        check_whole_steps(a.duration, 60.0, "--duration", "the per-connection table is sampled every minute")
     except ValueError as e:
         ap.error(str(e))
 

@@ -67,3 +67,14 @@ def check_warmup(duration_text: str, warmup_text: str, duration_flag: str = "--d
     config would refuse it later, after work the command did first)."""
     if _seconds(warmup_text) >= _seconds(duration_text):
         raise ValueError(f"{warmup_flag}: {warmup_text!r} must be shorter than {duration_flag} ({duration_text!r})")
+
+
+def check_whole_steps(duration_text: str, step_s: float, flag: str, why: str) -> None:
+    """Raises ValueError naming `flag` unless the duration is a whole number of `step_s`
+    seconds: a run's metrics tables have one row per whole interval, so a config whose
+    interval does not divide the run is refused (`why` says which interval the command
+    uses)."""
+    step_ns = round(step_s * 1e9)
+    if round(_seconds(duration_text) * 1e9) % step_ns:
+        step = f"{step_s:g} s" if step_s < 60 else f"{step_s / 60:g} min"
+        raise ValueError(f"{flag}: {duration_text!r} must be a whole multiple of {step} ({why})")

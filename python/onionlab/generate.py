@@ -31,7 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
-from onionlab.argtypes import at_least, check_warmup, duration, positive_duration
+from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration
 
 REPO_DATA = Path(__file__).resolve().parents[2] / "data"
 DEFAULT_CONSENSUS = REPO_DATA / "consensus" / "cached-consensus-2022-11-19-1000.xz"
@@ -811,6 +811,7 @@ def main(args: argparse.Namespace) -> int:
     from onionlab.results import output_dir
 
     check_warmup(args.duration, args.warmup)
+    check_whole_steps(args.duration, 1.0, "--duration", "the relays table is sampled every second, experiment.metrics_interval's default")
     with output_dir(args.output, "--output"):  # before minutes of planning at full scale
         return _generate(args)
 

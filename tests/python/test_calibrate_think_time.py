@@ -69,9 +69,17 @@ def test_a_short_calibration_runs_and_prints_each_share(tmp_path):
 
 
 def test_a_run_too_short_to_measure_is_an_error(tmp_path):
-    r = subprocess.run(
-        [sys.executable, str(TOOL), "--sample", "quantiles", "--medians", "2 s,8 s", "--seeds", "1", "--duration", "30 s", "--warmup", "20 s",
-         "--jobs", "1", "-o", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
-    )
+    def calibrate(duration, warmup):
+        return subprocess.run(
+            [sys.executable, str(TOOL), "--sample", "quantiles", "--medians", "2 s,8 s", "--seeds", "1", "--duration", duration, "--warmup", warmup,
+             "--jobs", "1", "-o", str(tmp_path / duration.replace(" ", ""))],
+            capture_output=True, text=True, timeout=600,
+        )
+
+    # The one minute's row starts before the warm-up ends: nothing to measure.
+    r = calibrate("1 min", "30 s")
     assert r.returncode == 1 and "no data delivered after the warm-up; lengthen --duration" in r.stderr
+    # Part of a minute would have no row at all: refused before anything runs.
+    r = calibrate("90 s", "30 s")
+    assert r.returncode == 2 and "--duration: '90 s' must be a whole multiple of 1 min" in r.stderr, r.stderr
+    assert not (tmp_path / "90s").exists()

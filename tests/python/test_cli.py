@@ -90,6 +90,11 @@ def no_runs(monkeypatch):
         (["generate", "--seed", "-1"], "--seed"),
         (["generate", "--warmup", "-1 s"], "--warmup"),
         (["generate", "--duration", "1 min", "--warmup", "2 min"], "--warmup"),
+        # A run's last part without a row in a metrics table the command writes or reads.
+        (["generate", "--duration", "90.5 s"], "--duration"),
+        (["reproduce", "throttling", "--duration", "90 s", "--warmup", "30 s"], "--duration"),
+        (["reproduce", "predictor", "--duration", "7.55 s"], "--duration"),
+        (["reproduce", "tortoise", "--duration", "300.5 s"], "--duration"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path, capsys, no_runs, argv, named):

@@ -222,7 +222,8 @@ def configs(draw):
     dur = draw(st.sampled_from([f"{dur_s} s", f"{dur_s * 1000} ms"] + ([f"{dur_s // 60} min"] if dur_s % 60 == 0 else [])))
     warm_ms = draw(st.integers(0, dur_s * 1000 - 1))
     warm = draw(st.sampled_from([f"{warm_ms} ms"] + ([f"{warm_ms // 1000} s"] if warm_ms % 1000 == 0 else [])))
-    interval = draw(sized({"ms": 1e-3, "s": 1}, 1, 9))
+    # A metrics interval must divide the run (a row covers a whole interval).
+    interval = draw(st.sampled_from([(n, u) for u, ms in (("ms", 1), ("s", 1000)) for n in range(1, 10) if (dur_s * 1000) % (n * ms) == 0]))
     seeds = draw(st.lists(st.integers(0, 2**31), min_size=1, max_size=4, unique=True))
     web_count, bulk_count = draw(st.integers(1, 500)), draw(st.integers(1, 50))
     servers = draw(st.integers(1, 100))

@@ -149,8 +149,15 @@ def test_quick_reproduction_runs(tmp_path):
     assert set(mc["kind"]) <= {"web", "bulk"} and (mc["latency_ms"] >= predictor.MIN_LATENCY_MS).all()
 
 
-def test_bad_options_name_the_option(tmp_path):
+def test_bad_options_name_the_option(tmp_path, capsys):
     assert main(["reproduce", "predictor", "--circ-window", "0", "-o", str(tmp_path / "x")]) != 0
     assert main(["reproduce", "predictor", "--seeds", "0", "-o", str(tmp_path / "y")]) != 0
     assert main(["reproduce", "predictor", "--circuits", "0", "-o", str(tmp_path / "z")]) != 0
     assert main(["reproduce", "predictor", "--mixed-circuits", "-1", "-o", str(tmp_path / "w")]) != 0
+    # The toy's tables every 100 ms, the random networks' every second: a run lasts whole ones.
+    capsys.readouterr()
+    assert main(["reproduce", "predictor", "--duration", "7.55 s", "-o", str(tmp_path / "v")]) != 0
+    assert "--duration: '7.55 s' must be a whole multiple of 0.1 s" in capsys.readouterr().err
+    assert main(["reproduce", "predictor", "--random-duration", "12.5 s", "-o", str(tmp_path / "u")]) != 0
+    assert "--random-duration: '12.5 s' must be a whole multiple of 1 s" in capsys.readouterr().err
+    assert not (tmp_path / "v" / "configs").exists() and not (tmp_path / "u" / "configs").exists()

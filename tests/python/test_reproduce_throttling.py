@@ -299,6 +299,12 @@ def test_bad_arguments_are_clear_errors(tmp_path, capsys):
     assert main(["reproduce", "throttling", "--reuse-runs-from", str(tmp_path / "nowhere"), "-o", str(tmp_path / "q")]) != 0
     assert f"--reuse-runs-from: {tmp_path / 'nowhere'} has no runs/ directory" in capsys.readouterr().err
     assert not (tmp_path / "q" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad --reuse-runs-from fails before any run"
+    # Part of a minute (or second) would have no row in the tables the analysis reads.
+    assert main(["reproduce", "throttling", "--duration", "90 s", "--warmup", "30 s", "-o", str(tmp_path / "p")]) != 0
+    assert "--duration: '90 s' must be a whole multiple of 1 min (the per-connection table is sampled every minute)" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--sweep-duration", "90.5 s", "--sweep-warmup", "30 s", "-o", str(tmp_path / "p")]) != 0
+    assert "--sweep-duration: '90.5 s' must be a whole multiple of 1 s" in capsys.readouterr().err
+    assert not (tmp_path / "p" / "configs" / "sweep-vanilla-00.toml").exists(), "a bad duration fails before any run"
     with pytest.raises(SystemExit):
         main(["reproduce", "throttling", "--criterion", "p90", "-o", str(tmp_path / "t")])
     assert "--criterion" in capsys.readouterr().err

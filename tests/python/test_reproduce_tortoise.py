@@ -39,3 +39,6 @@ def test_limit_holds_for_plain_clients_and_client_relays_exist(quick):
 def test_bad_arguments(tmp_path, capsys):
     assert main(["reproduce", "tortoise", "--only", "E99", "-o", str(tmp_path / "x")]) != 0
     assert "E99" in capsys.readouterr().err
+    assert main(["reproduce", "tortoise", "--duration", "300.5 s", "-o", str(tmp_path / "y")]) != 0
+    assert "--duration: '300.5 s' must be a whole multiple of 1 s (the relays table is sampled every second)" in capsys.readouterr().err
+    assert not (tmp_path / "y" / "configs").exists()

@@ -1007,6 +1007,20 @@ impl Ctx<'_> {
         let channel_metrics_interval = self.opt(t, p, "channel_metrics_interval", Ctx::pos_duration);
         let circuit_metrics_interval = self.opt(t, p, "circuit_metrics_interval", Ctx::pos_duration);
         let wire_waits = self.opt(t, p, "wire_waits", Ctx::boolean).unwrap_or(false);
+        if let Some(d) = duration {
+            let set = |k: &str| t.contains_key(k);
+            let intervals = [
+                ("metrics_interval", Some(metrics_interval)),
+                ("connection_metrics_interval", connection_metrics_interval),
+                ("channel_metrics_interval", channel_metrics_interval),
+                ("circuit_metrics_interval", circuit_metrics_interval),
+            ];
+            for (key, interval) in intervals {
+                if let Some(i) = interval {
+                    self.interval_divides(key, i, d, set(key));
+                }
+            }
+        }
         ExperimentSection {
             name,
             duration: duration.unwrap_or(SimDuration::ZERO),
@@ -1018,6 +1032,30 @@ impl Ctx<'_> {
             circuit_metrics_interval,
             wire_waits,
         }
+    }
+
+    /// A metrics table has one row per whole interval: an interval longer than the run
+    /// leaves the table empty, and one that does not divide the run leaves its last part
+    /// without a row, so both are refused rather than silently dropped.
+    fn interval_divides(&mut self, key: &str, interval: SimDuration, duration: SimDuration, set: bool) {
+        let (i, d) = (interval.as_nanos(), duration.as_nanos());
+        if d % i == 0 {
+            return;
+        }
+        let path = format!("experiment.{key}");
+        let given = if set { format_duration(interval) } else { format!("{} (the default)", format_duration(interval)) };
+        let what = if i > d {
+            format!("{given} is longer than the duration ({}), so its table would have no row", format_duration(duration))
+        } else {
+            let rest = SimDuration::from_nanos(d % i);
+            format!(
+                "{given} does not divide the duration ({}): the run's last {} would have no row",
+                format_duration(duration),
+                format_duration(rest)
+            )
+        };
+        let fit = SimDuration::from_nanos(gcd(i, d));
+        self.err_hint(&path, what, format!("a row covers one whole interval; e.g. {key} = \"{}\"", format_duration(fit)));
     }
 
     fn seeds(&mut self, v: &Value) -> Vec<u64> {
@@ -2555,6 +2593,14 @@ impl Ctx<'_> {
             }
         }
     }
+}
+
+/// Greatest common divisor, for an interval that divides the run.
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 #[cfg(test)]

@@ -324,6 +324,23 @@ fn metrics_interval_positive_and_name_nonempty() {
     err_at(&edit("duration = \"2 min\"", "duration = \"2 min\"\nname = \"\""), "experiment.name", &["empty"]);
 }
 
+#[test]
+fn metrics_intervals_divide_the_run() {
+    let with = |d: &str, extra: &str| edit("duration = \"2 min\"", &format!("duration = \"{d}\"\n{extra}"));
+    // Whole intervals: accepted, however written.
+    load(&with("90 s", "connection_metrics_interval = \"30 s\"\nmetrics_interval = \"0.5 s\"")).unwrap();
+    load(&with("0.3 s", "metrics_interval = \"100 ms\"")).unwrap();
+    // The last 30 s would have no row: refused, naming the field, the rest and a fit.
+    let e = err_at(&with("90 s", "connection_metrics_interval = \"1 min\""), "experiment.connection_metrics_interval", &["does not divide", "(90 s)", "last 30 s"]);
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("connection_metrics_interval = \"30 s\"")), "{e}");
+    // Longer than the run: the table would be empty.
+    err_at(&with("90 s", "channel_metrics_interval = \"2 min\""), "experiment.channel_metrics_interval", &["longer than the duration", "no row"]);
+    err_at(&with("90 s", "circuit_metrics_interval = \"7 s\""), "experiment.circuit_metrics_interval", &["does not divide"]);
+    // The default 1 s is named as the default.
+    let e = err_at(&with("2500 ms", ""), "experiment.metrics_interval", &["(the default)", "500 ms"]);
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("metrics_interval = \"500 ms\"")), "{e}");
+}
+
 // ---- [tor] ----
 
 #[test]

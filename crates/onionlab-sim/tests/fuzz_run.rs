@@ -600,22 +600,40 @@ fn mech_lines(m: &Mech) -> String {
     }
 }
 
+/// The largest divisor of `dur_ns` that is at most `target_ns` (at least 1): a metrics
+/// interval must divide the run.
+fn dividing(dur_ns: u64, target_ns: u64) -> u64 {
+    let target = target_ns.clamp(1, dur_ns);
+    let mut best = 1;
+    let mut k = 1;
+    while k * k <= dur_ns {
+        if dur_ns % k == 0 {
+            for d in [k, dur_ns / k] {
+                if d <= target && d > best {
+                    best = d;
+                }
+            }
+        }
+        k += 1;
+    }
+    best
+}
+
 /// The config's TOML, and the latency matrix file's contents if it has one.
 fn render(g: &Gen) -> (String, Option<String>) {
     let mut s = String::new();
-    let dur_ms = g.duration_ms;
+    // The default metrics interval (1 s) must divide the run.
+    let dur_ms = if g.metrics_us.is_none() { g.duration_ms.div_ceil(1000) * 1000 } else { g.duration_ms };
     writeln!(s, "[experiment]\nname = \"fuzz\"\nduration = \"{dur_ms} ms\"\nseeds = [{}]", g.seed).unwrap();
     if let Some(w) = g.warmup {
         writeln!(s, "warmup = \"{} us\"", (w * dur_ms as f64 * 1000.0) as u64).unwrap();
     }
-    if let Some(m) = g.metrics_us {
-        writeln!(s, "metrics_interval = {}", dur_us(m)).unwrap();
-    }
-    if let Some(m) = g.conn_metrics_us {
-        writeln!(s, "connection_metrics_interval = {}", dur_us(m)).unwrap();
-    }
-    if let Some(m) = g.chan_metrics_us {
-        writeln!(s, "channel_metrics_interval = {}", dur_us(m)).unwrap();
+    let dur_ns = dur_ms * 1_000_000;
+    let intervals = [("metrics_interval", g.metrics_us), ("connection_metrics_interval", g.conn_metrics_us), ("channel_metrics_interval", g.chan_metrics_us)];
+    for (key, us) in intervals {
+        if let Some(us) = us {
+            writeln!(s, "{key} = \"{} ns\"", dividing(dur_ns, us * 1000)).unwrap();
+        }
     }
 
     let t = &g.tor;

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from onionlab.argtypes import at_least, positive_duration
+from onionlab.argtypes import at_least, check_whole_steps, positive_duration
 from onionlab.reproduce import markdown_table, reuse_options, run_many, write_config
 from onionlab.stats import byte_latency
 
@@ -102,6 +102,7 @@ def config_text(scenario: int, variant: str, duration: str, window: int, interva
         f'duration = "{duration}"',
         'warmup = "1.2 s"              # the circuits start within it (the authors: 0.4-1.2 s)',
         "seeds = [1]",
+        f'metrics_interval = "{interval}"',
         f'circuit_metrics_interval = "{interval}"',
         "",
         *tor_lines(variant, window),
@@ -142,6 +143,10 @@ RANDOM_BANDWIDTH = 1_250_000
 FUZZINESS = (0.0, 0.5, 1.0, 2.0)
 #: Circuit counts (the paper: 10 to 1,000; 100 and 500 its "low" and "high" congestion).
 RANDOM_CIRCUITS = (10, 25, 50, 100, 200)
+# The tables' sampling intervals (s): the toy's, as fine as the authors' plots; the random
+# networks', one second. A run must last a whole number of them.
+TOY_STEP_S = 0.1
+RANDOM_STEP_S = 1.0
 
 
 def random_relay_names() -> list[str]:
@@ -195,6 +200,7 @@ def random_config_text(circuits: int, rep: int, variant: str, duration: str, win
         f'duration = "{duration}"',
         'warmup = "2 s"                # the circuits start within it',
         f"seeds = [{rep}]",
+        f'metrics_interval = "{interval}"',
         f'circuit_metrics_interval = "{interval}"',
         "",
         *tor_lines(variant, window),
@@ -585,6 +591,8 @@ def main(out: Path, args) -> int:
                                            (args.random_lead, "--random-lead", args.random_duration, "--random-duration")):
         if lead >= parse_duration(run):
             raise ValueError(f"{lead_flag}: {lead:g} s must be shorter than {run_flag} ({run!r})")
+    check_whole_steps(args.duration, TOY_STEP_S, "--duration", "the toy's tables are sampled every 100 ms")
+    check_whole_steps(args.random_duration, RANDOM_STEP_S, "--random-duration", "the random networks' tables are sampled every second")
     seeds = list(range(1, args.seeds + 1))
     cfg_dir = out / "configs"
     cfg_dir.mkdir(parents=True, exist_ok=True)
@@ -593,7 +601,7 @@ def main(out: Path, args) -> int:
     for scenario in (1, 2):
         for v in VARIANTS:
             name = f"toy-s{scenario}-{v}"
-            jobs.append((name, write_config(out, name, config_text(scenario, v, args.duration, args.circ_window, "100 ms")), seeds))
+            jobs.append((name, write_config(out, name, config_text(scenario, v, args.duration, args.circ_window, f"{TOY_STEP_S * 1000:g} ms")), seeds))
     nm = args.mixed_circuits
     if counts or nm:  # the random and mixed networks' latencies
         (cfg_dir / "random-latency.csv").write_text(random_latency_matrix(), encoding="utf-8")
@@ -601,11 +609,11 @@ def main(out: Path, args) -> int:
         for rep in range(1, args.reps + 1):
             for v in VARIANTS:
                 name = f"random-n{n}-r{rep}-{v}"
-                jobs.append((name, write_config(out, name, random_config_text(n, rep, v, args.random_duration, args.circ_window, "1 s")), [rep]))
+                jobs.append((name, write_config(out, name, random_config_text(n, rep, v, args.random_duration, args.circ_window, f"{RANDOM_STEP_S:g} s")), [rep]))
     for rep in range(1, args.reps + 1) if nm else ():
         for v in VARIANTS:
             name = f"mixed-n{nm}-r{rep}-{v}"
-            text = random_config_text(nm, rep, v, args.random_duration, args.circ_window, "1 s", name=name, web=web_circuits(nm, rep))
+            text = random_config_text(nm, rep, v, args.random_duration, args.circ_window, f"{RANDOM_STEP_S:g} s", name=name, web=web_circuits(nm, rep))
             jobs.append((name, write_config(out, name, text), [rep]))
     nf = args.fuzz_circuits
     fuzz_names = {}  # (f, rep, variant) -> the run's name
@@ -618,7 +626,7 @@ def main(out: Path, args) -> int:
             (cfg_dir / matrix).write_text(random_latency_matrix(f, rep), encoding="utf-8")
             for v in VARIANTS:
                 name = fuzz_names[(f, rep, v)] = f"fuzz-f{f:g}-n{nf}-r{rep}-{v}"
-                text = random_config_text(nf, rep, v, args.random_duration, args.circ_window, "1 s", matrix, name)
+                text = random_config_text(nf, rep, v, args.random_duration, args.circ_window, f"{RANDOM_STEP_S:g} s", matrix, name)
                 jobs.append((name, write_config(out, name, text), [rep]))
     print(f"predictor: {len(jobs)} configurations (the toy topology's with {len(seeds)} seeds each, the random networks' with one)",
           flush=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from onionlab.argtypes import at_least, check_warmup, duration, positive_duration
+from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration
 from onionlab.reproduce import run_many, write_config
 from onionlab.stats import ecdf
 
@@ -259,6 +259,7 @@ def main(out: Path, args) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     check_warmup(args.duration, args.warmup)
+    check_whole_steps(args.duration, 1.0, "--duration", "the relays table is sampled every second")
     if not args.capacity_scale > 0:
         raise ValueError(f"--capacity-scale: must be positive, got {args.capacity_scale}")
     exps = experiments()

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from onionlab.argtypes import at_least, check_warmup, duration, positive_duration, positive_float
+from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration, positive_float
 from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
@@ -231,6 +231,13 @@ def main(out: Path, args) -> int:
         *sweep_settings(args),
         "--sweep-duration" if args.sweep_duration else "--sweep-duration (default --duration)",
         "--sweep-warmup" if args.sweep_warmup else "--sweep-warmup (default --warmup)",
+    )
+    # The main runs sample client connections every minute (table 1's data, attacks 1 and
+    # 2); the sweep's runs only the relays, every second.
+    check_whole_steps(args.duration, 60.0, "--duration", "the per-connection table is sampled every minute")
+    check_whole_steps(
+        sweep_settings(args)[0], 1.0, "--sweep-duration" if args.sweep_duration else "--sweep-duration (default --duration)",
+        "the relays table is sampled every second",
     )
     if args.sweep_seeds < 1:
         raise ValueError(f"--sweep-seeds: must be at least 1, got {args.sweep_seeds}")
