@@ -43,6 +43,13 @@ pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
 
 /// One behaviour per client, in order; clients of a group share their workload. Each
 /// client's random stream is named by its node's name in `tor`.
+/// When the interval that ends at `now` started, in seconds: subtracted in integer time, so
+/// that a 100 ms interval's row starts at 0.2 s, not at 0.19999999999999998 s (a filter such as
+/// `interval_start >= warmup` would drop it).
+fn interval_start(now: SimTime, interval: SimDuration) -> f64 {
+    SimDuration::from_nanos(now.as_nanos().saturating_sub(interval.as_nanos())).as_secs_f64()
+}
+
 pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], tor: &TorNetwork, streams: &RngStreams) -> Vec<ClientBehaviour> {
     let shared: BTreeMap<&str, Arc<Workload>> = cfg.workloads.iter().map(|(k, w)| (k.as_str(), Arc::new(w.clone()))).collect();
     clients
@@ -192,7 +199,7 @@ pub fn run_inspected(
                         throttle_rate: sim.tor.hook_throttle_threshold(r),
                         seed,
                         relay: name_of(&sim, r),
-                        interval_start: (now.as_secs_f64() - interval.as_secs_f64()).max(0.0),
+                        interval_start: interval_start(now, interval),
                         bytes_read: s.bytes_read - l.bytes_read,
                         bytes_written: s.bytes_written - l.bytes_written,
                         queued_cells: queued[r as usize],
@@ -218,7 +225,7 @@ pub fn run_inspected(
                             relay: name_of(&sim, r),
                             client: name,
                             class,
-                            interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
+                            interval_start: interval_start(now, ci),
                             bytes_written: c.bytes_written.saturating_sub(last.0),
                             bytes_read: c.bytes_read.saturating_sub(last.1),
                             throttle_rate: c.throttle.map(|(rate, _)| rate),
@@ -240,7 +247,7 @@ pub fn run_inspected(
                         relay: name_of(&sim, e.relay),
                         peer: name_of(&sim, e.peer),
                         initiator: e.initiator,
-                        interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
+                        interval_start: interval_start(now, ci),
                         bytes_written: e.bytes_written - last.0,
                         bytes_read: e.bytes_read - last.1,
                         circuits: u64::from(e.circuits),
@@ -268,7 +275,7 @@ pub fn run_inspected(
                         circuit: u64::from(t.circ),
                         created: t.created.as_secs_f64(),
                         path: t.nodes[1..].iter().map(|&n| sim.tor.node_name(n)).collect::<Vec<_>>().join(","),
-                        interval_start: (now.as_secs_f64() - ci.as_secs_f64()).max(0.0),
+                        interval_start: interval_start(now, ci),
                         cells_packaged: t.at_exit.entered - ex.entered,
                         cells_forwarded: t.in_overlay.entered - ov.entered,
                         cells_delivered: t.in_overlay.left - ov.left,

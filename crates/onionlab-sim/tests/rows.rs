@@ -82,6 +82,25 @@ fn one_web_client() -> RunOutput {
 }
 
 #[test]
+fn interval_starts_are_the_decimal_times_of_every_table() {
+    // 100 ms intervals: the row after 0.2 s starts at 0.2 (the double a warm-up of "200 ms"
+    // gives), not at 0.3 - 0.1 = 0.19999999999999998, which `>= 0.2` would drop.
+    let cfg = net(&format!(
+        "[experiment]\nduration = \"1 s\"\nseeds = [1]\nmetrics_interval = \"100 ms\"\ncircuit_metrics_interval = \"100 ms\"\n\
+         channel_metrics_interval = \"100 ms\"\nconnection_metrics_interval = \"100 ms\"\n{}\
+         [workloads.page]\ntype = \"web\"\nsize = \"100 KiB\"\nthink = \"1 s\"\n",
+        group_at("web", "page", 1, "0 s")
+    ));
+    let out = run(&cfg, 1, None).unwrap();
+    let tenths = |starts: Vec<f64>| starts.iter().all(|&s| s == (s * 10.0).round() / 10.0);
+    let guard: Vec<f64> = out.relays.iter().filter(|r| &*r.relay == "guard").map(|r| r.interval_start).collect();
+    assert_eq!(guard, (0..10).map(|k| k as f64 / 10.0).collect::<Vec<_>>());
+    assert!(tenths(out.connections.iter().map(|c| c.interval_start).collect()), "{:?}", out.connections);
+    assert!(tenths(out.channels.iter().map(|c| c.interval_start).collect()), "{:?}", out.channels);
+    assert!(tenths(out.circuits.iter().map(|c| c.interval_start).collect()) && !out.circuits.is_empty(), "{:?}", out.circuits);
+}
+
+#[test]
 fn download_rows_of_one_client_on_one_circuit() {
     let out = one_web_client();
     let done: Vec<_> = out.downloads.iter().filter(|d| d.error.is_none()).collect();
