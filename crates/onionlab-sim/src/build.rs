@@ -266,6 +266,15 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             });
         }
     }
+    // Static throttling is tor's PerConnBWRate/PerConnBWBurst, which a connection from a
+    // client gets when it opens (connection_or_update_token_buckets_helper); its hook alone
+    // would set it at the first tick after, leaving up to a second unthrottled and then a
+    // fresh, full burst. (A relay with both is refused by the config.)
+    for p in &mut planned {
+        if let ThrottlingConfig::Static { rate, burst } = *p.throttling {
+            p.spec.perconn = Some((rate, burst));
+        }
+    }
     if cfg.network.compute_flags {
         let hist: Vec<RelayHistory> =
             planned.iter().map(|p| RelayHistory { bandwidth: p.spec.bandwidth_rate, mtbf: p.mtbf.unwrap_or(SimDuration::ZERO) }).collect();

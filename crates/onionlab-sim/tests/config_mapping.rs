@@ -131,6 +131,11 @@ fn a_guards_perconn_limit_and_static_throttling_hold_its_client_connection() {
     let guard: Vec<_> = out.relays.iter().filter(|r| &*r.relay == "guard" && r.client_connections > 0).collect();
     assert!(!guard.is_empty());
     assert!(guard.iter().all(|r| r.throttled_connections == r.client_connections && r.throttle_rate == Some(50 << 10)), "{guard:?}");
+    // Static throttling is PerConnBWRate: the connection is held from the moment it opens,
+    // byte for byte as by the relay's own limit, not left free until the policy's first
+    // tick and then handed a fresh burst.
+    let static_small = one_bulk_client("", "", "[mechanisms]\nthrottling = { kind = \"static\", rate = \"50 KiB/s\", burst = \"50 KiB\" }");
+    assert_eq!(bulk_received(&static_small), limited);
 }
 
 #[test]

@@ -3,9 +3,11 @@
 //!
 //! Parameters: `rate` (bytes/s; the paper's tuned value is not given, its probing demo
 //! uses 5 KiB/s) and `burst` (bytes; default [`super::DEFAULT_BURST`], 2 MiB). Tor applies
-//! PerConnBWRate when a connection opens; here the throttle is set at the first tick
-//! after it opens (within 1 s). A new bucket starts full, so with a 2 MiB burst the
-//! difference is not observable.
+//! PerConnBWRate when a connection opens, and so does the model: the run gives a relay
+//! with static throttling these buckets on every client connection as it opens (a relay's
+//! `perconn`), so each tick of this policy finds them already set. A policy that set them
+//! only at its tick would let a new connection run unthrottled for up to a second and then
+//! hand it a fresh, full burst.
 
 use super::{check, GuardState, ThrottleDecision, ThrottlePolicy, ThrottlingError};
 
