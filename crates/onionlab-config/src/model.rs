@@ -552,6 +552,9 @@ pub enum ThrottlingConfig {
         burst: u64,
         /// "paper" or "code".
         semantics: &'static str,
+        /// What the paper's "bytes transferred" counts: "transferred" (read + written) or
+        /// "larger-direction" (the larger of the two).
+        throughput: &'static str,
     },
 }
 

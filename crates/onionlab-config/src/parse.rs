@@ -2448,7 +2448,7 @@ impl Ctx<'_> {
                 })
             }
             "threshold" => {
-                self.keys(t, p, &["kind", "fraction", "refresh", "floor", "halflife", "burst", "semantics"]);
+                self.keys(t, p, &["kind", "fraction", "refresh", "floor", "halflife", "burst", "semantics", "throughput"]);
                 let fraction =
                     self.req(t, p, "fraction", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "fraction = 0.1: throttle the loudest 10%");
                 let refresh = self.req(t, p, "refresh", Ctx::pos_duration, "refresh = \"30 s\": the period R");
@@ -2459,6 +2459,17 @@ impl Ctx<'_> {
                     None => Some("paper"),
                     Some(v) => self.choice(v, &join(p, "semantics"), &["paper", "code"]),
                 };
+                let throughput = match t.get("throughput") {
+                    None => Some("transferred"),
+                    Some(v) => self.choice(v, &join(p, "throughput"), &["transferred", "larger-direction"]),
+                };
+                if semantics == Some("code") && throughput == Some("larger-direction") {
+                    self.err_hint(
+                        join(p, "throughput"),
+                        "applies to semantics = \"paper\" only: the code's semantics measure (read + written) / 2",
+                        "remove `throughput`, or use semantics = \"paper\"",
+                    );
+                }
                 Some(ThrottlingConfig::Threshold {
                     fraction: fraction?,
                     refresh: refresh?,
@@ -2466,6 +2477,7 @@ impl Ctx<'_> {
                     halflife: halflife?,
                     burst: burst?,
                     semantics: semantics?,
+                    throughput: throughput?,
                 })
             }
             other => {

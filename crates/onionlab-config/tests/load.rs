@@ -858,8 +858,16 @@ fn throttling() {
         "throttling = { kind = \"threshold\", fraction = 0.1, refresh = \"30 s\", floor = \"20 KiB/s\", semantics = \"code\" }",
     ))
     .unwrap();
-    assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { semantics: "code", .. }));
+    assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { semantics: "code", throughput: "transferred", .. }));
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    let thresh = |extra: &str| {
+        with(&format!("throttling = {{ kind = \"threshold\", fraction = 0.1, refresh = \"30 s\", floor = \"20 KiB/s\"{extra} }}"))
+    };
+    let c = load(&thresh(", throughput = \"larger-direction\"")).unwrap();
+    assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { semantics: "paper", throughput: "larger-direction", .. }));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    err_at(&thresh(", throughput = \"sum\""), "mechanisms.throttling.throughput", &["\"sum\""]);
+    err_at(&thresh(", throughput = \"larger-direction\", semantics = \"code\""), "mechanisms.throttling.throughput", &["paper\" only"]);
     let c = load(&with("throttling = { kind = \"split\", denominator = \"client-connections\" }")).unwrap();
     assert_eq!(c.mechanisms.throttling, ThrottlingConfig::Split { burst: 2 << 20, denominator: "client-connections" });
     let c = load(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", burst = \"2 MiB\" }")).unwrap();

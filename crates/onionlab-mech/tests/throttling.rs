@@ -276,6 +276,7 @@ fn thresh_params(fraction: f64, floor: u64) -> ThresholdParams {
         halflife: SimDuration::from_secs(30),
         burst: DEFAULT_BURST,
         semantics: ThresholdSemantics::Paper,
+        throughput: ThresholdThroughput::Transferred,
     }
 }
 
@@ -317,31 +318,41 @@ fn threshold_throttles_the_loudest_fraction_at_the_kth_loudest_mean_throughput()
 }
 
 #[test]
-fn threshold_rate_of_a_throttled_kth_connection_holds_under_the_paper_and_halves_under_the_code() {
+fn threshold_rate_of_a_throttled_kth_connection_creeps_holds_or_halves_by_what_it_counts() {
     // Two connections, T = 0.5: connection 1 is the loudest and sets the rate. It first
-    // sends 100 KiB/s; once throttled it sends exactly its rate (a bulk download with an
-    // empty bucket). The paper's "bytes transferred over R" keeps the rate; the code's
-    // (read + written) / 2 halves it every R down to the floor.
-    let rates = |semantics| {
-        let mut p = Threshold::new(ThresholdParams { fraction: 0.5, semantics, ..thresh_params(0.5, 5 * KIB) }).unwrap();
-        let (mut written, mut rate, mut out) = (0u64, 100 * KIB, Vec::new());
+    // receives 100 KiB/s; once throttled it receives exactly its rate (a bulk download with
+    // an empty bucket), and it sends a fiftieth of that upstream (SENDMEs). Every R = 10 s:
+    // - the paper's "bytes transferred" (read + written): 102 KiB/s, then 104448 + 2088 B/s
+    //   = 104.04 KiB/s, and so on: up a fiftieth each time;
+    // - the larger direction: the 100 KiB/s it was held at;
+    // - the code's (read + written) / 2: about half each time, down to the floor.
+    let rates = |semantics, throughput| {
+        let params = ThresholdParams { fraction: 0.5, semantics, throughput, ..thresh_params(0.5, 5 * KIB) };
+        let mut p = Threshold::new(params).unwrap();
+        let (mut written, mut read, mut rate, mut out) = (0u64, 0u64, 100 * KIB, Vec::new());
         for s in 0..=40u64 {
             let clients = [
                 ClientConnection { chan: 0, client: 0, bytes_read: 0, bytes_written: 0, throttle: None, bucket_empty_intervals: 0 },
-                ClientConnection { chan: 1, client: 1, bytes_read: 0, bytes_written: written, throttle: None, bucket_empty_intervals: 0 },
+                ClientConnection { chan: 1, client: 1, bytes_read: read, bytes_written: written, throttle: None, bucket_empty_intervals: 0 },
             ];
             for (chan, th) in p.tick(&state(t(s + 1), MIB, 2, &clients)) {
                 if chan == 1 {
                     rate = th.expect("the loudest is throttled").0;
-                    out.push(rate / KIB);
+                    out.push(rate);
                 }
             }
             written += rate;
+            read += rate / 50;
         }
         out
     };
-    assert_eq!(rates(ThresholdSemantics::Paper), vec![100, 100, 100, 100]);
-    assert_eq!(rates(ThresholdSemantics::Code), vec![50, 25, 12, 6]);
+    use ThresholdSemantics::{Code, Paper};
+    use ThresholdThroughput::{LargerDirection, Transferred};
+    assert_eq!(rates(Paper, Transferred), vec![104_448, 106_536, 108_666, 110_839]);
+    assert_eq!(rates(Paper, LargerDirection), vec![102_400; 4]);
+    assert_eq!(rates(Code, Transferred), vec![52_224, 26_634, 13_583, 6_927]);
+    // The code's semantics have their own measure.
+    assert!(Threshold::new(ThresholdParams { semantics: Code, throughput: LargerDirection, ..thresh_params(0.5, 5 * KIB) }).is_err());
 }
 
 #[test]

@@ -99,6 +99,15 @@ fn threshold_semantics(name: &str) -> Result<ThresholdSemantics, ThrottlingError
     }
 }
 
+/// What threshold's throughput counts, named in the config, as [`denominator`].
+fn threshold_throughput(name: &str) -> Result<ThresholdThroughput, ThrottlingError> {
+    match name {
+        "transferred" => Ok(ThresholdThroughput::Transferred),
+        "larger-direction" => Ok(ThresholdThroughput::LargerDirection),
+        other => Err(ThrottlingError::BadParameter { name: "throughput", problem: format!("unknown measure {other:?}") }),
+    }
+}
+
 /// Flagging's parameters from a `kind = "flag"` config.
 fn flag_params(t: &ThrottlingConfig) -> Result<Option<FlagParams>, ThrottlingError> {
     Ok(match *t {
@@ -120,9 +129,15 @@ fn flag_params(t: &ThrottlingConfig) -> Result<Option<FlagParams>, ThrottlingErr
 /// Threshold's parameters from a `kind = "thresh"` config.
 fn threshold_params(t: &ThrottlingConfig) -> Result<Option<ThresholdParams>, ThrottlingError> {
     Ok(match *t {
-        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics } => {
-            Some(ThresholdParams { fraction, refresh, floor, halflife, burst, semantics: threshold_semantics(semantics)? })
-        }
+        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics, throughput } => Some(ThresholdParams {
+            fraction,
+            refresh,
+            floor,
+            halflife,
+            burst,
+            semantics: threshold_semantics(semantics)?,
+            throughput: threshold_throughput(throughput)?,
+        }),
         _ => None,
     })
 }
@@ -474,14 +489,20 @@ mod tests {
         let e = flag_params(&flag(false, false, "client-connection")).unwrap_err().to_string();
         assert_eq!(e, "denominator: unknown reading \"client-connection\"");
 
-        let thresh = |semantics| ThrottlingConfig::Threshold {
+        let thresh_measured = |semantics, throughput| ThrottlingConfig::Threshold {
             fraction: 0.1,
             refresh: SimDuration::from_secs(30),
             floor: 20 << 10,
             halflife: SimDuration::from_secs(60),
             burst: 1 << 20,
             semantics,
+            throughput,
         };
+        let thresh = |semantics| thresh_measured(semantics, "transferred");
+        assert_eq!(threshold_params(&thresh("paper")).unwrap().unwrap().throughput, ThresholdThroughput::Transferred);
+        let larger = threshold_params(&thresh_measured("paper", "larger-direction")).unwrap().unwrap();
+        assert_eq!(larger.throughput, ThresholdThroughput::LargerDirection);
+        assert!(threshold_params(&thresh_measured("paper", "sum")).unwrap_err().to_string().starts_with("throughput:"));
         let p = threshold_params(&thresh("code")).unwrap().unwrap();
         assert_eq!(
             (p.fraction, p.refresh, p.floor, p.halflife, p.burst, p.semantics),

@@ -158,10 +158,11 @@ fn throttling(w: bool) -> impl Strategy<Value = String> {
             typ(w, 1, 10 << 10, 1 << 20, pick(w, 4 << 20, 1 << 50)),
             dur(w, 1_000, 120_000_000),
             typ(w, 1, 64 << 10, 4 << 20, pick(w, 8 << 20, 1 << 60)),
-            select(vec!["paper", "code"])
+            // The paper's semantics with either measure of throughput; the code's has its own.
+            select(vec![("paper", "transferred"), ("paper", "larger-direction"), ("code", "transferred")])
         )
-            .prop_map(|(f, r, fl, h, b, s)| format!(
-                "{{ kind = \"threshold\", fraction = {f:?}, refresh = {r}, floor = {}, halflife = {h}, burst = {}, semantics = \"{s}\" }}",
+            .prop_map(|(f, r, fl, h, b, (s, m))| format!(
+                "{{ kind = \"threshold\", fraction = {f:?}, refresh = {r}, floor = {}, halflife = {h}, burst = {}, semantics = \"{s}\", throughput = \"{m}\" }}",
                 rate_bps(fl),
                 size_b(b)
             )),

@@ -38,7 +38,7 @@ use onionlab_tor::{ClientConnection, RelayControl, RelayHook};
 pub use bit_splitting::{BitSplitting, SplitDenominator};
 pub use flagging::{FlagParams, Flagging};
 pub use static_throttle::StaticThrottle;
-pub use threshold::{Threshold, ThresholdParams, ThresholdSemantics};
+pub use threshold::{Threshold, ThresholdParams, ThresholdSemantics, ThresholdThroughput};
 
 /// PerConnBWBurst used by every algorithm unless configured: 2 MiB (paper, footnote 3).
 pub const DEFAULT_BURST: u64 = 2 << 20;

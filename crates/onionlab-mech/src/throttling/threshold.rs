@@ -15,6 +15,15 @@
 //! - `floor` (`F`): bytes/s, required.
 //! - `halflife` (`H`): EWMA half-life, default 30 s (code default).
 //! - `burst`: bytes, default 2 MiB.
+//! - `throughput`: what "bytes transferred" counts under the paper's semantics:
+//!   [`ThresholdThroughput::Transferred`] (default: bytes read plus bytes written, the
+//!   paper's words) or [`ThresholdThroughput::LargerDirection`] (the larger of the two: the
+//!   unit of the per-connection buckets the rate sets, which limit each direction on its
+//!   own). They differ on a throttled `k`-th connection: it writes at the rate and also
+//!   reads (its SENDMEs, about 2-3 % of what it is sent), so under `Transferred` the next
+//!   rate is that much higher and the rate creeps up each refresh while the same connection
+//!   stays `k`-th (about 3 % per `R` for a bulk download), until it no longer binds; under
+//!   `LargerDirection` it holds.
 //! - `semantics`: [`ThresholdSemantics::Paper`] (default) or [`ThresholdSemantics::Code`],
 //!   the authors' code taken literally: it sorts quietest first, takes index `floor(T*N)`
 //!   and throttles every connection at least as loud (so about `(1 - T) N` of them), lifts
@@ -40,6 +49,14 @@ pub enum ThresholdSemantics {
     Code,
 }
 
+/// What the paper's "bytes transferred over the last R seconds" counts (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ThresholdThroughput {
+    #[default]
+    Transferred,
+    LargerDirection,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ThresholdParams {
     pub fraction: f64,
@@ -48,6 +65,8 @@ pub struct ThresholdParams {
     pub halflife: SimDuration,
     pub burst: u64,
     pub semantics: ThresholdSemantics,
+    /// Only with [`ThresholdSemantics::Paper`]: the code's measure is its own.
+    pub throughput: ThresholdThroughput,
 }
 
 #[derive(Clone, Debug)]
@@ -55,8 +74,8 @@ pub struct Threshold {
     p: ThresholdParams,
     ewma: ConnEwma,
     last_refresh: Option<SimTime>,
-    /// (chan, bytes read + written) at the last refresh.
-    counters: Vec<(u32, u64)>,
+    /// (chan, bytes read, bytes written) at the last refresh.
+    counters: Vec<(u32, u64, u64)>,
     rate: Option<u64>,
 }
 
@@ -67,6 +86,9 @@ impl Threshold {
         check(p.floor > 0, "floor", || "must be positive".into())?;
         check(p.halflife > SimDuration::ZERO, "halflife", || "must be positive".into())?;
         check(p.burst > 0, "burst", || "must be positive".into())?;
+        check(p.semantics == ThresholdSemantics::Paper || p.throughput == ThresholdThroughput::Transferred, "throughput", || {
+            "applies to the paper's semantics only: the code's measures (read + written) / 2".into()
+        })?;
         Ok(Threshold { ewma: ConnEwma::new(p.halflife), p, last_refresh: None, counters: Vec::new(), rate: None })
     }
 
@@ -83,21 +105,22 @@ impl ThrottlePolicy for Threshold {
         let elapsed = guard.now.saturating_since(start);
         if elapsed < self.p.refresh {
             if elapsed == SimDuration::ZERO {
-                self.counters = guard.clients.iter().map(|c| (c.chan, c.bytes_read + c.bytes_written)).collect();
+                self.counters = guard.clients.iter().map(|c| (c.chan, c.bytes_read, c.bytes_written)).collect();
             }
             return Vec::new();
         }
         let secs = elapsed.as_secs_f64();
-        let per_byte = match self.p.semantics {
-            ThresholdSemantics::Paper => 1.0,
-            ThresholdSemantics::Code => 0.5,
+        let throughput = |c: &onionlab_tor::ClientConnection| -> f64 {
+            let (r0, w0) = self.counters.iter().find(|(ch, _, _)| *ch == c.chan).map_or((0, 0), |&(_, r, w)| (r, w));
+            let (read, written) = (c.bytes_read.saturating_sub(r0) as f64, c.bytes_written.saturating_sub(w0) as f64);
+            let bytes = match (self.p.semantics, self.p.throughput) {
+                (ThresholdSemantics::Code, _) => (read + written) / 2.0,
+                (ThresholdSemantics::Paper, ThresholdThroughput::Transferred) => read + written,
+                (ThresholdSemantics::Paper, ThresholdThroughput::LargerDirection) => read.max(written),
+            };
+            bytes / secs
         };
-        let throughput = |chan: u32, total: u64| -> f64 {
-            let before = self.counters.iter().find(|(c, _)| *c == chan).map_or(0, |&(_, b)| b);
-            total.saturating_sub(before) as f64 * per_byte / secs
-        };
-        let mut order: Vec<(f64, u32, f64)> =
-            guard.clients.iter().map(|c| (self.ewma.get(c.chan), c.chan, throughput(c.chan, c.bytes_read + c.bytes_written))).collect();
+        let mut order: Vec<(f64, u32, f64)> = guard.clients.iter().map(|c| (self.ewma.get(c.chan), c.chan, throughput(c))).collect();
         // Loudest first; ties by channel id.
         order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let n = order.len();
@@ -129,7 +152,7 @@ impl ThrottlePolicy for Threshold {
         }
         self.rate = rate;
         self.last_refresh = Some(guard.now);
-        self.counters = guard.clients.iter().map(|c| (c.chan, c.bytes_read + c.bytes_written)).collect();
+        self.counters = guard.clients.iter().map(|c| (c.chan, c.bytes_read, c.bytes_written)).collect();
         order.iter().zip(&throttled).map(|(o, &t)| (o.1, if t { rate.map(|r| (r.max(1), self.p.burst)) } else { None })).collect()
     }
 
