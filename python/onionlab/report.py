@@ -17,7 +17,12 @@ from typing import Iterable, Union
 
 import pandas as pd
 
-from onionlab import stats
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib
+
+from onionlab import config, stats
 from onionlab.compare import summary_table
 from onionlab.plot import METRICS, cdf_figure, labels_for
 from onionlab.results import Results, as_results
@@ -77,15 +82,30 @@ def runs_table(res: Results) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("seed") if rows else pd.DataFrame()
 
 
+def _metrics_interval_s(res: Results) -> float | None:
+    """The run's ``experiment.metrics_interval`` in seconds, from its resolved config."""
+    from onionlab._core import parse_duration
+
+    try:
+        return float(parse_duration(config.parse(res.config)["experiment"]["metrics_interval"]))
+    except (KeyError, TypeError, ValueError, tomllib.TOMLDecodeError):
+        return None
+
+
 def relay_table(res: Results) -> pd.DataFrame:
-    """Per relay, averaged over intervals and seeds: bytes written per second, queued cells,
-    the fraction of time its token buckets were empty, and the mean time a cell waited in
-    its circuit queues, outbufs and on the wire (:func:`onionlab.stats.wait_split`)."""
-    r = res.relays
+    """Per relay, averaged over the intervals after the warm-up (those that start at or
+    after it, as :func:`onionlab.stats.wait_split` reads them) and over seeds: bytes written
+    per second, queued cells, the fraction of time its token buckets were empty, and the
+    mean time a cell waited in its circuit queues, outbufs and on the wire."""
+    warmup = float(res.summary.get("warmup_seconds") or 0.0)
+    r = res.relays[res.relays["interval_start"] >= warmup]
     if r.empty:
         return pd.DataFrame()
-    iv = r.sort_values(["seed", "relay", "interval_start"]).groupby(["seed", "relay"])["interval_start"].diff()
-    step = float(iv.dropna().median()) if iv.notna().any() else 1.0
+    step = _metrics_interval_s(res)
+    if step is None:
+        # A config without the key (hand-made Results): the intervals' own spacing.
+        iv = r.sort_values(["seed", "relay", "interval_start"]).groupby(["seed", "relay"])["interval_start"].diff()
+        step = float(iv.dropna().median()) if iv.notna().any() else 1.0
     g = r.groupby("relay", sort=False)
     out = pd.DataFrame(
         {

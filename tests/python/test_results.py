@@ -293,6 +293,36 @@ def test_plot_compare_report_on_synthetic(fake_results, tmp_path):
     assert "<table" in page and "slower" in page and "Resolved config" in page
 
 
+def test_report_relay_table_reads_only_after_the_warmup_at_the_runs_interval():
+    from onionlab.report import relay_table
+
+    run = fake_run(1)
+    # Two 2 s intervals per relay before the 10 s warm-up, two after; the loud ones before
+    # must not count, and the rate is per 2 s whichever intervals are left.
+    run["relays"] = {
+        "seed": [1] * 8,
+        "relay": ["guard1", "exit1"] * 4,
+        "interval_start": [6.0, 6.0, 8.0, 8.0, 10.0, 10.0, 12.0, 12.0],
+        "bytes_read": [10**9] * 4 + [2048, 4096, 6144, 8192],
+        "bytes_written": [10**9] * 4 + [4096, 8192, 12288, 16384],
+        "queued_cells": [999] * 4 + [1, 2, 3, 4],
+        "bucket_empty_s": [2.0] * 4 + [0.0, 0.5, 1.0, 0.5],
+    }
+    res = Results.from_runs([run], config='[experiment]\nname = "fake"\nwarmup = "10 s"\nmetrics_interval = "2 s"\n')
+    t = relay_table(res)
+    assert t.loc["guard1", "written (KiB/s)"] == pytest.approx((4096 + 12288) / 2 / 2 / 1024)
+    assert t.loc["exit1", "read (KiB/s)"] == pytest.approx((4096 + 8192) / 2 / 2 / 1024)
+    assert t.loc["guard1", "queued cells (max)"] == 3
+    assert t.loc["exit1", "bucket empty (%)"] == pytest.approx(100 * 0.5 / 2)
+    # One interval after the warm-up: still per 2 s, from the config (no spacing to read).
+    run["relays"] = {k: v[:2] + v[4:6] for k, v in run["relays"].items()}
+    one = relay_table(Results.from_runs([run], config=res.config))
+    assert one.loc["guard1", "written (KiB/s)"] == pytest.approx(4096 / 2 / 1024)
+    # Nothing after the warm-up: no table.
+    run["relays"] = {k: v[:2] for k, v in run["relays"].items()}
+    assert relay_table(Results.from_runs([run], config=res.config)).empty
+
+
 def test_wait_split_is_cell_seconds_over_cells_per_relay_and_pooled():
     import pandas as pd
 
