@@ -34,16 +34,23 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+# Submodules the docs name as `onionlab.stats` etc.: imported on first use as well, so
+# `import onionlab; onionlab.stats.byte_latency(...)` works without importing them first.
+_SUBMODULES = ("config", "runner", "sweep", "results", "stats", "plot", "compare", "report", "progress", "generate", "reproduce")
 
+
+def __getattr__(name):
+    import importlib
+
+    if name in _LAZY:
         mod, attr = _LAZY[name]
         value = getattr(importlib.import_module(mod), attr)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"onionlab.{name}")
     raise AttributeError(f"module 'onionlab' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))

@@ -323,8 +323,10 @@ def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
                 x["goodput"]["median"] / 1024.0 if x.get("goodput", {}).get("median") is not None else None
             )
         rows.append(row)
-    df = pd.DataFrame(rows).set_index("experiment")
-    return df.astype("float64", errors="ignore")
+    df = pd.DataFrame(rows).set_index("experiment").astype("float64", errors="ignore")
+    # Counts stay whole numbers (nullable: a summary may lack them), so tables print "2", not "2.000".
+    counts = [c for c in df.columns if c == "Seeds" or c.endswith((" downloads", " errors", " unfinished"))]
+    return df.astype({c: "Int64" for c in counts})
 
 
 #: The relays table's wait columns (the Rust `onionlab_tor::wait` ledgers), by place.
@@ -382,19 +384,27 @@ def byte_latency(circuits: pd.DataFrame, start: float = 0.0, end: float | None =
     cells waited in the exit's queue added; ``cells_delivered``; ``bytes_delivered`` (cells
     times 498 payload bytes); ``rate`` (payload bytes/s over the span of the intervals
     read); ``mean_backlog_cells`` (the paper's backlog, definition 1, averaged over that
-    span) and ``mean_exit_queued_cells``. Over a window with cells still in transit at its
-    ends the ratios are Little's law's estimates (``onionlab_tor::transit``). A group that
-    delivered nothing has NaN latencies. Raises ``ValueError`` naming a missing column."""
+    span) and ``mean_exit_queued_cells``. These three are per run: where ``by`` does not
+    hold ``seed`` and the table holds several seeds, a group's sums are divided by the
+    span times the number of seeds (a class's rate is its mean over the runs, not their
+    sum). Over a window with cells still in transit at its ends the ratios are Little's
+    law's estimates (``onionlab_tor::transit``). A group that delivered nothing has NaN
+    latencies. Raises ``ValueError`` naming a missing column, or for a table without rows
+    (a run without ``experiment.circuit_metrics_interval`` has an empty one)."""
     need = {"interval_start", "cells_delivered", "transit_cell_s", "exit_wait_cell_s", *by}
     missing = sorted(need - set(circuits.columns))
     if missing:
         raise ValueError(f"circuits table: missing column(s) {', '.join(missing)} (set experiment.circuit_metrics_interval)")
+    if circuits.empty:
+        raise ValueError("circuits table: no rows (set experiment.circuit_metrics_interval; with it set, no circuit was open at any sample)")
     c = circuits[circuits["interval_start"] >= start]
     if end is not None:
         c = c[c["interval_start"] < end]
     starts = np.sort(circuits["interval_start"].unique())
     step = float(np.diff(starts).min()) if len(starts) > 1 else float("nan")
     span = c["interval_start"].nunique() * step if len(c) else float("nan")
+    if "seed" not in by and "seed" in c.columns:
+        span *= max(1, c["seed"].nunique())
     sums = {"cells_delivered": ("cells_delivered", "sum"), "transit_cell_s": ("transit_cell_s", "sum"),
             "exit_wait_cell_s": ("exit_wait_cell_s", "sum")}
     if by:

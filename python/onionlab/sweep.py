@@ -363,7 +363,10 @@ def _validate(jobs: list) -> dict[str, str]:
         where = "in every point" if len(names) == len(jobs) else "in point" + ("s " if len(names) > 1 else " ") + ", ".join(names)
         problems.append({"path": path, "message": f"{message} ({where})", "hint": hint})
     n = len(problems)
-    raise config_mod.ConfigError(f"{n} problem{'s' if n != 1 else ''} in the sweep's points", problems)
+    err = config_mod.ConfigError(f"{n} problem{'s' if n != 1 else ''} in the sweep's points", problems)
+    # The message carries the problems, as the config loader's does (the CLI prints them from
+    # err.problems; a traceback shows only the message).
+    raise config_mod.ConfigError(f"{err.args[0]}:\n{config_mod.format_problems(err)}", problems)
 
 
 def _refuse_identical_points(jobs: list, resolved: dict[str, str]) -> None:

@@ -98,6 +98,28 @@ def test_byte_latency_by_hand():
 def test_byte_latency_names_a_missing_column():
     with pytest.raises(ValueError, match="transit_cell_s"):
         stats.byte_latency(pd.DataFrame({"interval_start": [0.0], "cells_delivered": [1]}))
+    # A run without circuit metrics has the columns and no rows.
+    empty = pd.DataFrame({k: [] for k in ("seed", "client", "class", "circuit", "created", "interval_start", "cells_delivered",
+                                           "transit_cell_s", "exit_wait_cell_s")})
+    with pytest.raises(ValueError, match="set experiment.circuit_metrics_interval"):
+        stats.byte_latency(empty)
+
+
+def test_byte_latency_pooled_over_seeds_is_per_run():
+    # One class, two seeds over the same two 1 s intervals: seed 1 delivers 40 cells, seed 2
+    # 20. Pooled, the rate is the mean of the runs' (30 cells/s), not their sum.
+    c = pd.DataFrame({
+        "seed": [1, 1, 2, 2], "client": ["a"] * 4, "class": ["x"] * 4, "circuit": [0] * 4, "created": [0.0] * 4,
+        "interval_start": [0.0, 1.0, 0.0, 1.0], "cells_delivered": [10, 30, 5, 15], "transit_cell_s": [2.0, 4.0, 1.0, 1.0],
+        "exit_wait_cell_s": [0.0] * 4,
+    })
+    per_seed = stats.byte_latency(c, by=("seed", "class")).set_index("seed")
+    assert per_seed.loc[1, "rate"] == pytest.approx(40 * 498 / 2) and per_seed.loc[2, "rate"] == pytest.approx(20 * 498 / 2)
+    for by in ((), ("class",)):
+        pooled = stats.byte_latency(c, by=by).iloc[0]
+        assert pooled["rate"] == pytest.approx(30 * 498 / 2), by
+        assert pooled["mean_backlog_cells"] == pytest.approx((6.0 + 2.0) / 2 / 2), by
+        assert pooled["latency_s"] == pytest.approx(8.0 / 60), by  # a ratio: pooled as it was
 
 
 @needs_core

@@ -408,3 +408,14 @@ def test_mean_ci95_is_the_mean_with_students_half_width():
     assert mean == pytest.approx(1.0) and half == pytest.approx(4.303)
     mean, half = stats.mean_ci95([2.5])
     assert mean == 2.5 and math.isnan(half)
+
+
+def test_submodules_load_on_first_use():
+    # `import onionlab; onionlab.stats...` as the docs write it, in a fresh interpreter
+    # (here every submodule is already imported, which would hide the failure).
+    import subprocess
+    import sys
+
+    code = "import onionlab; onionlab.stats.byte_latency; onionlab.report.relay_table; print(set(dir(onionlab)) >= {'stats', 'sweep'})"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr

@@ -217,6 +217,8 @@ def test_bad_points_are_reported_before_anything_runs(short, tmp_path, monkeypat
         onionlab.run_sweep(short, ["tor.circ_window=500,lots", "mechanisms.scheduler=ewma,kist"], out=tmp_path)
     (p,) = e.value.problems
     assert p["path"] == "tor.circ_window" and "in points 02-circ_window=lots-scheduler=ewma, 03-" in p["message"]
+    # The message itself says what is wrong, as the config loader's does (a traceback shows only it).
+    assert str(e.value).startswith("1 problem in the sweep's points:\ntor.circ_window: ") and "lots" in str(e.value)
     assert main(["sweep", str(short), "-o", str(tmp_path), "--vary", "clients[heavy].count=1,2", "--no-progress"]) == 1
     assert "no element named \"heavy\" (in every point)" in capsys.readouterr().err
     assert main(["sweep", str(short), "-o", str(tmp_path), "--vary", "experiment.seeds=1,2"]) == 2
