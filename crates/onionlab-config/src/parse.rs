@@ -903,7 +903,12 @@ impl Ctx<'_> {
             for (i, r) in relays.iter().enumerate() {
                 // Relays that inherit the default are covered by the error above.
                 if r.scheduler != SchedulerConfig::RoundRobin && r.scheduler != mechanisms.scheduler {
-                    self.err_hint(format!("relays[{i}].scheduler"), what, hint);
+                    // The relay's own setting wins over mechanisms.scheduler: it is the one to change.
+                    self.err_hint(
+                        format!("relays[{i}].scheduler"),
+                        what,
+                        "set this relay's scheduler = \"round-robin\", or remove it so that the relay follows mechanisms.scheduler",
+                    );
                 }
                 if r.throttling != ThrottlingConfig::None || r.tortoise.is_some() {
                     self.err_hint(

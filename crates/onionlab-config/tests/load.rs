@@ -1358,7 +1358,8 @@ fn predictor_parameters_defaults_and_conflicts() {
     assert_eq!(e.0.len(), 1, "one error for the default, not one per relay: {e}");
     assert!(e.at("mechanisms.scheduler").is_some_and(|e| e.message.contains("PredicTor shapes each circuit")), "{e}");
     let text = with("predictor = {}").replacen("name = \"guard\"\n", "name = \"guard\"\nscheduler = \"kist\"\n", 1);
-    err_at(&text, "relays[0].scheduler", &["PredicTor"]);
+    let e = err_at(&text, "relays[0].scheduler", &["PredicTor"]);
+    assert!(e.hint.as_deref().is_some_and(|h| h.contains("this relay's scheduler")), "the relay's own setting is the one to change: {e}");
     err_at(&with("throttling = { kind = \"split\" }\npredictor = {}"), "relays[0]", &["PredicTor"]);
 }
 

@@ -5,7 +5,8 @@
 //! Every `R` seconds (checked at each 1 s tick): sort client connections by cell EWMA,
 //! loudest first; `k = floor(T * N)`; the rate is the mean throughput over the last `R`
 //! seconds of the `k`-th loudest connection, "the average number of bytes transferred over
-//! the last R seconds" (paper section 3.3): `(bytes read + bytes written) / R`, raised to
+//! the last R seconds" (paper section 3.3): by default `(bytes read + bytes written) / R`
+//! (`throughput` below), raised to
 //! the floor `F` if below it; the `k` loudest are throttled at that rate, the others
 //! unthrottled; the throughput counters restart. `k = 0` throttles nobody.
 //!
