@@ -125,6 +125,12 @@ def _plot(args: argparse.Namespace) -> int:
     from onionlab.plot import plot
     from onionlab.results import load
 
+    if os.path.isfile(os.path.join(args.dir, "sweep.json")):
+        # A sweep's figures hold every point; plot draws one experiment's classes.
+        raise ValueError(
+            f"{args.dir}: a sweep directory (its ttfb.png, ttlb.png and sweep.png show every point); "
+            f"`onionlab compare {args.dir} -o OUTDIR` draws its points again, `onionlab plot {os.path.join(args.dir, 'points', 'NAME')}` one point"
+        )
     res = load(args.dir)
     out = args.output if args.output is not None else args.dir
     for p in plot(res, os.path.join(out, "")):

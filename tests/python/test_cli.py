@@ -200,6 +200,13 @@ def test_plot_compare_report_commands(fake_results, tmp_path, capsys):
     assert (tmp_path / "cmp" / "compare.csv").is_file()
     assert main(["report", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r.html")]) == 0
     assert "data:image/png;base64," in (tmp_path / "r.html").read_text()
+    # A sweep directory: plot says what to run instead (compare and report take it).
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "sweep.json").write_text("{}")
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "sw")]) == 2
+    err = capsys.readouterr().err
+    assert "a sweep directory" in err and f"onionlab compare {tmp_path / 'sw'} -o OUTDIR" in err, err
 
 
 def test_ray_missing_is_a_clear_error(tmp_path, capsys, monkeypatch):
