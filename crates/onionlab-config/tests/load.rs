@@ -331,10 +331,18 @@ fn metrics_intervals_divide_the_run() {
     load(&with("90 s", "connection_metrics_interval = \"30 s\"\nmetrics_interval = \"0.5 s\"")).unwrap();
     load(&with("0.3 s", "metrics_interval = \"100 ms\"")).unwrap();
     // The last 30 s would have no row: refused, naming the field, the rest and a fit.
-    let e = err_at(&with("90 s", "connection_metrics_interval = \"1 min\""), "experiment.connection_metrics_interval", &["does not divide", "(90 s)", "last 30 s"]);
+    let e = err_at(
+        &with("90 s", "connection_metrics_interval = \"1 min\""),
+        "experiment.connection_metrics_interval",
+        &["does not divide", "(90 s)", "last 30 s"],
+    );
     assert!(e.hint.as_deref().is_some_and(|h| h.contains("connection_metrics_interval = \"30 s\"")), "{e}");
     // Longer than the run: the table would be empty.
-    err_at(&with("90 s", "channel_metrics_interval = \"2 min\""), "experiment.channel_metrics_interval", &["longer than the duration", "no row"]);
+    err_at(
+        &with("90 s", "channel_metrics_interval = \"2 min\""),
+        "experiment.channel_metrics_interval",
+        &["longer than the duration", "no row"],
+    );
     err_at(&with("90 s", "circuit_metrics_interval = \"7 s\""), "experiment.circuit_metrics_interval", &["does not divide"]);
     // The default 1 s is named as the default.
     let e = err_at(&with("2500 ms", ""), "experiment.metrics_interval", &["(the default)", "500 ms"]);

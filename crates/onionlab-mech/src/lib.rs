@@ -19,6 +19,6 @@ pub mod tortoise;
 
 pub use braids::{Braids, BraidsError, BraidsParams, TicketCounters};
 pub use throttling::{
-    BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, Threshold, ThresholdParams, ThresholdSemantics, ThresholdThroughput,
-    ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, DEFAULT_BURST, DEFAULT_HALFLIFE,
+    BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, Threshold, ThresholdParams, ThresholdSemantics,
+    ThresholdThroughput, ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, DEFAULT_BURST, DEFAULT_HALFLIFE,
 };

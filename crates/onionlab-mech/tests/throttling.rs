@@ -333,7 +333,14 @@ fn threshold_rate_of_a_throttled_kth_connection_creeps_holds_or_halves_by_what_i
         for s in 0..=40u64 {
             let clients = [
                 ClientConnection { chan: 0, client: 0, bytes_read: 0, bytes_written: 0, throttle: None, bucket_empty_intervals: 0 },
-                ClientConnection { chan: 1, client: 1, bytes_read: read, bytes_written: written, throttle: None, bucket_empty_intervals: 0 },
+                ClientConnection {
+                    chan: 1,
+                    client: 1,
+                    bytes_read: read,
+                    bytes_written: written,
+                    throttle: None,
+                    bucket_empty_intervals: 0,
+                },
             ];
             for (chan, th) in p.tick(&state(t(s + 1), MIB, 2, &clients)) {
                 if chan == 1 {

@@ -608,7 +608,7 @@ fn dividing(dur_ns: u64, target_ns: u64) -> u64 {
     let mut best = 1;
     let mut k = 1;
     while k * k <= dur_ns {
-        if dur_ns % k == 0 {
+        if dur_ns.is_multiple_of(k) {
             for d in [k, dur_ns / k] {
                 if d <= target && d > best {
                     best = d;
@@ -630,7 +630,11 @@ fn render(g: &Gen) -> (String, Option<String>) {
         writeln!(s, "warmup = \"{} us\"", (w * dur_ms as f64 * 1000.0) as u64).unwrap();
     }
     let dur_ns = dur_ms * 1_000_000;
-    let intervals = [("metrics_interval", g.metrics_us), ("connection_metrics_interval", g.conn_metrics_us), ("channel_metrics_interval", g.chan_metrics_us)];
+    let intervals = [
+        ("metrics_interval", g.metrics_us),
+        ("connection_metrics_interval", g.conn_metrics_us),
+        ("channel_metrics_interval", g.chan_metrics_us),
+    ];
     for (key, us) in intervals {
         if let Some(us) = us {
             writeln!(s, "{key} = \"{} ns\"", dividing(dur_ns, us * 1000)).unwrap();
