@@ -95,6 +95,10 @@ def no_runs(monkeypatch):
         (["reproduce", "throttling", "--duration", "90 s", "--warmup", "30 s"], "--duration"),
         (["reproduce", "predictor", "--duration", "7.55 s"], "--duration"),
         (["reproduce", "tortoise", "--duration", "300.5 s"], "--duration"),
+        # --quick sets only what was not given: a warm-up longer than the given run is refused,
+        # not replaced by --quick's (it once ran 6 minutes with a 1-minute warm-up unasked).
+        (["reproduce", "tortoise", "--quick", "--only", "E0", "--duration", "1 min", "--warmup", "2 min"], "--warmup"),
+        (["reproduce", "throttling", "--quick", "--duration", "2 min", "--warmup", "2 min"], "--warmup"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option_before_anything_runs(tmp_path, capsys, no_runs, argv, named):
@@ -234,3 +238,23 @@ def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["reproduce", "ewma", "--quick", "-o", str(tmp_path / "ewma"), "--ray", "auto"]) == 2
     assert "pip install" in capsys.readouterr().err
+
+
+def test_quick_keeps_the_options_given_beside_it(tmp_path, monkeypatch):
+    """--quick sets each of its values only where the command line left the option to it."""
+    import onionlab.reproduce.predictor as predictor
+
+    seen = []
+
+    def fake_run_many(exps, out, jobs=None, **kw):
+        seen.extend(exps)
+        raise RuntimeError("stop after the configs")
+
+    monkeypatch.setattr(predictor, "run_many", fake_run_many)
+    argv = ["reproduce", "predictor", "--quick", "--seeds", "2", "--circuits", "none", "--fuzziness", "none", "--mixed-circuits", "0",
+            "-o", str(tmp_path / "p")]
+    assert main(argv) == 2
+    assert seen and {name.split("-")[0] for name, _, _ in seen} == {"toy"}, "no random, fuzziness or mixed networks"
+    assert all(seeds == [1, 2] for _, _, seeds in seen)
+    assert all('duration = "10 s"' in path.read_text() for _, path, _ in seen), "--quick's duration where none was given"
+

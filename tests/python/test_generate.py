@@ -320,6 +320,20 @@ def test_generate_check_load_and_run(tmp_path, capsys):
     assert summary["counters"]["circuits_built"] > 31, summary["counters"]
 
 
+def test_generate_without_params_or_profile_says_so(tmp_path, capsys):
+    # Nothing from the consensus params or a tor version: the messages and the experiment's
+    # examples say what is replaced (not "not modelled", not the consensus's scheduler).
+    out = tmp_path / "bare"
+    argv = ["generate", "-o", str(out), "--network-scale", "0.005", "--users", "500", "--no-consensus-params", "--tor-version", "none",
+            "--duration", "20 s", "--warmup", "5 s"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "not modelled" not in printed and "consensus params not applied (--no-consensus-params)" in printed, printed
+    exp = (out / "experiment.toml").read_text()
+    assert "in place of the default (network.toml sets none)" in exp and "in place of tor's default (network.toml sets none)" in exp
+    assert "[mechanisms]" not in (out / "network.toml").read_text().replace("# [mechanisms]", "")
+
+
 def test_generate_cli_errors(tmp_path, capsys):
     assert main(["generate", "-o", str(tmp_path / "x"), "--consensus", str(tmp_path / "none")]) == 2
     assert "none" in capsys.readouterr().err

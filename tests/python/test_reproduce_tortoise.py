@@ -42,3 +42,28 @@ def test_bad_arguments(tmp_path, capsys):
     assert main(["reproduce", "tortoise", "--duration", "300.5 s", "-o", str(tmp_path / "y")]) != 0
     assert "--duration: '300.5 s' must be a whole multiple of 1 s (the relays table is sampled every second)" in capsys.readouterr().err
     assert not (tmp_path / "y" / "configs").exists()
+
+
+def test_a_starved_client_counts_in_the_sets_not_in_the_means():
+    """Every client of the config is in the per-client table: one that completed no download
+    counts in the anonymity set and the operator share, and is reported as starved rather
+    than dropped (it once made E9b's bulk share 2/34 instead of 2/36)."""
+    from types import SimpleNamespace
+
+    from onionlab.reproduce import tortoise
+
+    config = '[[clients]]\nname = "web-a"\ncount = 2\n[[clients]]\nname = "bulk-a"\ncount = 3\n'
+    downloads = pd.DataFrame({
+        "seed": [1, 1, 1, 1], "client": ["web-a0", "web-a1", "bulk-a0", "bulk-a2"], "class": ["web-a", "web-a", "bulk-a", "bulk-a"],
+        "size": [100_000, 100_000, 1_000_000, 1_000_000], "ttlb": [1.0, 2.0, 10.0, float("nan")],
+        "error": [None, None, None, "unfinished"],
+    })
+    relays = pd.DataFrame({"relay": ["guard", "bulk-a0-relay"]})
+    res = SimpleNamespace(config=config, downloads=downloads, relays=relays, summary={"seeds": [1]})
+    per = tortoise.client_means(res)
+    assert sorted(per["client"]) == ["bulk-a0", "bulk-a1", "bulk-a2", "web-a0", "web-a1"]
+    s = tortoise.summarize(per)
+    assert (s["starved_web"], s["starved_bulk"]) == (0.0, 2.0)
+    assert s["bulk"] == pytest.approx(100.0) and s["web"] == pytest.approx((100 + 50) / 2)  # KBps over those that finished
+    a = tortoise.anonymity(per, 100.0)
+    assert a["operator_share_bulk"] == pytest.approx(1 / 3) and a["anonymity_set_all"] == 5

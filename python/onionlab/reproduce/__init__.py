@@ -37,11 +37,41 @@ def module(name: str) -> ModuleType:
 
 # ---------------------------------------------------------------- shared plumbing
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from onionlab import config as config_mod
+
+
+class Given(argparse.Action):
+    """Stores an option's value and records in ``args.given`` that the command line gave
+    it, so that ``--quick`` sets only what was left to it (``--quick --seeds 3`` runs 3)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = set(getattr(namespace, "given", ())) | {self.dest}
+
+
+def quick_settings(args, **values) -> None:
+    """``--quick``'s settings, each unless the command line gave that option (see
+    :class:`Given`)."""
+    given = getattr(args, "given", ())
+    for dest, value in values.items():
+        if dest not in given:
+            setattr(args, dest, value)
+
+
+def write_summary(path: Path, summary: dict, sort_keys: bool = False) -> None:
+    """A reproduction's ``summary.json``: strict JSON, a missing number (NaN) as ``null``
+    (``json.dumps`` would write a bare ``NaN``, which JSON readers refuse)."""
+    import json
+
+    from onionlab.results import _json_safe
+
+    text = json.dumps(_json_safe(summary), indent=2, sort_keys=sort_keys, default=float, allow_nan=False)
+    Path(path).write_text(text + "\n")
 
 
 def markdown_table(df) -> str:

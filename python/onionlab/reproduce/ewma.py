@@ -22,7 +22,6 @@ Experiments (spec ``ewma-braids.md`` A.7, copied into ``docs/reproductions/ewma.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import time
@@ -33,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least
-from onionlab.reproduce import markdown_table, run_many, write_config
+from onionlab.reproduce import markdown_table, run_many, write_config, write_summary
 
 DESCRIPTION = "Tang & Goldberg CCS 2010: circuit EWMA vs round robin (web/bulk CDFs, K-S test, half-life sweep, KIST)"
 
@@ -179,9 +178,11 @@ def full_network_config(scheduler: str, quick: bool) -> str:
 
 
 def _first(df: pd.DataFrame, cls: str, n: int) -> pd.DataFrame:
-    """`n` completed downloads of the classes starting with `cls`, the same number from every
-    client of every seed (each client's earliest), so that two runs are compared on the
-    same mix of clients (fast clients finish more downloads than slow ones)."""
+    """`n` completed downloads of the classes starting with `cls`, taken in rounds over the
+    clients of every seed (every client's earliest, then every client's second, ..., the
+    last round cut short at `n`), so that two runs are compared on nearly the same mix of
+    clients (fast clients finish more downloads than slow ones). A client that completed no
+    download cannot contribute; :func:`_silent_clients` counts them."""
     d = df[(df["class"].str.startswith(cls)) & df["error"].isna() & df["ttlb"].notna()].sort_values(["start", "seed", "client"])
     d = d.assign(rank=d.groupby(["seed", "client"]).cumcount())
     groups = d.groupby(["seed", "client"]).ngroups
@@ -189,6 +190,18 @@ def _first(df: pd.DataFrame, cls: str, n: int) -> pd.DataFrame:
         return d
     per = math.ceil(n / groups)
     return d[d["rank"] < per].sort_values(["rank", "seed", "client"]).head(n)
+
+
+def _silent_clients(res, cls: str) -> tuple[int, int]:
+    """(client-seeds of the classes starting with `cls`, those with no completed download in
+    the results): the second are missing from :func:`_first`'s sample."""
+    from onionlab import config as config_mod
+
+    groups = [g for g in config_mod.parse(res.config).get("clients", []) if g["name"].startswith(cls)]
+    total = sum(int(g.get("count", 0)) for g in groups) * len(res.summary.get("seeds") or [])
+    d = res.downloads
+    done = d[d["class"].str.startswith(cls) & d["error"].isna() & d["ttlb"].notna()]
+    return total, total - done.groupby(["seed", "client"]).ngroups
 
 
 def line_results(web: dict[str, np.ndarray], bulk: dict[str, np.ndarray]) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -267,17 +280,25 @@ def main(out: Path, args: argparse.Namespace) -> int:
     web: dict[str, np.ndarray] = {}
     bulk: dict[str, np.ndarray] = {}
     sweep: dict[float, float] = {}
+    silent: dict[str, dict[str, int]] = {}
     for kind in ["round-robin", "ewma"]:
         dl = runs[f"line-{kind}"].downloads
         web[kind] = _first(dl, "web", n_web)["ttlb"].to_numpy()
         bulk[kind] = _first(dl, "bulk", n_bulk)["ttlb"].to_numpy()
         if kind == "ewma":
             sweep[MAIN_HALFLIFE] = float(np.median(web[kind]))
+        for cls in ("web", "bulk"):
+            total, none = _silent_clients(runs[f"line-{kind}"], cls)
+            silent.setdefault(kind, {})[cls] = none
+            if none:
+                print(f"note: {kind}: {none} of {total} {cls} client-seeds completed no download after the warm-up; "
+                      "the sample has none of theirs", flush=True)
     for kind, n, arr in [(k, n_web, web[k]) for k in web] + [(k, n_bulk, bulk[k]) for k in bulk]:
         if len(arr) < n:
             print(f"warning: {kind}: only {len(arr)} downloads of the {n} wanted", flush=True)
 
     main_table, summary["line"] = line_results(web, bulk)
+    summary["line"]["client_seeds_without_download"] = silent
     main_table.to_csv(out / "web_bulk.csv", index=False)
     med = summary["line"]["web_median_s"]
     d, p = summary["line"]["bulk_ks"]["D"], summary["line"]["bulk_ks"]["p"]
@@ -348,7 +369,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
         summary["full_network"] = ft.to_dict(orient="records")
 
     summary["wall_s"] = round(time.monotonic() - t0, 1)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    write_summary(out / "summary.json", summary)
     _write_markdown(out, summary, main_table, sweep_table)
     print((out / "summary.md").read_text())
     return 0

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least, check_whole_steps, positive_duration
-from onionlab.reproduce import markdown_table, reuse_options, run_many, write_config
+from onionlab.reproduce import Given, markdown_table, quick_settings, reuse_options, run_many, write_config
 from onionlab.stats import byte_latency
 
 DESCRIPTION = "PredicTor (2022): the toy topology's table 1 (latency, throughput, fairness) against vanilla Tor and PCTCP; figures 4 and 5"
@@ -387,24 +387,24 @@ def random_figure(m: pd.DataFrame, path: Path) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", type=int, default=3, help="seeds per configuration (default 3; the paper ran one)")
-    p.add_argument("--duration", type=positive_duration, default="30 s", help='simulated time per run (default "30 s"; the authors: 7.5 s)')
+    p.add_argument("--seeds", action=Given, type=int, default=3, help="seeds per configuration (default 3; the paper ran one)")
+    p.add_argument("--duration", action=Given, type=positive_duration, default="30 s", help='simulated time per run (default "30 s"; the authors: 7.5 s)')
     p.add_argument("--lead", type=float, default=4.0, help="seconds left out at the start (default 4, the authors')")
     p.add_argument("--circ-window", type=int, default=1000,
                    help="vanilla and PCTCP's circuit window in cells (default 1000, tor's; the authors' scripts: 500)")
-    p.add_argument("--circuits", default=",".join(map(str, RANDOM_CIRCUITS)),
+    p.add_argument("--circuits", action=Given, default=",".join(map(str, RANDOM_CIRCUITS)),
                    help=f"random networks (section 5.3): circuit counts, comma-separated (default {','.join(map(str, RANDOM_CIRCUITS))}; "
                         "'none' skips them)")
-    p.add_argument("--reps", type=int, default=3, help="random networks per circuit count (default 3; the paper: 25)")
-    p.add_argument("--random-duration", type=positive_duration, default="12 s", help='simulated time per random-network run (default "12 s")')
-    p.add_argument("--random-lead", type=float, default=6.0,
+    p.add_argument("--reps", action=Given, type=int, default=3, help="random networks per circuit count (default 3; the paper: 25)")
+    p.add_argument("--random-duration", action=Given, type=positive_duration, default="12 s", help='simulated time per random-network run (default "12 s")')
+    p.add_argument("--random-lead", action=Given, type=float, default=6.0,
                    help="seconds left out at the start of a random-network run (default 6; the paper: all but the last 2 s)")
-    p.add_argument("--fuzziness", default=",".join(map(str, FUZZINESS)),
+    p.add_argument("--fuzziness", action=Given, default=",".join(map(str, FUZZINESS)),
                    help=f"latency fuzziness f (section 5.4), comma-separated (default {','.join(map(str, FUZZINESS))}; 'none' skips it)")
-    p.add_argument("--fuzz-circuits", type=int, default=100, help="circuits of the fuzziness runs (default 100, the paper's 'little congestion')")
-    p.add_argument("--mixed-circuits", type=int, default=100,
+    p.add_argument("--fuzz-circuits", action=Given, type=int, default=100, help="circuits of the fuzziness runs (default 100, the paper's 'little congestion')")
+    p.add_argument("--mixed-circuits", action=Given, type=int, default=100,
                    help="circuits of the mixed-traffic networks (section 5.5; default 100, the paper: 300; 0 skips them)")
-    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s; one random network of 10 circuits) for tests")
+    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s; one random network of 10 circuits) for tests; options given beside it keep their values")
     p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
     p.add_argument("--reuse-runs", action="store_true", help="load runs whose config is unchanged from OUT/runs")
     p.add_argument("--reuse-runs-from", nargs="+", metavar="DIR", help="also reuse runs from these output directories")
@@ -564,10 +564,9 @@ def parse_counts(text: str) -> list[int]:
 
 
 def main(out: Path, args) -> int:
-    if args.quick:
-        args.seeds, args.duration = 1, "10 s"
-        args.circuits, args.reps, args.random_duration, args.random_lead = "10", 1, "6 s", 3.0
-        args.fuzziness, args.fuzz_circuits, args.mixed_circuits = "1", 10, 10
+    if args.quick:  # each unless the command line gave it
+        quick_settings(args, seeds=1, duration="10 s", circuits="10", reps=1, random_duration="6 s", random_lead=3.0,
+                       fuzziness="1", fuzz_circuits=10, mixed_circuits=10)
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     if args.circ_window < 1:

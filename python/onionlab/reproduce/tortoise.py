@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration
-from onionlab.reproduce import run_many, write_config
+from onionlab.reproduce import Given, quick_settings, run_many, write_config, write_summary
 from onionlab.stats import ecdf
 
 DESCRIPTION = "Tortoise (2011): universal ingress rate limit, client-relays, partial deployment; experiments E0-E10"
@@ -166,30 +166,39 @@ scheduler = "round-robin"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", type=int, default=2, help="seeds per experiment (default 2)")
-    p.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per run (default "20 min")')
-    p.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from metrics (default "4 min")')
+    p.add_argument("--seeds", action=Given, type=int, default=2, help="seeds per experiment (default 2)")
+    p.add_argument("--duration", action=Given, type=positive_duration, default="20 min", help='simulated time per run (default "20 min")')
+    p.add_argument("--warmup", action=Given, type=duration, default="4 min", help='warm-up excluded from metrics (default "4 min")')
     p.add_argument("--capacity-scale", type=float, default=0.5,
                    help="relay bandwidth multiplier (default 0.5; see docs/reproductions/tortoise.md for the calibration)")
     p.add_argument("--client-links", choices=["flat", "tiers"], default="tiers",
                    help="tiers: a fast/medium/slow spread of access links (default); flat: residential 10/2 Mbit, institutional 10/10")
     p.add_argument("--operator-entry", choices=["bridge", "exempt"], default="exempt",
                    help="exempt: ordinary paths, recognised at every ingress (default); bridge: operators enter through their own relay")
-    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests")
+    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests; options given beside it keep their values")
     p.add_argument("--only", nargs="+", metavar="E", help="run only these experiments (e.g. E0 E1)")
     p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
 
 
 def client_means(res) -> pd.DataFrame:
-    """Per client: mean download throughput (KBps, 1000 B/s), its class (web/bulk), whether
-    it runs a relay, and its mean throughput over downloads of at least 900 KB (sustained
-    rate, little affected by the bucket's burst)."""
+    """Per client of every run (every client of the config, whether it finished a download
+    or not): mean download throughput (KBps, 1000 B/s) over its completed downloads (NaN
+    for a client that completed none: it is starved, not absent), its class (web/bulk),
+    whether it runs a relay, and its mean throughput over downloads of at least 900 KB
+    (sustained rate, little affected by the bucket's burst)."""
+    from onionlab import config as config_mod
+
     d = res.downloads
     d = d[d["error"].isna() & d["ttlb"].notna() & (d["ttlb"] > 0)].copy()
     d["kbps"] = d["size"] / d["ttlb"] / 1000.0
-    per = d.groupby(["seed", "client", "class"], as_index=False)["kbps"].mean()
+    means = d.groupby(["seed", "client"])["kbps"].mean()
     big = d[d["size"] >= 900_000].groupby(["seed", "client"])["kbps"].mean().rename("sustained_kbps")
-    per = per.merge(big, on=["seed", "client"], how="left")
+    # The roster: group g's clients are named g0, g1, ... (as the run names them).
+    groups = config_mod.parse(res.config).get("clients", [])
+    roster = [(g["name"], f"{g['name']}{i}") for g in groups for i in range(int(g.get("count", 0)))]
+    seeds = res.summary.get("seeds") or sorted(res.downloads["seed"].unique())
+    per = pd.DataFrame([(int(s), c, g) for s in seeds for g, c in roster], columns=["seed", "client", "class"])
+    per = per.join(means, on=["seed", "client"]).join(big, on=["seed", "client"])
     per["kind"] = per["class"].str.split("-").str[0]
     # Operators are the first `count` clients of their group (relay names "<client>-relay").
     operators = set(res.relays["relay"][res.relays["relay"].str.endswith("-relay")].str[: -len("-relay")])
@@ -198,11 +207,17 @@ def client_means(res) -> pd.DataFrame:
 
 
 def summarize(per: pd.DataFrame) -> dict[str, float]:
+    """Mean client throughput per class and for relay operators, over the clients that
+    completed a download; ``starved_web`` and ``starved_bulk``: clients per run that
+    completed none (their throughput is unknown, not zero, so the means leave them out)."""
     out = {"all": per["kbps"].mean(), "web": per.loc[per.kind == "web", "kbps"].mean(), "bulk": per.loc[per.kind == "bulk", "kbps"].mean()}
     ops = per[per.relay_operator]
     out["operators"] = ops["kbps"].mean() if len(ops) else math.nan
     out["non_operators"] = per.loc[~per.relay_operator, "kbps"].mean()
     out["operators_bulk"] = ops.loc[ops.kind == "bulk", "kbps"].mean() if len(ops) else math.nan
+    runs = max(1, per["seed"].nunique())
+    for kind in ("web", "bulk"):
+        out[f"starved_{kind}"] = float((per["kind"].eq(kind) & per["kbps"].isna()).sum()) / runs
     return {k: float(v) for k, v in out.items()}
 
 
@@ -254,8 +269,8 @@ def throughput_table(rows: list[dict]) -> pd.DataFrame:
 
 
 def main(out: Path, args) -> int:
-    if args.quick:
-        args.seeds, args.duration, args.warmup = 1, "6 min", "1 min"
+    if args.quick:  # each unless the command line gave it
+        quick_settings(args, seeds=1, duration="6 min", warmup="1 min")
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     check_warmup(args.duration, args.warmup)
@@ -287,9 +302,9 @@ def main(out: Path, args) -> int:
     _figures(pers, out)
     summary = {"seeds": seeds, "duration": args.duration, "warmup": args.warmup, "capacity_scale": args.capacity_scale, "client_links": args.client_links, "operator_entry": args.operator_entry,
                "throughput": table.to_dict(orient="records"), "anonymity": anon.to_dict(orient="records")}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
+    write_summary(out / "summary.json", summary, sort_keys=True)
     cols = [c for c in ["experiment", "all", "web", "bulk", "operators", "all_change_pct", "web_change_pct", "bulk_change_pct",
-                        "operator_gain_pct", "drop_vs_before_pct", "paper_all", "paper_change_pct"] if c in table.columns]
+                        "operator_gain_pct", "drop_vs_before_pct", "starved_web", "starved_bulk", "paper_all", "paper_change_pct"] if c in table.columns]
     print("\nMean client bandwidth (KBps) and changes against E0:")
     print(table[cols].to_string(index=False))
     print("\nAnonymity (section 4.2):")

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration, positive_float
-from onionlab.reproduce import reuse_options, reuse_sources, run_many, write_config
+from onionlab.reproduce import Given, quick_settings, reuse_options, reuse_sources, run_many, write_config, write_summary
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
@@ -88,17 +88,17 @@ def _attack3_sizes(text: str) -> list[int]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seeds", type=int, default=5, help="seeds per configuration (default 5, as in the paper)")
-    p.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per main run (default "20 min")')
-    p.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from metrics (default "4 min")')
-    p.add_argument("--sweep-seeds", type=int, default=2, help="seeds per sweep point (default 2); the choice is the best mean of per-seed medians")
+    p.add_argument("--seeds", action=Given, type=int, default=5, help="seeds per configuration (default 5, as in the paper)")
+    p.add_argument("--duration", action=Given, type=positive_duration, default="20 min", help='simulated time per main run (default "20 min")')
+    p.add_argument("--warmup", action=Given, type=duration, default="4 min", help='warm-up excluded from metrics (default "4 min")')
+    p.add_argument("--sweep-seeds", action=Given, type=int, default=2, help="seeds per sweep point (default 2); the choice is the best mean of per-seed medians")
     p.add_argument(
         "--sweep-first-seed", type=int, default=1, metavar="N",
         help="the sweep's seeds are N, N+1, ... (default 1: seeds 1-2, which the main runs also use, so the choice is judged "
         "partly on the seeds it was made on; a seed above --seeds holds the choice out from the runs that judge it)",
     )
-    p.add_argument("--sweep-duration", type=positive_duration, help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
-    p.add_argument("--sweep-warmup", type=duration, help="warm-up of sweep runs (default: --warmup)")
+    p.add_argument("--sweep-duration", action=Given, type=positive_duration, help="simulated time per sweep run (default: --duration, so the choice is made on runs like the ones it is used for)")
+    p.add_argument("--sweep-warmup", action=Given, type=duration, help="warm-up of sweep runs (default: --warmup)")
     p.add_argument(
         "--sweep-loads", metavar="LOADS",
         help="loads to sweep at, comma-separated (default medium, spec 9's). With several, each algorithm gets the one "
@@ -121,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="multiply every relay's bandwidth by K (default 1). If the paper's table 1 totals (about 90 GiB) are per "
         "60-minute run, they are what a network of about 4 times the built-in sample's capacity delivers",
     )
-    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 3 simulated minutes, two sweep points) for tests")
+    p.add_argument("--quick", action="store_true", help="a small version (1 seed, 3 simulated minutes, two sweep points) for tests; options given beside it keep their values")
     p.add_argument("--no-sweep", action="store_true", help="skip the sweep; use the parameters in --params")
     p.add_argument("--params", metavar="FILE", help="chosen parameters (a chosen.json from an earlier run) for --no-sweep")
     p.add_argument(
@@ -221,9 +221,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(out: Path, args) -> int:
-    if args.quick:
-        args.seeds, args.duration, args.warmup = 1, "3 min", "1 min"
-        args.sweep_seeds, args.sweep_duration, args.sweep_warmup = 1, None, None
+    if args.quick:  # each unless the command line gave it
+        quick_settings(args, seeds=1, duration="3 min", warmup="1 min", sweep_seeds=1, sweep_duration=None, sweep_warmup=None)
     if args.seeds < 1:
         raise ValueError(f"--seeds: must be at least 1, got {args.seeds}")
     check_warmup(args.duration, args.warmup)
@@ -356,7 +355,7 @@ def main(out: Path, args) -> int:
         "throttle_state": state.to_dict(orient="records"),
         "findings": json.loads(verdicts.to_json(orient="records")),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True, default=float) + "\n")
+    write_summary(out / "summary.json", summary, sort_keys=True)
     _print_report(table1, anon_summary, probe_res)
     print("\nAttack 3 (linking two streams through the shared burst bucket):")
     print(a3.to_string(index=False))
