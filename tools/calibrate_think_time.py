@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from onionlab.argtypes import check_whole_steps
+from onionlab.argtypes import check_whole_steps, duration, positive_duration
 from onionlab.reproduce.throttling import PAPER_TABLE1
 
 #: Table 1's vanilla bulk share at medium load (%).
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sample", choices=tuple(SAMPLES), required=True, help="the built-in relay sample")
     ap.add_argument("--medians", required=True, help='candidate think-time medians, increasing, e.g. "0.8 s,1 s,1.3 s"')
     ap.add_argument("--seeds", type=int, default=2, help="seeds per median (default 2)")
-    ap.add_argument("--duration", default="20 min", help='simulated time per run (default "20 min", as the main runs)')
-    ap.add_argument("--warmup", default="4 min", help='warm-up excluded from the split (default "4 min")')
+    ap.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per run (default "20 min", as the main runs)')
+    ap.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from the split (default "4 min")')
     ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     ap.add_argument("-o", "--out", required=True, help="output directory")
     a = ap.parse_args(argv)

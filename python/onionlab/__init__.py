@@ -36,7 +36,7 @@ _LAZY = {
 
 # Submodules the docs name as `onionlab.stats` etc.: imported on first use as well, so
 # `import onionlab; onionlab.stats.byte_latency(...)` works without importing them first.
-_SUBMODULES = ("config", "runner", "sweep", "results", "stats", "plot", "compare", "report", "progress", "generate", "reproduce")
+_SUBMODULES = ("config", "runner", "sweep", "results", "stats", "plot", "compare", "report", "progress", "generate", "reproduce", "cli")
 
 
 def __getattr__(name):

@@ -74,7 +74,11 @@ def check_whole_steps(duration_text: str, step_s: float, flag: str, why: str) ->
     seconds: a run's metrics tables have one row per whole interval, so a config whose
     interval does not divide the run is refused (`why` says which interval the command
     uses)."""
+    from onionlab._core import parse_duration_ns
+
+    _seconds(duration_text)  # a bad duration: argparse's error
     step_ns = round(step_s * 1e9)
-    if round(_seconds(duration_text) * 1e9) % step_ns:
+    # In integer nanoseconds, as the config's own check: seconds as a float round long runs.
+    if parse_duration_ns(duration_text) % step_ns:
         step = f"{step_s:g} s" if step_s < 60 else f"{step_s / 60:g} min"
         raise ValueError(f"{flag}: {duration_text!r} must be a whole multiple of {step} ({why})")

@@ -30,8 +30,9 @@ def summary_table(results: Iterable[Source]) -> pd.DataFrame:
 
 def format_table(df: pd.DataFrame) -> str:
     """The table as text, transposed when it is wide (one column per experiment)."""
-    t = df.T if len(df.columns) > 6 else df
-    return t.to_string(float_format=lambda v: f"{v:.3f}", na_rep="-")
+    cells = stats.display_cells(df)
+    t = cells.T if len(df.columns) > 6 else cells
+    return t.to_string()
 
 
 def compare(dirs: Iterable[Source], out: Optional[Union[str, os.PathLike]] = None, echo: bool = False) -> pd.DataFrame:

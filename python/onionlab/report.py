@@ -140,7 +140,7 @@ def report(dirs: Iterable[Source], out_html: Union[str, os.PathLike], title: str
         f"<h1>{html.escape(title)}</h1>",
         "<p>Experiments: " + ", ".join(html.escape(l) for l in labels) + "</p>",
         "<h2>Summary</h2>",
-        _html_table(summary_table(rs).T if len(rs) > 0 else pd.DataFrame()),
+        _html_table(stats.display_cells(summary_table(rs)).T if len(rs) > 0 else pd.DataFrame()),
         "<h2>Download times</h2>",
         "<p>Empirical CDFs per client class, pooled over seeds; shaded: 95% DKW confidence band.</p>",
     ]

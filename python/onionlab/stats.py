@@ -323,10 +323,27 @@ def class_shares_table(summaries: dict[str, dict[str, Any]]) -> pd.DataFrame:
                 x["goodput"]["median"] / 1024.0 if x.get("goodput", {}).get("median") is not None else None
             )
         rows.append(row)
-    df = pd.DataFrame(rows).set_index("experiment").astype("float64", errors="ignore")
-    # Counts stay whole numbers (nullable: a summary may lack them), so tables print "2", not "2.000".
-    counts = [c for c in df.columns if c == "Seeds" or c.endswith((" downloads", " errors", " unfinished"))]
-    return df.astype({c: "Int64" for c in counts})
+    df = pd.DataFrame(rows).set_index("experiment")
+    return df.astype("float64", errors="ignore")
+
+
+def is_count_column(name: str) -> bool:
+    """A column of :func:`class_shares_table` that counts (seeds, downloads, errors)."""
+    return name == "Seeds" or name.endswith((" downloads", " errors", " unfinished"))
+
+
+def display_cells(df: pd.DataFrame) -> pd.DataFrame:
+    """The table's cells as text for printing: counts as whole numbers ("2", not "2.000"),
+    other numbers to three decimals, a missing value as "-"."""
+
+    def cell(v, count: bool) -> str:
+        if v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)):
+            return "-"
+        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+            return f"{int(round(v))}" if count else f"{v:.3f}"
+        return str(v)
+
+    return pd.DataFrame({c: [cell(v, is_count_column(str(c))) for v in df[c]] for c in df.columns}, index=df.index)
 
 
 #: The relays table's wait columns (the Rust `onionlab_tor::wait` ledgers), by place.
@@ -386,8 +403,8 @@ def byte_latency(circuits: pd.DataFrame, start: float = 0.0, end: float | None =
     read); ``mean_backlog_cells`` (the paper's backlog, definition 1, averaged over that
     span) and ``mean_exit_queued_cells``. These three are per run: where ``by`` does not
     hold ``seed`` and the table holds several seeds, a group's sums are divided by the
-    span times the number of seeds (a class's rate is its mean over the runs, not their
-    sum). Over a window with cells still in transit at its ends the ratios are Little's
+    span times the number of seeds in the table (a class's rate is its mean over the runs,
+    not their sum; a group absent from a run counts 0 there). Over a window with cells still in transit at its ends the ratios are Little's
     law's estimates (``onionlab_tor::transit``). A group that delivered nothing has NaN
     latencies. Raises ``ValueError`` naming a missing column, or for a table without rows
     (a run without ``experiment.circuit_metrics_interval`` has an empty one)."""
@@ -403,8 +420,9 @@ def byte_latency(circuits: pd.DataFrame, start: float = 0.0, end: float | None =
     starts = np.sort(circuits["interval_start"].unique())
     step = float(np.diff(starts).min()) if len(starts) > 1 else float("nan")
     span = c["interval_start"].nunique() * step if len(c) else float("nan")
-    if "seed" not in by and "seed" in c.columns:
-        span *= max(1, c["seed"].nunique())
+    if "seed" not in by and "seed" in circuits.columns:
+        # Per run: every run of the table counts, a group absent from one counting 0 there.
+        span *= max(1, circuits["seed"].nunique())
     sums = {"cells_delivered": ("cells_delivered", "sum"), "transit_cell_s": ("transit_cell_s", "sum"),
             "exit_wait_cell_s": ("exit_wait_cell_s", "sum")}
     if by:

@@ -296,10 +296,10 @@ def sweep(
     path = Path(os.path.abspath(os.fspath(config)))
     fixed = _overrides(overrides)
     varied = _settings_from(vary)
-    base = config_mod.parse(config_mod.check(path, fixed))
+    points = grid(varied)
+    base = _base(path, fixed, points)
     seed_list = _seeds_from(base, seeds)
     base_name = str(base.get("experiment", {}).get("name", path.stem))
-    points = grid(varied)
     out_dir = Path(out) if out is not None else None
     if resume and out_dir is None:
         raise ValueError("resume: needs an output directory (out)")
@@ -341,6 +341,23 @@ def sweep(
         if out_dir is not None:
             _write(sw, out_dir)
         return sw
+
+
+def _base(path: Path, fixed: tuple, points: list) -> dict:
+    """The sweep's base (its seeds and name): the file with the fixed overrides, or, where
+    that alone is invalid, with the first point's that makes it valid: a base may need
+    what every point varies (a 2.5 s run sweeping the metrics interval over "250 ms" and
+    "500 ms" has no valid base with the default 1 s). Invalid with every point: the base's
+    problems."""
+    try:
+        return config_mod.parse(config_mod.check(path, fixed))
+    except config_mod.ConfigError:
+        for pt in points:
+            try:
+                return config_mod.parse(config_mod.check(path, (*fixed, *pt.overrides)))
+            except config_mod.ConfigError:
+                continue
+        raise
 
 
 def _validate(jobs: list) -> dict[str, str]:

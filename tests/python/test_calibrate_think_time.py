@@ -83,3 +83,5 @@ def test_a_run_too_short_to_measure_is_an_error(tmp_path):
     r = calibrate("90 s", "30 s")
     assert r.returncode == 2 and "--duration: '90 s' must be a whole multiple of 1 min" in r.stderr, r.stderr
     assert not (tmp_path / "90s").exists()
+    r = calibrate("abc", "30 s")
+    assert r.returncode == 2 and "argument --duration" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -419,3 +419,20 @@ def test_submodules_load_on_first_use():
     code = "import onionlab; onionlab.stats.byte_latency; onionlab.report.relay_table; print(set(dir(onionlab)) >= {'stats', 'sweep'})"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
+
+
+def test_compare_prints_counts_whole_and_missing_values_as_a_dash(fake_results, tmp_path):
+    from onionlab.compare import format_table
+    from onionlab.report import report
+
+    web_only = Results.from_runs([fake_run(3, classes=(("web", 320 * 1024, 1.0),))], "")
+    web_only.source = str(tmp_path / "webonly")
+    table = summary_table([fake_results, web_only])
+    assert table["bulk downloads"].dtype == np.float64, "the returned table stays numeric"
+    text = format_table(table)
+    row = next(l for l in text.splitlines() if l.startswith("bulk downloads"))
+    assert row.split()[2:] == ["40", "-"], row  # 20 per seed over two seeds; none without the class
+    seeds = next(l for l in text.splitlines() if l.startswith("Seeds"))
+    assert seeds.split()[1:] == ["2", "1"], seeds
+    page = report([fake_results, web_only], tmp_path / "r.html").read_text()
+    assert "<NA>" not in page and "&lt;NA&gt;" not in page and "<td>40</td>" in page

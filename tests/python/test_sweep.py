@@ -211,6 +211,30 @@ def test_resume_loads_finished_points_and_reruns_changed_ones(swept, short, monk
                              overrides=["clients[web].count=10"], resume=True)
 
 
+def test_a_base_valid_only_with_the_varied_setting_sweeps(tmp_path, monkeypatch):
+    # 2.5 s runs: the default 1 s metrics interval does not divide them, the swept ones do.
+    cfg = tmp_path / "t25.toml"
+    cfg.write_text(TINY.read_text().replace('duration = "2 min"', 'duration = "2.5 s"').replace('warmup = "10 s"', 'warmup = "0 s"'))
+    with pytest.raises(onionlab.ConfigError, match="metrics_interval"):
+        config_mod.check(cfg)
+    ran = []
+
+    class Validated(Exception):
+        pass
+
+    def record(jobs, *a, **k):
+        ran.extend(jobs)
+        raise Validated
+
+    monkeypatch.setattr(runner, "run_jobs", record)
+    with pytest.raises(Validated):
+        onionlab.run_sweep(cfg, ['experiment.metrics_interval="250 ms","500 ms"'], seeds=[1])
+    assert len(ran) == 2
+    # Invalid whatever the point: the base's problem, as before.
+    with pytest.raises(onionlab.ConfigError, match="does not divide"):
+        onionlab.run_sweep(cfg, ['experiment.metrics_interval="1 s","2 s"'], seeds=[1])
+
+
 def test_bad_points_are_reported_before_anything_runs(short, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(runner, "run_jobs", lambda *a, **k: pytest.fail("ran despite a bad point"))
     with pytest.raises(onionlab.ConfigError) as e:

@@ -553,7 +553,10 @@ pub enum ThrottlingConfig {
         /// "paper" or "code".
         semantics: &'static str,
         /// What the paper's "bytes transferred" counts: "transferred" (read + written) or
-        /// "larger-direction" (the larger of the two).
+        /// "larger-direction" (the larger of the two). A resolved config writes it only when
+        /// it is not the default, so configs resolved before it existed stay the same text
+        /// (reproductions reuse earlier runs by their resolved config).
+        #[serde(skip_serializing_if = "is_default_throughput")]
         throughput: &'static str,
     },
 }
@@ -628,4 +631,8 @@ fn ser_duration_pair<S: serde::Serializer>(d: &(SimDuration, SimDuration), s: S)
 
 fn ser_duration<S: serde::Serializer>(d: &SimDuration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::format_duration(*d))
+}
+
+fn is_default_throughput(t: &&'static str) -> bool {
+    *t == "transferred"
 }

@@ -1007,15 +1007,18 @@ impl Ctx<'_> {
             None => vec![1],
             Some(v) => self.seeds(v),
         };
-        let metrics_interval = self.opt(t, p, "metrics_interval", Ctx::pos_duration).unwrap_or(SimDuration::from_secs(1));
+        let metrics_interval_set = self.opt(t, p, "metrics_interval", Ctx::pos_duration);
+        let metrics_interval = metrics_interval_set.unwrap_or(SimDuration::from_secs(1));
         let connection_metrics_interval = self.opt(t, p, "connection_metrics_interval", Ctx::pos_duration);
         let channel_metrics_interval = self.opt(t, p, "channel_metrics_interval", Ctx::pos_duration);
         let circuit_metrics_interval = self.opt(t, p, "circuit_metrics_interval", Ctx::pos_duration);
         let wire_waits = self.opt(t, p, "wire_waits", Ctx::boolean).unwrap_or(false);
         if let Some(d) = duration {
             let set = |k: &str| t.contains_key(k);
+            // An interval that failed to parse has its own error; its default is not it.
+            let metrics = if t.contains_key("metrics_interval") { metrics_interval_set } else { Some(metrics_interval) };
             let intervals = [
-                ("metrics_interval", Some(metrics_interval)),
+                ("metrics_interval", metrics),
                 ("connection_metrics_interval", connection_metrics_interval),
                 ("channel_metrics_interval", channel_metrics_interval),
                 ("circuit_metrics_interval", circuit_metrics_interval),

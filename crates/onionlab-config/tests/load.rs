@@ -344,6 +344,10 @@ fn metrics_intervals_divide_the_run() {
         &["longer than the duration", "no row"],
     );
     err_at(&with("90 s", "circuit_metrics_interval = \"7 s\""), "experiment.circuit_metrics_interval", &["does not divide"]);
+    // A bad interval is one error, its own: not also "the default does not divide".
+    let bad = errors(&with("2500 ms", "metrics_interval = \"abc\""));
+    assert_eq!(bad.0.len(), 1, "{bad}");
+    assert_eq!(errors(&with("2500 ms", "metrics_interval = \"0 s\"")).0.len(), 1);
     // The default 1 s is named as the default.
     let e = err_at(&with("2500 ms", ""), "experiment.metrics_interval", &["(the default)", "500 ms"]);
     assert!(e.hint.as_deref().is_some_and(|h| h.contains("metrics_interval = \"500 ms\"")), "{e}");
@@ -868,12 +872,15 @@ fn throttling() {
     .unwrap();
     assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { semantics: "code", throughput: "transferred", .. }));
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    // The default measure is not written: configs resolved before the option are unchanged.
+    assert!(!to_toml(&c).contains("throughput"));
     let thresh = |extra: &str| {
         with(&format!("throttling = {{ kind = \"threshold\", fraction = 0.1, refresh = \"30 s\", floor = \"20 KiB/s\"{extra} }}"))
     };
     let c = load(&thresh(", throughput = \"larger-direction\"")).unwrap();
     assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { semantics: "paper", throughput: "larger-direction", .. }));
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    assert!(to_toml(&c).contains("throughput = \"larger-direction\""));
     err_at(&thresh(", throughput = \"sum\""), "mechanisms.throttling.throughput", &["\"sum\""]);
     err_at(&thresh(", throughput = \"larger-direction\", semantics = \"code\""), "mechanisms.throttling.throughput", &["paper\" only"]);
     let c = load(&with("throttling = { kind = \"split\", denominator = \"client-connections\" }")).unwrap();

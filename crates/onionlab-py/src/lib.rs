@@ -378,6 +378,13 @@ fn parse_duration(s: &str) -> PyResult<f64> {
     onionlab_core::units::parse_duration(s).map(|d| d.as_secs_f64()).map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// Nanoseconds in a duration string, exactly as the config reads it (for divisibility
+/// checks that seconds as a float would round).
+#[pyfunction]
+fn parse_duration_ns(s: &str) -> PyResult<u64> {
+    onionlab_core::units::parse_duration(s).map(|d| d.as_nanos()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// Loads the experiment at `path` and builds its network (relays, clients, servers and the
 /// clients' workload state) for `seed` without running it. Returns {"relays", "clients",
 /// "servers", "nodes", "parse_seconds", "build_seconds"}. Raises `ConfigError` like
@@ -413,6 +420,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(parse_byte_rate, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration_ns, m)?)?;
     m.add_function(wrap_pyfunction!(load_network, m)?)?;
     m.add_function(wrap_pyfunction!(max_min_fair, m)?)?;
     m.add_function(wrap_pyfunction!(fairness_index, m)?)?;

@@ -41,8 +41,6 @@ const CIRC_METRICS_TOKEN: u64 = u64::MAX - 4;
 /// Progress callback: (simulated seconds done, simulated seconds total, events so far).
 pub type Progress<'a> = &'a mut dyn FnMut(f64, f64, u64);
 
-/// One behaviour per client, in order; clients of a group share their workload. Each
-/// client's random stream is named by its node's name in `tor`.
 /// When the interval that ends at `now` started, in seconds: subtracted in integer time, so
 /// that a 100 ms interval's row starts at 0.2 s, not at 0.19999999999999998 s (a filter such as
 /// `interval_start >= warmup` would drop it).
@@ -50,6 +48,8 @@ fn interval_start(now: SimTime, interval: SimDuration) -> f64 {
     SimDuration::from_nanos(now.as_nanos().saturating_sub(interval.as_nanos())).as_secs_f64()
 }
 
+/// One behaviour per client, in order; clients of a group share their workload. Each
+/// client's random stream is named by its node's name in `tor`.
 pub fn behaviours(cfg: &ExperimentConfig, clients: &[(NodeId, usize)], tor: &TorNetwork, streams: &RngStreams) -> Vec<ClientBehaviour> {
     let shared: BTreeMap<&str, Arc<Workload>> = cfg.workloads.iter().map(|(k, w)| (k.as_str(), Arc::new(w.clone()))).collect();
     clients

@@ -95,8 +95,8 @@ fn interval_starts_are_the_decimal_times_of_every_table() {
     let tenths = |starts: Vec<f64>| starts.iter().all(|&s| s == (s * 10.0).round() / 10.0);
     let guard: Vec<f64> = out.relays.iter().filter(|r| &*r.relay == "guard").map(|r| r.interval_start).collect();
     assert_eq!(guard, (0..10).map(|k| k as f64 / 10.0).collect::<Vec<_>>());
-    assert!(tenths(out.connections.iter().map(|c| c.interval_start).collect()), "{:?}", out.connections);
-    assert!(tenths(out.channels.iter().map(|c| c.interval_start).collect()), "{:?}", out.channels);
+    assert!(tenths(out.connections.iter().map(|c| c.interval_start).collect()) && !out.connections.is_empty(), "{:?}", out.connections);
+    assert!(tenths(out.channels.iter().map(|c| c.interval_start).collect()) && !out.channels.is_empty(), "{:?}", out.channels);
     assert!(tenths(out.circuits.iter().map(|c| c.interval_start).collect()) && !out.circuits.is_empty(), "{:?}", out.circuits);
 }
 

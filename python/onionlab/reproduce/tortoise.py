@@ -193,11 +193,15 @@ def client_means(res) -> pd.DataFrame:
     d["kbps"] = d["size"] / d["ttlb"] / 1000.0
     means = d.groupby(["seed", "client"])["kbps"].mean()
     big = d[d["size"] >= 900_000].groupby(["seed", "client"])["kbps"].mean().rename("sustained_kbps")
-    # The roster: group g's clients are named g0, g1, ... (as the run names them).
-    groups = config_mod.parse(res.config).get("clients", [])
-    roster = [(g["name"], f"{g['name']}{i}") for g in groups for i in range(int(g.get("count", 0)))]
-    seeds = res.summary.get("seeds") or sorted(res.downloads["seed"].unique())
-    per = pd.DataFrame([(int(s), c, g) for s in seeds for g, c in roster], columns=["seed", "client", "class"])
+    if getattr(res, "config", None):
+        # The roster: group g's clients are named g0, g1, ... (as the run names them).
+        groups = config_mod.parse(res.config).get("clients", [])
+        roster = [(g["name"], f"{g['name']}{i}") for g in groups for i in range(int(g.get("count", 0)))]
+        seeds = res.summary.get("seeds") or sorted(res.downloads["seed"].unique())
+        per = pd.DataFrame([(int(s), c, g) for s in seeds for g, c in roster], columns=["seed", "client", "class"])
+    else:
+        # Hand-made results without a config: the clients with any download row.
+        per = res.downloads[["seed", "client", "class"]].drop_duplicates().reset_index(drop=True)
     per = per.join(means, on=["seed", "client"]).join(big, on=["seed", "client"])
     per["kind"] = per["class"].str.split("-").str[0]
     # Operators are the first `count` clients of their group (relay names "<client>-relay").

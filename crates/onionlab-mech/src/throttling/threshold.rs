@@ -21,7 +21,7 @@
 //!   paper's words) or [`ThresholdThroughput::LargerDirection`] (the larger of the two: the
 //!   unit of the per-connection buckets the rate sets, which limit each direction on its
 //!   own). They differ on a throttled `k`-th connection: it writes at the rate and also
-//!   reads (its SENDMEs, about 2-3 % of what it is sent), so under `Transferred` the next
+//!   reads (its SENDMEs, about 3 % of what it is sent), so under `Transferred` the next
 //!   rate is that much higher and the rate creeps up each refresh while the same connection
 //!   stays `k`-th (about 3 % per `R` for a bulk download), until it no longer binds; under
 //!   `LargerDirection` it holds.
