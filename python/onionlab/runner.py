@@ -14,6 +14,7 @@ import os
 import queue as queue_mod
 import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable, Optional, Sequence
@@ -199,7 +200,15 @@ def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Pro
             finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for f in finished:
                 job, seed = pending.pop(f)
-                run = _result(f.result, job, label)
+                try:
+                    run = _result(f.result, job, label)
+                except BrokenProcessPool:
+                    raise RuntimeError(
+                        f"{job.name}, seed {seed}: a worker process ended before its run did. It was killed (out of "
+                        "memory?), or it could not start: workers are new processes that import the calling script, "
+                        "which needs a file (not stdin) with its work under `if __name__ == \"__main__\":`. "
+                        "jobs=1 (--jobs 1) runs everything in this process"
+                    ) from None
                 if bar:
                     bar.finish_seed((job.name, seed))
                 done(job, seed, run)

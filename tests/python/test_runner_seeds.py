@@ -38,3 +38,17 @@ def test_run_and_run_sweep_name_a_bad_jobs(jobs, error, message):
         onionlab.run(TINY, seeds=[1], jobs=jobs)
     with pytest.raises(error, match=message):  # not run_jobs' own name for it, "workers"
         onionlab.run_sweep(TINY, {"tor.circ_window": [100, 200]}, jobs=jobs)
+
+
+def test_workers_that_cannot_start_are_a_clear_error():
+    """A script read from stdin cannot be imported by spawned workers: the pool breaks, and
+    the error says why and what to do (it was a bare BrokenProcessPool)."""
+    import subprocess
+    import sys
+
+    from conftest import TINY
+
+    code = f"import onionlab\nonionlab.run({str(TINY)!r}, seeds=[1, 2], overrides=['experiment.duration=5 s', 'experiment.warmup=1 s'])\n"
+    r = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0
+    assert "a worker process ended before its run did" in r.stderr and '__name__ == "__main__"' in r.stderr, r.stderr[-2000:]
