@@ -819,6 +819,10 @@ def main(args: argparse.Namespace) -> int:
     from onionlab.results import output_dir
 
     check_warmup(args.duration, args.warmup)
+    if args.snapshot and args.capacity_from and Path(args.snapshot).resolve() == Path(args.capacity_from).resolve():
+        # A snapshot's bandwidths are its capacities: matching them to themselves changes
+        # them only by rounding.
+        raise ValueError("--capacity-from: the --snapshot network's bandwidths are already this snapshot's capacities; drop it")
     check_whole_steps(args.duration, 1.0, "--duration", "the relays table is sampled every second, experiment.metrics_interval's default")
     with output_dir(args.output, "--output"):  # before minutes of planning at full scale
         return _generate(args)

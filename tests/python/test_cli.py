@@ -92,6 +92,7 @@ def no_runs(monkeypatch):
         (["generate", "--duration", "1 min", "--warmup", "2 min"], "--warmup"),
         # A run's last part without a row in a metrics table the command writes or reads.
         (["generate", "--duration", "90.5 s"], "--duration"),
+        (["generate", "--snapshot", "--capacity-from"], "--capacity-from"),
         (["reproduce", "throttling", "--duration", "90 s", "--warmup", "30 s"], "--duration"),
         (["reproduce", "predictor", "--duration", "7.55 s"], "--duration"),
         (["reproduce", "tortoise", "--duration", "300.5 s"], "--duration"),
