@@ -23,7 +23,11 @@ A results directory holds::
                         their time at the exit and in the overlay (byte-wise latency,
                         backlog), when the config sets experiment.circuit_metrics_interval
     summary.json        pooled per-class figures and per-seed run summaries (sorted keys)
-    config.toml         the fully resolved config that produced them
+    config.toml         the fully resolved config that produced them; the files it names
+                        (a latency matrix, Markov models, empirical CDFs) are copied beside
+                        it under the same relative names, so that ``onionlab run
+                        DIR/config.toml`` runs it again (a name that leaves the directory,
+                        ``../x.csv``, is not copied and must still resolve from there)
     timing.json         wall-clock seconds per seed (the only non-deterministic file)
 
 Everything but ``timing.json`` is byte-identical for the same config, seeds and versions.
@@ -251,6 +255,9 @@ class Results:
     connections: pd.DataFrame = field(default_factory=lambda: table({}, CONNECTIONS_SCHEMA))
     channels: pd.DataFrame = field(default_factory=lambda: table({}, CHANNELS_SCHEMA))
     circuits: pd.DataFrame = field(default_factory=lambda: table({}, CIRCUITS_SCHEMA))
+    #: The directory the config's relative file names resolve against (the experiment
+    #: file's, or a results directory's): :meth:`write` copies the files from there.
+    files_dir: str | None = None
 
     @classmethod
     def from_runs(cls, runs: list[dict[str, Any]], config: str) -> "Results":
@@ -318,9 +325,55 @@ class Results:
         summary, timing = _json(_json_safe(self.summary)), _json(_json_safe({"wall_seconds": self.timing}))
         _replace(d / "summary.json", lambda tmp: tmp.write_text(summary, encoding="utf-8"))
         _replace(d / "timing.json", lambda tmp: tmp.write_text(timing, encoding="utf-8"))
+        if self.files_dir is not None:
+            _copy_config_files(self.config, Path(self.files_dir), d)
         cfg = self.config if self.config.endswith("\n") else self.config + "\n"
         _replace(d / "config.toml", lambda tmp: tmp.write_text(cfg, encoding="utf-8"))
         return d
+
+
+def config_files(config_text: str) -> list[str]:
+    """The file names a resolved config holds, as the loader reads them: the latency matrix
+    or GML topology, ``relays_file``, and every ``file``, ``stream_model`` and
+    ``packet_model`` inside ``[workloads]``."""
+    from onionlab import config as config_mod
+
+    try:
+        cfg = config_mod.parse(config_text)
+    except ValueError:  # not TOML (a hand-made Results): nothing to copy
+        return []
+    names = []
+    latency = cfg.get("network", {}).get("latency", {})
+    if isinstance(latency, dict):
+        names += [latency[k] for k in ("matrix", "gml") if isinstance(latency.get(k), str)]
+    if isinstance(cfg.get("relays_file"), str):
+        names.append(cfg["relays_file"])
+
+    def walk(t: dict) -> None:
+        for k, v in t.items():
+            if isinstance(v, dict):
+                walk(v)
+            elif k in ("file", "stream_model", "packet_model") and isinstance(v, str):
+                names.append(v)
+
+    walk(cfg.get("workloads", {}))
+    return names
+
+
+def _copy_config_files(config_text: str, src_dir: Path, dest_dir: Path) -> None:
+    """Copies the config's relative file names from `src_dir` to the same names under
+    `dest_dir`; names that would leave `dest_dir` (``../x``) are left where they are."""
+    import shutil
+
+    dest_root = dest_dir.resolve()
+    for name in config_files(config_text):
+        if os.path.isabs(name):
+            continue
+        src, dest = (src_dir / name).resolve(), (dest_root / name).resolve()
+        if dest_root not in dest.parents or src == dest or not src.is_file():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _replace(dest, lambda tmp, src=src: shutil.copyfile(src, tmp))
 
 
 def ensure_output_dir(directory: str | os.PathLike, name: str = "out") -> Path:
@@ -393,6 +446,7 @@ def load(directory: str | os.PathLike) -> Results:
         config=config,
         timing=timing,
         source=str(d),
+        files_dir=str(d),
         **optional,
     )
 

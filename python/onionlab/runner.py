@@ -289,6 +289,7 @@ def run_jobs(
 
     def finish(job: Job) -> None:
         res = Results.from_runs(runs.pop(job.name), config_mod.with_seeds(resolved[job.name], list(job.seeds)))
+        res.files_dir = str(Path(job.path).resolve().parent)  # where the config's file names resolve
         results[job.name] = res
         if on_result is not None:
             on_result(job, res)

@@ -3,6 +3,8 @@ with missing values (hand-built, no simulation)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -34,3 +36,31 @@ def test_an_integer_column_with_missing_values_writes_them_as_nulls(tmp_path):
     r.write(tmp_path / "r")
     back = load(tmp_path / "r").downloads["size"]
     assert pd.isna(back.iloc[0]) and back.iloc[1:].tolist() == d["size"].iloc[1:].astype(int).tolist()
+
+
+def test_a_results_config_that_names_files_runs_again_from_the_results(tmp_path):
+    """config.toml of a results directory loads as it is: the files it names (here the
+    Markov models, under models/ beside the experiment) are copied beside it under the same
+    names, and running it again gives the same tables (it once failed: "cannot read
+    net/latency.csv" for every generated network's results)."""
+    import shutil
+
+    import onionlab
+    from onionlab import config as config_mod
+    from conftest import TINY
+
+    exp = tmp_path / "exp"
+    (exp / "models").mkdir(parents=True)
+    data = Path(__file__).resolve().parents[2] / "data" / "traffic"
+    for m in ("stream_model.json", "packet_model.json"):
+        shutil.copyfile(data / m, exp / "models" / m)
+    text = TINY.read_text().replace('duration = "2 min"', 'duration = "10 s"').replace('warmup = "10 s"', 'warmup = "2 s"')
+    text += ('\n[[clients]]\nname = "markov"\nworkload = "markov"\ncount = 5\n\n[workloads.markov]\ntype = "markov"\n'
+             'stream_model = "models/stream_model.json"\npacket_model = "models/packet_model.json"\n')
+    (exp / "e.toml").write_text(text)
+    first = onionlab.run(exp / "e.toml", seeds=[1], out=tmp_path / "r1", jobs=1)
+    assert (tmp_path / "r1" / "models" / "stream_model.json").read_bytes() == (exp / "models" / "stream_model.json").read_bytes()
+    config_mod.check(tmp_path / "r1" / "config.toml")
+    again = onionlab.run(tmp_path / "r1" / "config.toml", seeds=[1], out=tmp_path / "r2", jobs=1)
+    pd.testing.assert_frame_equal(again.downloads, first.downloads)
+    assert (first.downloads["class"] == "markov").any()
