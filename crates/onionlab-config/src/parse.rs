@@ -862,8 +862,20 @@ impl Ctx<'_> {
         }
         let t = self.section(root, "servers").unwrap_or(&empty);
         let servers = self.servers(t, locations);
+        // A conflict every such relay inherits from [mechanisms] is one problem there, not
+        // one per relay (which blamed a network file's relays for what an override set).
+        let inherited = |r: &RelayConfig| r.throttling == mechanisms.throttling && r.tortoise == mechanisms.tortoise;
+        let both = |r: &RelayConfig| r.throttling != ThrottlingConfig::None && r.tortoise.is_some();
+        let n_inherited = relays.iter().filter(|r| both(r) && inherited(r)).count();
+        if n_inherited > 0 {
+            self.err_hint(
+                "mechanisms",
+                format!("mechanisms.throttling and mechanisms.tortoise both apply to {n_inherited} relay(s) that set neither"),
+                "both act on the same per-connection buckets: choose one of them (or set the other to \"none\"/\"off\" on those relays)",
+            );
+        }
         for (i, r) in relays.iter().enumerate() {
-            if r.throttling != ThrottlingConfig::None && r.tortoise.is_some() {
+            if both(r) && !inherited(r) {
                 let hint = "both act on the same per-connection buckets: set tortoise = \"off\" or throttling = \"none\" on this relay";
                 self.err_hint(format!("relays[{i}]"), "runs both guard throttling and Tortoise", hint);
             }
@@ -879,7 +891,8 @@ impl Ctx<'_> {
                 );
             }
         }
-        if mechanisms.throttling != ThrottlingConfig::None
+        if n_inherited == 0
+            && mechanisms.throttling != ThrottlingConfig::None
             && mechanisms.tortoise.is_some()
             && clients.iter().any(|g| g.relay_operators.is_some())
         {

@@ -974,11 +974,19 @@ fn tortoise_client_relays_and_computed_flags() {
     err_at(&with("tortoise = { }"), "mechanisms.tortoise.rate", &["missing"]);
     err_at(&with("tortoise = { rate = \"100 KBps\", directions = \"up\" }"), "mechanisms.tortoise.directions", &["unknown value"]);
     err_at(&with("tortoise = \"on\""), "mechanisms.tortoise", &["expected \"off\""]);
+    // Both as defaults: one problem at [mechanisms], not one per relay (a network file's
+    // relays were blamed for what an override set).
+    let e = errors(&with("tortoise = { rate = \"100 KBps\" }\nthrottling = { kind = \"split\" }"));
+    assert_eq!(e.0.len(), 1, "{e}");
+    let n = load(MINIMAL).unwrap().relays.len();
     err_at(
         &with("tortoise = { rate = \"100 KBps\" }\nthrottling = { kind = \"split\" }"),
-        "relays[0]",
-        &["both guard throttling and Tortoise"],
+        "mechanisms",
+        &["both apply", &format!("{n} relay(s)")],
     );
+    // One relay's own Tortoise beside the default throttling: that relay.
+    let own = with("throttling = { kind = \"split\" }").replacen("name = \"guard\"\n", "name = \"guard\"\ntortoise = { rate = \"100 KBps\" }\n", 1);
+    err_at(&own, "relays[0]", &["both guard throttling and Tortoise"]);
 
     // Client-relays.
     let text = edit("count = 20\n", "count = 20\nrelay_operators = { count = 2 }\n");
