@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = r.add_mutually_exclusive_group()
     g.add_argument("--seeds", type=int, metavar="N", help="N runs with seeds s, s+1, ..., s+N-1 (s: the config's first seed)")
     g.add_argument("--seed", type=int, nargs="+", action="extend", metavar="S", help="run exactly these seeds")
-    r.add_argument("--jobs", type=int, metavar="J", help="parallel worker processes (default: one per seed, at most the CPUs)")
+    r.add_argument("--jobs", type=int, metavar="J", help="parallel worker processes (default: one per seed, at most the CPUs); with --ray local, the local cluster's CPUs")
     r.add_argument("--ray", metavar="ADDRESS", help="run the seeds on the ray cluster at ADDRESS (needs ray installed; 'auto': the one `ray start` made here, 'local': a new one for this command)")
     r.add_argument("--no-progress", action="store_true", help="do not draw the progress line on stderr")
     _add_set(r)

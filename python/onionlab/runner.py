@@ -225,7 +225,7 @@ def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Pro
 
 
 def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None],
-                 label: bool = False) -> None:
+                 label: bool = False, num_cpus: Optional[int] = None) -> None:
     try:
         import ray  # type: ignore
     except ImportError:
@@ -233,7 +233,9 @@ def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progr
             "running on a ray cluster needs the ray package: pip install 'onionlab[ray]' (or pip install ray)"
         ) from None
     if not ray.is_initialized():
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        # A new local cluster (address "local") takes --jobs as its CPUs; ray gives it them all otherwise.
+        extra = {"num_cpus": num_cpus} if num_cpus is not None else {}
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **extra)
     # The config path (and the files it names) must be readable on the workers: a shared
     # filesystem. Overrides travel with each task.
     remote = ray.remote(_run_seed)
@@ -283,6 +285,11 @@ def run_jobs(
                 e.args = (f"{j.name}: {e.args[0]}", *e.args[1:])
             raise
     tasks = [(j, s) for j in jobs for s in j.seeds]
+    if ray_address and workers is not None and ray_address != "local":
+        # A running cluster's workers are its own; only a new local one can be sized.
+        raise ValueError(f"jobs: has no effect on the ray cluster at {ray_address!r} (its CPUs decide); "
+                         "--ray local --jobs N starts a local cluster of N CPUs")
+    ray_cpus = workers if ray_address == "local" else None
     workers = max(1, min(workers or (os.cpu_count() or 1), len(tasks) or 1))
     runs: dict[str, list] = {j.name: [] for j in jobs}
     results: dict[str, Results] = {}
@@ -303,7 +310,7 @@ def run_jobs(
     try:
         label = len(jobs) > 1
         if ray_address:
-            _execute_ray(tasks, ray_address, bar, done, label)
+            _execute_ray(tasks, ray_address, bar, done, label, ray_cpus)
         else:
             _execute_local(tasks, workers, bar, done, label)
     finally:

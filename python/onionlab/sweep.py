@@ -499,7 +499,7 @@ def add_parser(sub) -> None:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--seeds", type=int, metavar="N", help="N seeds s, s+1, ..., s+N-1 per point (s: the config's first seed)")
     g.add_argument("--seed", type=int, nargs="+", action="extend", metavar="S", help="exactly these seeds per point")
-    s.add_argument("--jobs", type=int, metavar="J", help="parallel worker processes (default: the CPUs)")
+    s.add_argument("--jobs", type=int, metavar="J", help="parallel worker processes (default: the CPUs); with --ray local, the local cluster's CPUs")
     s.add_argument("--ray", metavar="ADDRESS", help="run on the ray cluster at ADDRESS (needs ray; the config on a shared filesystem)")
     s.add_argument("--resume", action="store_true", help="load points already in DIR/points with the same config and seeds instead of running them")
     s.add_argument("--no-progress", action="store_true", help="do not draw the progress line on stderr")

@@ -241,6 +241,25 @@ def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
     assert "pip install" in capsys.readouterr().err
 
 
+def test_jobs_sizes_a_local_ray_cluster_and_is_refused_for_a_running_one(tmp_path, capsys, monkeypatch):
+    """--jobs with --ray local becomes the new cluster's CPUs (ray took them all, so --jobs 1
+    still ran every seed at once); with the address of a running cluster it cannot apply."""
+    import types
+
+    inits = []
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: False,
+        init=lambda **kw: inits.append(kw) or (_ for _ in ()).throw(RuntimeError("stop after init")),
+    )
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    assert main(["run", str(TINY), "-o", str(tmp_path / "a"), "--seeds", "2", "--jobs", "1", "--ray", "local", "--no-progress"]) == 2
+    assert "stop after init" in capsys.readouterr().err
+    assert inits and inits[0]["address"] == "local" and inits[0]["num_cpus"] == 1
+    assert main(["run", str(TINY), "-o", str(tmp_path / "b"), "--jobs", "2", "--ray", "ray://head:10001", "--no-progress"]) == 2
+    assert "jobs: has no effect on the ray cluster at 'ray://head:10001'" in capsys.readouterr().err
+    assert len(inits) == 1, "refused before connecting"
+
+
 def test_quick_keeps_the_options_given_beside_it(tmp_path, monkeypatch):
     """--quick sets each of its values only where the command line left the option to it."""
     import onionlab.reproduce.predictor as predictor
