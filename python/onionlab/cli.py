@@ -263,6 +263,10 @@ def _reproduce(args: argparse.Namespace) -> int:
     from onionlab import reproduce
     from onionlab.results import output_dir
 
+    if getattr(args, "ray", None):
+        from onionlab.runner import require_ray
+
+        require_ray()  # before the output directory and its configs are written
     with output_dir(args.output, "--output") as out:
         return reproduce.module(args.paper).main(out, args)
 

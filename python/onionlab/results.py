@@ -18,7 +18,7 @@ A results directory holds::
                         sets experiment.connection_metrics_interval (else absent)
     channels.parquet    one row per relay-to-relay channel end per interval, when the config
                         sets experiment.channel_metrics_interval (else absent)
-    circuits.parquet    one row per open circuit per interval: downstream DATA cells
+    circuits.parquet    one row per circuit (open or being built) per interval: downstream DATA cells
                         packaged and forwarded at the exit and delivered at the client, and
                         their time at the exit and in the overlay (byte-wise latency,
                         backlog), when the config sets experiment.circuit_metrics_interval

@@ -224,14 +224,21 @@ def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Pro
             q.close()
 
 
-def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None],
-                 label: bool = False, num_cpus: Optional[int] = None) -> None:
+def require_ray():
+    """The ray module, or a RuntimeError saying how to install it (commands call this
+    before they write anything)."""
     try:
         import ray  # type: ignore
     except ImportError:
         raise RuntimeError(
             "running on a ray cluster needs the ray package: pip install 'onionlab[ray]' (or pip install ray)"
         ) from None
+    return ray
+
+
+def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None],
+                 label: bool = False, num_cpus: Optional[int] = None) -> None:
+    ray = require_ray()
     if not ray.is_initialized():
         # A new local cluster (address "local") takes --jobs as its CPUs; ray gives it them all otherwise.
         extra = {"num_cpus": num_cpus} if num_cpus is not None else {}
@@ -346,9 +353,10 @@ def run(
     resolved_text = config_mod.check(path, overrides)
     resolved = config_mod.parse(resolved_text)
     seed_list = _seeds_from(resolved, seeds)
-    if jobs is None:
+    if jobs is None and not ray_address:  # on ray: the cluster's CPUs, unless --jobs sizes a local one
         jobs = min(len(seed_list), os.cpu_count() or 1)
-    _check_count("jobs", jobs)
+    if jobs is not None:
+        _check_count("jobs", jobs)
     name = str(resolved.get("experiment", {}).get("name", "experiment"))
     job = Job(name, path, tuple(seed_list), overrides)
     if out is None:

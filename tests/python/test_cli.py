@@ -239,6 +239,9 @@ def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     assert main(["reproduce", "ewma", "--quick", "-o", str(tmp_path / "ewma"), "--ray", "auto"]) == 2
     assert "pip install" in capsys.readouterr().err
+    assert main(["reproduce", "throttling", "--quick", "-o", str(tmp_path / "thr"), "--ray", "local"]) == 2
+    assert "pip install" in capsys.readouterr().err
+    assert not (tmp_path / "thr").exists(), "refused before the output directory and its configs"
 
 
 def test_jobs_sizes_a_local_ray_cluster_and_is_refused_for_a_running_one(tmp_path, capsys, monkeypatch):
