@@ -985,7 +985,11 @@ fn tortoise_client_relays_and_computed_flags() {
         &["both apply", &format!("{n} relay(s)")],
     );
     // One relay's own Tortoise beside the default throttling: that relay.
-    let own = with("throttling = { kind = \"split\" }").replacen("name = \"guard\"\n", "name = \"guard\"\ntortoise = { rate = \"100 KBps\" }\n", 1);
+    let own = with("throttling = { kind = \"split\" }").replacen(
+        "name = \"guard\"\n",
+        "name = \"guard\"\ntortoise = { rate = \"100 KBps\" }\n",
+        1,
+    );
     err_at(&own, "relays[0]", &["both guard throttling and Tortoise"]);
 
     // Client-relays.
