@@ -58,6 +58,13 @@ def parse(resolved_toml: str) -> dict[str, Any]:
     return tomllib.loads(resolved_toml)
 
 
+def client_names(resolved_toml: str) -> list[tuple[str, str]]:
+    """(group, client) for every client of a resolved config, as the run names them: group
+    g's clients are g0, g1, ..."""
+    groups = parse(resolved_toml).get("clients", [])
+    return [(g["name"], f"{g['name']}{i}") for g in groups for i in range(int(g.get("count", 0)))]
+
+
 def problems(err: BaseException) -> list[dict[str, Any]]:
     """The problems of a :class:`ConfigError` as a list of ``{"path", "message", "hint"}``."""
     args = getattr(err, "args", ())

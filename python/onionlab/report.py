@@ -17,11 +17,6 @@ from typing import Iterable, Union
 
 import pandas as pd
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib
-
 from onionlab import config, stats
 from onionlab.compare import summary_table
 from onionlab.plot import METRICS, cdf_figure, labels_for
@@ -88,7 +83,7 @@ def _metrics_interval_s(res: Results) -> float | None:
 
     try:
         return float(parse_duration(config.parse(res.config)["experiment"]["metrics_interval"]))
-    except (KeyError, TypeError, ValueError, tomllib.TOMLDecodeError):
+    except (KeyError, TypeError, ValueError):  # a TOMLDecodeError is a ValueError
         return None
 
 

@@ -404,9 +404,9 @@ def byte_latency(circuits: pd.DataFrame, start: float = 0.0, end: float | None =
     span) and ``mean_exit_queued_cells``. These three are per run: where ``by`` does not
     hold ``seed`` and the table holds several seeds, a group's sums are divided by the
     span times the number of seeds in the table (a class's rate is its mean over the runs,
-    not their sum; a group absent from a run counts 0 there). Over a window with cells still in transit at its ends the ratios are Little's
-    law's estimates (``onionlab_tor::transit``). A group that delivered nothing has NaN
-    latencies. Raises ``ValueError`` naming a missing column, or for a table without rows
+    not their sum; a group absent from a run counts 0 there). Over a window with cells
+    still in transit at its ends the ratios are Little's law's estimates
+    (``onionlab_tor::transit``). A group that delivered nothing has NaN latencies. Raises ``ValueError`` naming a missing column, or for a table without rows
     (a run without ``experiment.circuit_metrics_interval`` has an empty one)."""
     need = {"interval_start", "cells_delivered", "transit_cell_s", "exit_wait_cell_s", *by}
     missing = sorted(need - set(circuits.columns))

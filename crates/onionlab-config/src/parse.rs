@@ -1029,7 +1029,7 @@ impl Ctx<'_> {
         if let Some(d) = duration {
             let set = |k: &str| t.contains_key(k);
             // An interval that failed to parse has its own error; its default is not it.
-            let metrics = if t.contains_key("metrics_interval") { metrics_interval_set } else { Some(metrics_interval) };
+            let metrics = if set("metrics_interval") { metrics_interval_set } else { Some(metrics_interval) };
             let intervals = [
                 ("metrics_interval", metrics),
                 ("connection_metrics_interval", connection_metrics_interval),

@@ -196,11 +196,12 @@ def _silent_clients(res, cls: str) -> tuple[int, int]:
     """(client-seeds of the classes starting with `cls`, those with no completed download in
     the results): the second are missing from :func:`_first`'s sample."""
     from onionlab import config as config_mod
+    from onionlab.stats import completed
 
-    groups = [g for g in config_mod.parse(res.config).get("clients", []) if g["name"].startswith(cls)]
-    total = sum(int(g.get("count", 0)) for g in groups) * len(res.summary.get("seeds") or [])
-    d = res.downloads
-    done = d[d["class"].str.startswith(cls) & d["error"].isna() & d["ttlb"].notna()]
+    clients = [c for g, c in config_mod.client_names(res.config) if g.startswith(cls)]
+    total = len(clients) * len(res.summary.get("seeds") or [])
+    done = completed(res.downloads)
+    done = done[done["class"].str.startswith(cls)]
     return total, total - done.groupby(["seed", "client"]).ngroups
 
 

@@ -194,9 +194,7 @@ def client_means(res) -> pd.DataFrame:
     means = d.groupby(["seed", "client"])["kbps"].mean()
     big = d[d["size"] >= 900_000].groupby(["seed", "client"])["kbps"].mean().rename("sustained_kbps")
     if getattr(res, "config", None):
-        # The roster: group g's clients are named g0, g1, ... (as the run names them).
-        groups = config_mod.parse(res.config).get("clients", [])
-        roster = [(g["name"], f"{g['name']}{i}") for g in groups for i in range(int(g.get("count", 0)))]
+        roster = config_mod.client_names(res.config)
         seeds = res.summary.get("seeds") or sorted(res.downloads["seed"].unique())
         per = pd.DataFrame([(int(s), c, g) for s in seeds for g, c in roster], columns=["seed", "client", "class"])
     else:
