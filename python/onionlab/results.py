@@ -451,6 +451,19 @@ def load(directory: str | os.PathLike) -> Results:
     )
 
 
+def load_for_reuse(directory: str | os.PathLike, what: str) -> "Results | None":
+    """:func:`load`, for a run found to reuse (`what` names the option, ``resume``): a
+    directory that cannot be read (a damaged or truncated table) is reported on stderr and
+    gives None, so its run is done again rather than ending the whole command."""
+    import sys
+
+    try:
+        return load(directory)
+    except Exception as e:  # pyarrow, json and OS errors alike: the run is simply redone
+        print(f"{what}: {directory} cannot be read ({type(e).__name__}: {e}); running it again", file=sys.stderr)
+        return None
+
+
 def as_results(x: "Results | str | os.PathLike") -> Results:
     """`x` itself if it is a :class:`Results`, else the results loaded from directory `x`."""
     return x if isinstance(x, Results) else load(x)

@@ -321,7 +321,9 @@ def sweep(
                 if cfg.is_file():
                     want = config_mod.with_seeds(resolved[j.name], list(j.seeds))
                     if cfg.read_text(encoding="utf-8").rstrip("\n") == want.rstrip("\n"):
-                        res = results_mod.load(d)
+                        res = results_mod.load_for_reuse(d, "resume")
+                        if res is None:
+                            continue
                         res.source = str(d)
                         loaded[j.name] = res
             if progress and loaded:

@@ -1111,11 +1111,13 @@ def test_reuse_runs_loads_matching_runs_whatever_their_name_and_reruns_the_rest(
     (out / "runs" / "medium-split").rename(out / "runs" / "saved-under-another-name")
     cfg = out / "runs" / "light-static" / "config.toml"
     cfg.write_text(cfg.read_text().replace('duration = "3 min"', 'duration = "4 min"'))
+    # A damaged run is run again, not the end of the command.
+    (out / "runs" / "heavy-flag" / "relays.parquet").write_bytes(b"cut short")
     args = ["reproduce", "throttling", "--quick", "-o", str(out), "--jobs", "2", "--grid", "thresh.fraction=0.1,0.2,0.4", "--reuse-runs"]
     assert main(args) == 0
     err = capsys.readouterr().err
-    # 15 main configurations, one (light-static) run again.
-    assert "reusing 14 of 15 configurations" in err
+    # 15 main configurations, two (light-static, heavy-flag) run again.
+    assert "heavy-flag cannot be read" in err and "reusing 13 of 15 configurations" in err
     copied = json.loads((out / "runs" / "medium-split" / "summary.json").read_text())
     assert copied["experiment"] == "medium-split" and {r["experiment"] for r in copied["runs"]} == {"medium-split"}
     for f in ("table1.csv", "sweep.csv", "findings.csv", "anonymity_summary.csv", "attack3.csv"):

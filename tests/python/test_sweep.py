@@ -4,6 +4,7 @@ each point runs, resuming, the tidy table, and bad input."""
 from __future__ import annotations
 
 import json
+import shutil
 import math
 import sys
 
@@ -209,6 +210,26 @@ def test_resume_loads_finished_points_and_reruns_changed_ones(swept, short, monk
     with pytest.raises(AssertionError, match="run again"):
         onionlab.run_sweep(short, {"mechanisms.scheduler": ["round-robin", "ewma"]}, seeds=[1, 3], out=out, jobs=1,
                              overrides=["clients[web].count=10"], resume=True)
+
+
+def test_resume_runs_a_damaged_point_again(swept, short, tmp_path, monkeypatch, capsys):
+    out, sw = swept
+    copy = tmp_path / "sweep"
+    shutil.copytree(out, copy)
+    damaged = copy / "points" / "01-scheduler=ewma"
+    (damaged / "downloads.parquet").write_bytes(b"not parquet")
+    ran = []
+
+    def record(jobs, *a, **k):
+        ran.extend(j.name for j in jobs)
+        return {j.name: sw.results[j.name] for j in jobs}
+
+    monkeypatch.setattr(runner, "run_jobs", record)
+    again = onionlab.run_sweep(short, {"mechanisms.scheduler": ["round-robin", "ewma"]}, seeds=[1, 2], out=copy,
+                               jobs=1, overrides=["clients[web].count=10"], resume=True)
+    assert ran == ["01-scheduler=ewma"]  # the intact point is loaded, the damaged one run
+    assert "01-scheduler=ewma cannot be read" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(again.table, sw.table)
 
 
 def test_a_base_valid_only_with_the_varied_setting_sweeps(tmp_path, monkeypatch):

@@ -162,8 +162,8 @@ def run_many(
         for name, _, seeds in experiments:
             expected = config_mod.with_seeds(resolved[name], seeds)
             d = existing.get(config_mod.without_name(expected if expected.endswith("\n") else expected + "\n"))
-            if d is not None:
-                res = results_mod.load(d)
+            res = results_mod.load_for_reuse(d, "--reuse-runs") if d is not None else None
+            if res is not None:
                 renamed = d.name != name
                 if renamed:
                     res.config = expected
