@@ -266,7 +266,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     if getattr(args, "ray", None):
         from onionlab.runner import require_ray
 
-        require_ray()  # before the output directory and its configs are written
+        require_ray(args.ray)  # before the output directory and its configs are written
     with output_dir(args.output, "--output") as out:
         return reproduce.module(args.paper).main(out, args)
 

@@ -224,22 +224,53 @@ def _execute_local(tasks: list[tuple[Job, int]], workers: int, bar: Optional[Pro
             q.close()
 
 
-def require_ray():
+def require_ray(address: Optional[str] = None):
     """The ray module, or a RuntimeError saying how to install it (commands call this
-    before they write anything)."""
+    before they write anything). With a cluster's `address` (``host:port`` or
+    ``ray://host:port``), also a RuntimeError if nothing answers there: ray itself retries
+    an unreachable address for minutes without a word."""
     try:
         import ray  # type: ignore
     except ImportError:
         raise RuntimeError(
             "running on a ray cluster needs the ray package: pip install 'onionlab[ray]' (or pip install ray)"
         ) from None
+    if address is not None:
+        _check_ray_address(address)
     return ray
+
+
+#: Seconds to wait for a ray cluster's port to accept a connection.
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def _check_ray_address(address: str) -> None:
+    """Raises RuntimeError unless `address` is "local", "auto" (ray finds, or fails fast
+    to find, a cluster started here) or a ``[ray://]host:port`` that accepts a TCP
+    connection within :data:`RAY_CONNECT_TIMEOUT_S`."""
+    import socket
+
+    if address in ("local", "auto"):
+        return
+    hostport = address[len("ray://"):] if address.startswith("ray://") else address
+    host, sep, port = hostport.rpartition(":")
+    host = host.strip("[]")  # an IPv6 address in brackets
+    if not sep or not host or not port.isdigit():
+        raise RuntimeError(f"ray: address {address!r} is not 'local', 'auto', HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise RuntimeError(
+            f"ray: nothing answers at {address} ({e.strerror or e}); start a cluster there "
+            "(ray start --head), or give --ray local for a new one on this machine"
+        ) from None
 
 
 def _execute_ray(tasks: list[tuple[Job, int]], address: str, bar: Optional[Progress], done: Callable[[Job, int, dict], None],
                  label: bool = False, num_cpus: Optional[int] = None) -> None:
     ray = require_ray()
     if not ray.is_initialized():
+        _check_ray_address(address)
         # A new local cluster (address "local") takes --jobs as its CPUs; ray gives it them all otherwise.
         extra = {"num_cpus": num_cpus} if num_cpus is not None else {}
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, **extra)

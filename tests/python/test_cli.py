@@ -231,6 +231,7 @@ def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(onionlab.runner, "run_jobs", run_jobs)
+    monkeypatch.setattr(onionlab.runner, "_check_ray_address", lambda address: None)  # no cluster at "head"
     for paper in ("tortoise", "throttling", "predictor"):
         assert main(["reproduce", paper, "--quick", "-o", str(tmp_path / paper), "--ray", "ray://head:10001"]) == 2
         assert "stop here" in capsys.readouterr().err
@@ -242,6 +243,30 @@ def test_reproductions_take_a_ray_address(tmp_path, capsys, monkeypatch):
     assert main(["reproduce", "throttling", "--quick", "-o", str(tmp_path / "thr"), "--ray", "local"]) == 2
     assert "pip install" in capsys.readouterr().err
     assert not (tmp_path / "thr").exists(), "refused before the output directory and its configs"
+
+
+def test_an_unreachable_ray_address_is_refused_at_once(tmp_path, capsys):
+    """ray retries an address where nothing listens for minutes; onionlab asks the port first."""
+    import socket
+
+    with socket.socket() as listening, socket.socket() as closed:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        closed.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
+        port, dead = listening.getsockname()[1], closed.getsockname()[1]
+        from onionlab.runner import _check_ray_address
+
+        for ok in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}", "local", "auto"):
+            _check_ray_address(ok)
+        for bad, says in ((f"127.0.0.1:{dead}", "nothing answers"), ("head", "is not"), ("head:port", "is not")):
+            with pytest.raises(RuntimeError, match=says):
+                _check_ray_address(bad)
+        out = tmp_path / "thr"
+        assert main(["reproduce", "throttling", "--quick", "-o", str(out), "--ray", f"127.0.0.1:{dead}"]) == 2
+        assert f"ray: nothing answers at 127.0.0.1:{dead}" in capsys.readouterr().err
+        assert not out.exists(), "refused before the output directory"
+        assert main(["run", str(TINY), "-o", str(tmp_path / "run"), "--ray", f"ray://127.0.0.1:{dead}", "--no-progress"]) == 2
+        assert "nothing answers" in capsys.readouterr().err
 
 
 def test_jobs_sizes_a_local_ray_cluster_and_is_refused_for_a_running_one(tmp_path, capsys, monkeypatch):
