@@ -409,20 +409,44 @@ def tor_behaviour(profile: str | None, params: dict) -> tuple:
     return tor, sources, notes
 
 
-def map_params(params: dict) -> tuple:
-    """(relay defaults, [tor] defaults, notes): consensus params onionlab models, and a note
-    for every param, saying where it went or that onionlab does not model it."""
+def _ewma_halflife_ms(params: dict, profile: str | None) -> int | None:
+    """The circuit EWMA half-life (ms) tor runs under `params`, or None where the param
+    disables EWMA. Tor up to 0.2.x (and onionlab's profile-less reading) disables it at a
+    half-life <= 0; tor 0.4.8 cannot be disabled: ``get_circuit_priority_halflife`` clamps
+    the consensus value to CMUX_PRIORITY_HALFLIFE_MSEC_MIN, 1 ms (default 30000 ms)."""
+    v = params.get("CircuitPriorityHalflifeMsec", 30000)
+    if profile == "0.4.8":
+        return max(v, 1)
+    return v if v > 0 else None
+
+
+def _ewma_tick_s(params: dict, profile: str | None) -> int:
+    """The EWMA tick (s): CircuitPriorityTickSecs clamped to tor's 1..600, default 10;
+    tor 0.2.2 had no such param (EWMA_TICK_LEN 10)."""
+    if profile == "0.2.2" or "CircuitPriorityTickSecs" not in params:
+        return 10
+    return min(max(params["CircuitPriorityTickSecs"], 1), 600)
+
+
+def map_params(params: dict, profile: str | None = None) -> tuple:
+    """(relay defaults, [tor] defaults, notes): consensus params onionlab models under the
+    tor version `profile` (None: no profile), and a note for every param, saying where it
+    went or that onionlab does not model it."""
     relay: dict = {}
     tor: dict = {}
     notes: dict = {}
+    halflife, tick = _ewma_halflife_ms(params, profile), _ewma_tick_s(params, profile)
     for k, v in sorted(params.items()):
         if k == "CircuitPriorityHalflifeMsec":
-            if v > 0:
-                relay["scheduler"] = f'{{ kind = "ewma", halflife = "{v} ms", tick = "10 s" }}'
-                notes[k] = f"mechanisms.scheduler: ewma, halflife {v} ms (tick 10 s, tor's)"
+            if halflife is not None:
+                relay["scheduler"] = f'{{ kind = "ewma", halflife = "{halflife} ms", tick = "{tick} s" }}'
+                clamped = f" ({v} clamped to tor 0.4.8's minimum)" if halflife != v else ""
+                notes[k] = f"mechanisms.scheduler: ewma, halflife {halflife} ms{clamped} (tick {tick} s, tor's)"
             else:
                 relay["scheduler"] = '"round-robin"'
-                notes[k] = f"{v} disables EWMA in tor: mechanisms.scheduler round-robin"
+                notes[k] = f"{v} disables EWMA in tor 0.2.x: mechanisms.scheduler round-robin"
+        elif k == "CircuitPriorityTickSecs":
+            notes[k] = "not in tor 0.2.2 (tick 10 s)" if profile == "0.2.2" else f"mechanisms.scheduler's tick: {tick} s"
         elif k in ("perconnbwrate", "perconnbwburst"):
             rate, burst = params.get("perconnbwrate"), params.get("perconnbwburst")
             if rate and burst and rate > 0 and burst > 0:
@@ -459,12 +483,11 @@ def map_params(params: dict) -> tuple:
         # Tor's default Schedulers list is KIST,KISTLite,Vanilla: KIST runs every
         # KISTSchedRunInterval ms (1..100); 0 disables KIST, and tor falls back to KISTLite
         # run at once, which onionlab's kist-lite (a positive interval) does not model.
-        halflife = params.get("CircuitPriorityHalflifeMsec", 30000)
-        if 1 <= kist <= 100 and halflife > 0:
-            relay["scheduler"] = f'{{ kind = "kist", run_interval = "{kist} ms", halflife = "{halflife} ms", tick = "10 s" }}'
+        if 1 <= kist <= 100 and halflife is not None:
+            relay["scheduler"] = f'{{ kind = "kist", run_interval = "{kist} ms", halflife = "{halflife} ms", tick = "{tick} s" }}'
             notes["KISTSchedRunInterval"] = f"mechanisms.scheduler: kist, run every {kist} ms (tor's default scheduler on Linux)"
             if "CircuitPriorityHalflifeMsec" in params:
-                notes["CircuitPriorityHalflifeMsec"] = f"mechanisms.scheduler: kist's circuitmux is ewma, halflife {halflife} ms (tick 10 s, tor's)"
+                notes["CircuitPriorityHalflifeMsec"] = f"mechanisms.scheduler: kist's circuitmux is ewma, halflife {halflife} ms (tick {tick} s, tor's)"
         elif 1 <= kist <= 100:
             notes["KISTSchedRunInterval"] = (
                 "not applied: EWMA is disabled, and onionlab's KIST always orders circuits by EWMA; mechanisms.scheduler round-robin"
@@ -561,13 +584,15 @@ def plan_network(
     if perf < 0:
         raise GenerateError(f"--perf-clients: must not be negative, got {perf}")
     servers = max(1, round(users * server_scale))
-    relay_d, tor_d, notes = map_params(cons.params) if consensus_params else ({}, {}, {k: "not applied (--no-consensus-params)" for k in cons.params})
     if tor_version == "auto":
         profile, why = tor_profile_for(cons)
     elif tor_version == "none":
         profile, why = None, "--tor-version none"
     else:
         profile, why = tor_version, "--tor-version"
+    relay_d, tor_d, notes = (
+        map_params(cons.params, profile) if consensus_params else ({}, {}, {k: "not applied (--no-consensus-params)" for k in cons.params})
+    )
     behaviour, sources, tuned = tor_behaviour(profile, cons.params if consensus_params else {})
     notes.update(tuned)
     # The consensus params (e.g. guard-n-primary-guards-to-use) override the profile.

@@ -124,6 +124,24 @@ def test_params_map_to_config_and_the_rest_is_recorded(c2022, c2010):
     assert "both" in gen.map_params({"perconnbwrate": 1})[2]["perconnbwrate"]
 
 
+def test_a_halflife_of_zero_disables_ewma_in_old_tor_only():
+    """tor 0.2.2 turns EWMA off at CircuitPriorityHalflifeMsec <= 0; tor 0.4.8 cannot: it
+    clamps the param to its minimum, 1 ms (circuitmux_ewma.c). CircuitPriorityTickSecs
+    sets the tick (1..600 s) where tor has it."""
+    params = {"CircuitPriorityHalflifeMsec": 0, "KISTSchedRunInterval": 2}
+    assert gen.map_params(params, "0.2.2")[0] == {"scheduler": '"round-robin"'}
+    relay, _, notes = gen.map_params(params, "0.4.8")
+    assert relay == {"scheduler": '{ kind = "kist", run_interval = "2 ms", halflife = "1 ms", tick = "10 s" }'}
+    relay, _, notes = gen.map_params({"CircuitPriorityHalflifeMsec": -5}, "0.4.8")
+    assert relay == {"scheduler": '{ kind = "ewma", halflife = "1 ms", tick = "10 s" }'}
+    assert "-5 clamped to tor 0.4.8's minimum" in notes["CircuitPriorityHalflifeMsec"]
+    relay, _, notes = gen.map_params({"CircuitPriorityHalflifeMsec": 30000, "CircuitPriorityTickSecs": 900}, "0.4.8")
+    assert relay == {"scheduler": '{ kind = "ewma", halflife = "30000 ms", tick = "600 s" }'}
+    assert notes["CircuitPriorityTickSecs"] == "mechanisms.scheduler's tick: 600 s"
+    relay, _, notes = gen.map_params({"CircuitPriorityHalflifeMsec": 30000, "CircuitPriorityTickSecs": 5}, "0.2.2")
+    assert 'tick = "10 s"' in relay["scheduler"] and "not in tor 0.2.2" in notes["CircuitPriorityTickSecs"]
+
+
 def test_tor_version_profile_follows_the_recommended_client_versions(c2022, c2010):
     # 2022: newest recommended 0.4.7.11 -> today's tor; 2010: 0.2.2.6-alpha -> the papers' tor.
     assert gen.tor_profile_for(c2022) == ("0.4.8", "newest recommended client version 0.4.7.11")
