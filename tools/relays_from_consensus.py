@@ -12,7 +12,8 @@ equal-count bins and one relay is drawn uniformly from each (rank (i + u_i) / k,
 in [0, 1) from Python's seeded Mersenne Twister), so other seeds give other samples with the
 same flag proportions, for checking how much a finding depends on the one sample.
 BandwidthRate is the consensus bandwidth ("w Bandwidth=", KB/s; in the 2010 consensus the
-relay's self-advertised bandwidth) in KiB/s.
+bandwidth authorities' measurement where they had one, else the relay's self-advertised
+bandwidth: the document does not say which) in KiB/s.
 
 --method deciles --seed S draws the way the throttling paper's own network was built instead:
 Shadow's 2011 Tor network generator (scallion's contrib/generate.py, May 2011, the tool and

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""The Tortoise paper's relays: 15 bandwidths sampled from the top 300 advertised ones.
+"""The Tortoise paper's relays: 15 bandwidths sampled from the top 300 listed ones.
 
 The paper sampled "from only the highest 300 bandwidths listed by the Tor directory server"
 of May 2011; that consensus is not available, so this samples the shipped 2010-01-12 one the
-same way (seeded, without replacement). Every relay is a potential exit ("all relays are
+same way (seeded, without replacement). The bandwidths are the consensus's `w Bandwidth=`
+values, not the descriptors' advertised bandwidths, which the shipped data does not hold:
+since consensus method 5 (2009) that value is the bandwidth authorities' measurement where
+enough of them measured the relay, else the advertised one, and this consensus does not say
+which. Every relay is a potential exit ("all relays are
 potential exit relays") and Stable+Fast, as the paper's dedicated relays were. Development
 tool (needs stem); the reproduction ships its output.
 

@@ -67,3 +67,27 @@ def test_a_starved_client_counts_in_the_sets_not_in_the_means():
     assert s["bulk"] == pytest.approx(100.0) and s["web"] == pytest.approx((100 + 50) / 2)  # KBps over those that finished
     a = tortoise.anonymity(per, 100.0)
     assert a["operator_share_bulk"] == pytest.approx(1 / 3) and a["anonymity_set_all"] == 5
+
+
+def test_half_the_relays_enforce_holding_half_the_bandwidth():
+    """E10's "50% of the relays": 8 of 15, by default the 8 holding closest to half the
+    bandwidth (clients' first hops are drawn by bandwidth); the earlier random draw held
+    93 % of it."""
+    from onionlab.config import tomllib
+    from onionlab.reproduce import tortoise
+
+    # Hand-worked: relays of 40, 30, 20 and 10; two enforce. {0, 3} and {1, 2} hold
+    # exactly 50 %, and the first in lexicographic order wins; a random half of 2 may hold
+    # anything from 30 to 70 %.
+    assert tortoise.enforcing_relays([40, 30, 20, 10], 0.5) == {0, 3}
+    # 60, 20, 10, 10: {0, 2} (70 %) ties {1, 2} (30 %), both 20 points off: {0, 2}.
+    assert tortoise.enforcing_relays([60, 20, 10, 10], 0.5) == {0, 2}
+    assert tortoise.enforcing_relays([60, 20, 10, 10], 1.0) == {0, 1, 2, 3}
+    with pytest.raises(ValueError, match="--partial"):
+        tortoise.enforcing_relays([1, 2], 0.5, "by-name")
+    spec = {"rate": 100, "share": 0.5, "ops": 0, "scale": 1.0}
+    for pick, lo, hi in (("balanced", 0.49, 0.51), ("random", 0.93, 0.94)):
+        relays = tomllib.loads(tortoise.config_text("E10a", spec, "6 min", "1 min", 0.5, partial=pick))["relays"]
+        bw = [float(r["bandwidth"].split()[0]) for r in relays]
+        on = [b for r, b in zip(relays, bw) if r.get("tortoise") != "off"]
+        assert len(on) == 8 and lo <= sum(on) / sum(bw) <= hi, (pick, sum(on) / sum(bw))

@@ -357,9 +357,12 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             }
         }
     }
-    // Operators whose relays are recognised at every ingress (entry = "exempt").
+    // Operators whose relays are recognised at every ingress (entry = "exempt"): exempt
+    // as their relay would be, so only where that relay ends up Stable and Fast (Tortoise
+    // section 4.1; with `compute_flags` an operator's relay may lose either flag).
     let exempt_everywhere: Vec<NodeId> = planned
         .iter()
+        .filter(|p| p.spec.flags.contains(RelayFlags::STABLE | RelayFlags::FAST))
         .filter_map(|p| p.operator)
         .filter(|&(gi, _)| cfg.clients[gi].relay_operators.is_some_and(|o| o.entry == "exempt"))
         .map(|k| operator_node[&k])

@@ -288,6 +288,38 @@ fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
     assert!(plain.iter().filter(|c| c.interval_start >= 10.0).all(|c| c.throttle_rate == Some(50_000)));
 }
 
+/// `entry = "exempt"` exempts an operator as its relay would be: only while that relay is
+/// Stable and Fast. Three 30-day relays; the operator's relay has an MTBF of an hour, below
+/// the median and 5 days, so the computed flags leave it without Stable.
+#[test]
+fn an_exempt_operator_whose_relay_is_not_stable_is_limited() {
+    let relay = |n: u32| format!("[[relays]]\nname = \"r{n}\"\nbandwidth = \"5 MiB/s\"\nflags = [\"Guard\", \"Exit\", \"Fast\", \"Stable\"]\nmtbf = \"30 days\"\n");
+    let text = |op_mtbf: &str| {
+        format!(
+            "[experiment]\nname = \"x\"\nduration = \"60 s\"\nwarmup = \"10 s\"\nseeds = [1]\nconnection_metrics_interval = \"10 s\"\n\
+             [tor]\nrefill_interval = \"1 s\"\nuse_entry_guards = false\n[network]\nlatency = {{ constant = \"5 ms\" }}\ncompute_flags = true\n\
+             {}{}{}\
+             [[clients]]\nname = \"op\"\nworkload = \"bulk\"\ncount = 1\nlink = \"20 Mbit\"\n\
+             relay_operators = {{ count = 1, mtbf = \"{op_mtbf}\", entry = \"exempt\" }}\n\
+             [servers]\ncount = 1\nlink = \"1 Gbit\"\n[workloads.bulk]\ntype = \"bulk\"\nsize = \"5 MB\"\n\
+             [mechanisms]\ntortoise = {{ rate = \"100 KBps\" }}\n",
+            relay(1),
+            relay(2),
+            relay(3)
+        )
+    };
+    let dir = std::env::temp_dir();
+    let limited = |op_mtbf: &str| -> bool {
+        let cfg = onionlab_config::load_str(&text(op_mtbf), &dir).unwrap_or_else(|e| panic!("{e}"));
+        let out = run(&cfg, 1, None).unwrap();
+        let mine: Vec<_> = out.connections.iter().filter(|c| &*c.client == "op0" && &*c.relay != "op0-relay").collect();
+        assert!(!mine.is_empty(), "the operator has connections to the network");
+        mine.iter().all(|c| c.throttle_rate == Some(100_000))
+    };
+    assert!(limited("1 hour"), "its relay is not Stable: the operator is a plain client");
+    assert!(!limited("30 days"), "its relay is Stable and Fast: exempt");
+}
+
 #[test]
 fn computed_bandwidth_weights_are_tors_for_the_configs_relays() {
     use onionlab_config::model::BandwidthWeightsConfig;
