@@ -6,29 +6,33 @@
 //! bank with its tax, and which class each relayed cell is served in.
 //! **Must not touch:** the relays' scheduling. Cells are labelled here
 //! ([`IncentiveScheme::classify`]); the relay's HPD scheduler (`onionlab_tor::hpd`, paper
-//! section 3.3) decides what the labels are worth.
+//! section 3.4) decides what the labels are worth.
 //!
 //! # The model (paper section; spec section)
-//! - **Classes** (3.3; B.6.3): a client asks for low-latency (web browsing) or
+//!
+//! The paper's text here starts inside section 3.3 (ticket distribution, agents, the tax);
+//! sections 3.1-3.2 (the bank, tickets, intervals) are cited through the spec.
+//! - **Classes** (3.4; B.6.3): a client asks for low-latency (web browsing) or
 //!   high-throughput (bulk) service, or pays nothing (normal, and every legacy client).
-//! - **Tickets** (3.2; B.2.1): one ticket pays one relay for `ticket_cells` cells (default
-//!   256, "a single ticket be worth 128 KB"). A circuit's relay serves the client's cells
+//! - **Tickets** (B.2.1; the worth: 4.1): one ticket pays one relay for `ticket_cells` cells
+//!   (default 256, "a single ticket be worth 128 KB"). A circuit's relay serves the client's cells
 //!   in the paid class while the circuit's credit there lasts; when it runs out and the
 //!   client still holds a ticket valid now, the client pays another (a 3-hop circuit pays
 //!   each of its relays separately). Credit covers the cells a relay queues on the circuit
 //!   in either direction. With no ticket left, cells are normal.
-//! - **Free tickets** (3.4; B.3): every paying client is handed `free_tickets` tickets
-//!   every `free_period` (default 3 every 10 minutes, "so they may utilize a prioritized
-//!   circuit at any time"), from time 0. By default they are spendable in the spending
+//! - **Free tickets** (4.1, distribution in 3.3; B.3): every paying client is handed
+//!   `free_tickets` tickets every `free_period` (default 3 every 10 minutes, "so they may
+//!   utilize a prioritized circuit at any time"), the first when it joins (its group's
+//!   `start`), none for the time before. By default they are spendable in the spending
 //!   interval they are handed out in; with `free_tickets_need_exchange` they must first be
 //!   exchanged like earned tickets (B.2.3: the paper allows either reading). Agents,
 //!   their quotas and the unique-IP rule are not modelled: every client of the run has its
 //!   own address and gets its handout (they matter for agent collusion, B.4, not here).
-//! - **Intervals and exchange** (3.1, 3.5; B.2.2-B.2.3): time is cut into spending
+//! - **Intervals and exchange** (3.1 as 4.1 cites it, 24 hours: 4.1; B.2.2-B.2.3): time is cut into spending
 //!   intervals of `spending_interval` (the paper suggests 24 hours; runs compress it). A
 //!   ticket is spendable in one interval. Tickets a relay receives in interval i are
 //!   exchanged at the bank in i+1 and spendable in i+2; a client's tickets unspent at the
-//!   end of i are exchanged the same way. Each exchange is taxed (B.5): a fraction `tax` of
+//!   end of i are exchanged the same way. Each exchange is taxed (end of 3.3; B.5): a fraction `tax` of
 //!   the tickets presented is destroyed (default 0: the paper gives no rate). The tax is
 //!   applied per holder with a carried remainder, so a holder loses exactly
 //!   `floor(presented * tax + carry)` tickets, deterministic and exact on average (the
@@ -37,13 +41,18 @@
 //!   (`operators`) exchanges its received tickets into its operator's wallet: that is how
 //!   relay operators come to get better service, the incentive BRAIDS is built for.
 //!   Tickets of relays without an operator are exchanged and counted, and spent by nobody.
-//! - **Low-latency limit** (3.3; B.6.3): a circuit's low-latency cells at one relay beyond
+//! - **Low-latency limit** (3.4; B.6.3): a circuit's low-latency cells at one relay beyond
 //!   `low_latency_limit` within a window of `low_latency_window` are demoted to normal
 //!   (and still use up the paid credit, spec B.6.3's design choice). The paper suggests a
 //!   threshold "equal to the number of free tickets each user receives during a spending
 //!   interval": the default is that many tickets' worth of cells, per spending interval.
-//! - **Bank cost** (4.1; B.7): each exchange is 488 bytes and one signature; the counters
-//!   give the totals.
+//! - **Bank cost** (4.1; B.7): each ticket the bank exchanges costs 488 bytes (and a
+//!   signature); taxed tickets cost nothing, as under the hash-range tax (end of 3.3) their
+//!   holders know them and do not present them. The counters give the totals.
+//! - **An operator at its own relay** (not in the paper): a relay serves its operator's
+//!   circuits in the operator's class without a ticket (with `entry = "bridge"` every
+//!   operator circuit starts there); paying itself would only hold the ticket back two
+//!   intervals and count it as earned.
 
 use std::collections::BTreeMap;
 
@@ -51,7 +60,7 @@ use onionlab_core::{SimDuration, SimTime};
 use onionlab_tor::{ClassSplit, IncentiveScheme, NodeId, ServiceClass};
 
 /// Bytes one ticket exchange costs the bank (paper 4.1, "each ticket exchange consumes 488
-/// bytes of bandwidth").
+/// bytes of bandwidth"); taxed tickets are not presented.
 pub const EXCHANGE_BYTES: u64 = 488;
 
 /// Why a BRAIDS configuration is not valid; each names the parameter.
@@ -179,6 +188,8 @@ struct Wallet {
     open_from: u64,
     /// Handouts received so far.
     handouts: u64,
+    /// When the client joins the run (its group's `start`): its first handout.
+    joined: SimTime,
     tax_carry: f64,
     /// The relay this client operates, if any.
     relay: Option<NodeId>,
@@ -236,6 +247,14 @@ impl Braids {
         &self.params
     }
 
+    /// `client` joins the network at `at` (its group's `start`; default time 0): it gets
+    /// its first handout then and one every `free_period` after, none for the time before.
+    pub fn set_joined(&mut self, client: NodeId, at: SimTime) {
+        if let Some(w) = self.wallets.get_mut(&client) {
+            w.joined = at;
+        }
+    }
+
     pub fn ticket_counters(&self) -> TicketCounters {
         self.counters
     }
@@ -275,10 +294,10 @@ impl Braids {
         }
         // Handouts up to now, each into the interval it falls in (or two later, if free
         // tickets must be exchanged first).
-        if w.class.is_some() && p.free_tickets > 0 {
-            let due = now.as_nanos() / p.free_period.as_nanos() + 1;
+        if w.class.is_some() && p.free_tickets > 0 && now >= w.joined {
+            let due = now.saturating_since(w.joined).as_nanos() / p.free_period.as_nanos() + 1;
             while w.handouts < due {
-                let at = w.handouts * p.free_period.as_nanos();
+                let at = w.joined.as_nanos() + w.handouts * p.free_period.as_nanos();
                 let i = at / p.spending_interval.as_nanos();
                 w.handouts += 1;
                 self.counters.issued_free += p.free_tickets as u64;
@@ -356,6 +375,11 @@ impl IncentiveScheme for Braids {
         };
         let acct = &self.circuits[circ as usize];
         let (client, relay, hop) = (acct.client, acct.relays[pos - 1], pos - 1);
+        if self.wallets.get(&client).is_some_and(|w| w.relay == Some(relay)) {
+            // The operator's own relay serves it in its class without a ticket: paying
+            // itself would only hold the ticket back two intervals and count it as earned.
+            self.circuits[circ as usize].credit[hop] += n as u64;
+        }
         // Pay for what the credit does not cover, while the client has tickets.
         while self.circuits[circ as usize].credit[hop] < n as u64 && self.pay(client, relay, now) {
             self.circuits[circ as usize].credit[hop] += self.params.ticket_cells as u64;
@@ -401,7 +425,8 @@ impl IncentiveScheme for Braids {
             ("tickets_earned_unused", c.earned_unused),
             ("tickets_held_by_clients", held_by_clients),
             ("tickets_held_by_relays", held_by_relays),
-            ("bank_exchange_bytes", c.exchanged * EXCHANGE_BYTES),
+            // Taxed tickets are not presented: under the hash-range tax their holders know them.
+            ("bank_exchange_bytes", (c.exchanged - c.taxed) * EXCHANGE_BYTES),
             ("cells_low_latency", c.cells_low_latency),
             ("cells_high_throughput", c.cells_high_throughput),
             ("cells_unpaid", c.cells_unpaid),
@@ -631,6 +656,54 @@ mod tests {
         // (one of BULK's spent), plus MIDDLE's one.
         assert_eq!(c["braids_tickets_exchanged"], 6 * 6 - 1 + 1);
         assert_eq!(c["braids_bank_exchange_bytes"], 36 * 488);
+    }
+
+    #[test]
+    fn a_client_that_joins_late_gets_no_handouts_from_before() {
+        // Joins at 120 s: handouts at 120 and 170 s (interval 1), 220 s (interval 2); none
+        // for 0-119 s (the old count gave it those of 0, 50 and 100 s too).
+        let mut b = braids(params());
+        b.set_joined(WEB, at(120));
+        assert_eq!(b.balance(WEB, at(119)), 0);
+        assert_eq!(b.balance(WEB, at(120)), 3);
+        assert_eq!(b.balance(WEB, at(199)), 6);
+        let c: BTreeMap<String, u64> = b.counters(at(220)).into_iter().collect();
+        // WEB: 3 handouts; BULK and OPERATOR from 0: 0, 50, ..., 200 (5 each).
+        assert_eq!(c["braids_tickets_issued_free"], 3 * (3 + 5 + 5));
+    }
+
+    #[test]
+    fn taxed_tickets_cost_the_bank_nothing() {
+        // The tax test's exchanges (4 presented, 2 taxed): the bank handles 2 at 488 B each.
+        let mut p = params();
+        p.free_tickets = 1;
+        p.free_period = p.spending_interval;
+        p.tax = 0.5;
+        let mut b = Braids::new(p, &[(BULK, ServiceClass::HighThroughput)], &[]).unwrap();
+        for i in 0..4u32 {
+            b.on_circuit_created(at(100 * i as u64), i, BULK, &[MIDDLE, GUARD, EXIT]);
+            b.classify(at(100 * i as u64 + 1), i, 1, 256);
+        }
+        let c: BTreeMap<String, u64> = b.counters(at(400)).into_iter().collect();
+        assert_eq!((c["braids_tickets_exchanged"], c["braids_tickets_taxed"]), (4, 2));
+        assert_eq!(c["braids_bank_exchange_bytes"], 2 * 488);
+    }
+
+    #[test]
+    fn an_operator_is_served_at_its_own_relay_without_a_ticket() {
+        // OPERATOR runs GUARD. Its circuit through GUARD pays MIDDLE and EXIT only: 1000
+        // low-latency cells at GUARD cost nothing, and the 3 tickets go to the other hops.
+        let mut b = braids(params());
+        b.on_circuit_created(at(0), 0, OPERATOR, &[GUARD, MIDDLE, EXIT]);
+        assert_eq!(b.classify(at(1), 0, 1, 1000), [(ServiceClass::LowLatency, 1000), (ServiceClass::Normal, 0)]);
+        assert_eq!(b.balance(OPERATOR, at(1)), 3);
+        assert_eq!(b.classify(at(1), 0, 2, 256)[0], (ServiceClass::LowLatency, 256));
+        assert_eq!(b.classify(at(1), 0, 3, 512)[0], (ServiceClass::LowLatency, 512));
+        assert_eq!(b.balance(OPERATOR, at(1)), 0);
+        let c = b.ticket_counters();
+        assert_eq!((c.spent, c.cells_low_latency), (3, 1768));
+        let held: BTreeMap<String, u64> = b.counters(at(1)).into_iter().collect();
+        assert_eq!(held["braids_tickets_held_by_relays"], 3, "MIDDLE 1 and EXIT 2, GUARD none");
     }
 
     #[test]

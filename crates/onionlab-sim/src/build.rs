@@ -424,7 +424,10 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             .collect();
         let operators: Vec<(NodeId, NodeId)> =
             planned.iter().zip(&relay_nodes).filter_map(|(p, &relay)| p.operator.map(|k| (operator_node[&k], relay))).collect();
-        let scheme = Braids::new(params, &paying, &operators).map_err(|e| SimError::Build(format!("mechanisms.braids.{e}")))?;
+        let mut scheme = Braids::new(params, &paying, &operators).map_err(|e| SimError::Build(format!("mechanisms.braids.{e}")))?;
+        for &(id, gi) in &clients {
+            scheme.set_joined(id, onionlab_core::SimTime::ZERO + cfg.clients[gi].start);
+        }
         tor.set_incentive_scheme(Box::new(scheme));
     }
     let predictor = match cfg.mechanisms.predictor {

@@ -1,6 +1,6 @@
 //! Service classes and the incentive-scheme hook (BRAIDS, Jansen, Hopper and Kim, CCS 2010).
 //!
-//! **Owns:** [`ServiceClass`], the three classes a BRAIDS relay serves (section 3.3 of the
+//! **Owns:** [`ServiceClass`], the three classes a BRAIDS relay serves (section 3.4 of the
 //! paper; spec `ewma-braids.md` B.6.3), and the [`IncentiveScheme`] trait through which a
 //! scheme (tickets, a bank, free handouts: `onionlab_mech::braids`) tells the relay which
 //! class each queued cell belongs to. **Must not touch:** queues, channels or the
