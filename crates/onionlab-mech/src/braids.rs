@@ -177,6 +177,9 @@ pub struct TicketCounters {
     pub cells_demoted: u64,
     /// Cells of circuits whose client pays nothing (normal by choice, legacy).
     pub cells_not_paying: u64,
+    /// Cells an operator's own relay took on its circuits in the operator's class without
+    /// a ticket (also counted in the class's cells, or as demoted).
+    pub cells_own_relay: u64,
 }
 
 /// A client's tickets by the spending interval they are valid in.
@@ -379,6 +382,7 @@ impl IncentiveScheme for Braids {
             // The operator's own relay serves it in its class without a ticket: paying
             // itself would only hold the ticket back two intervals and count it as earned.
             self.circuits[circ as usize].credit[hop] += n as u64;
+            self.counters.cells_own_relay += n as u64;
         }
         // Pay for what the credit does not cover, while the client has tickets.
         while self.circuits[circ as usize].credit[hop] < n as u64 && self.pay(client, relay, now) {
@@ -432,6 +436,7 @@ impl IncentiveScheme for Braids {
             ("cells_unpaid", c.cells_unpaid),
             ("cells_demoted", c.cells_demoted),
             ("cells_not_paying", c.cells_not_paying),
+            ("cells_own_relay", c.cells_own_relay),
         ]
         .into_iter()
         .map(|(k, v)| (format!("braids_{k}"), v))
@@ -701,7 +706,7 @@ mod tests {
         assert_eq!(b.classify(at(1), 0, 3, 512)[0], (ServiceClass::LowLatency, 512));
         assert_eq!(b.balance(OPERATOR, at(1)), 0);
         let c = b.ticket_counters();
-        assert_eq!((c.spent, c.cells_low_latency), (3, 1768));
+        assert_eq!((c.spent, c.cells_low_latency, c.cells_own_relay), (3, 1768, 1000));
         let held: BTreeMap<String, u64> = b.counters(at(1)).into_iter().collect();
         assert_eq!(held["braids_tickets_held_by_relays"], 3, "MIDDLE 1 and EXIT 2, GUARD none");
     }

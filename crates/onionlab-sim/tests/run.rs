@@ -293,7 +293,9 @@ fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
 /// the median and 5 days, so the computed flags leave it without Stable.
 #[test]
 fn an_exempt_operator_whose_relay_is_not_stable_is_limited() {
-    let relay = |n: u32| format!("[[relays]]\nname = \"r{n}\"\nbandwidth = \"5 MiB/s\"\nflags = [\"Guard\", \"Exit\", \"Fast\", \"Stable\"]\nmtbf = \"30 days\"\n");
+    let relay = |n: u32| {
+        format!("[[relays]]\nname = \"r{n}\"\nbandwidth = \"5 MiB/s\"\nflags = [\"Guard\", \"Exit\", \"Fast\", \"Stable\"]\nmtbf = \"30 days\"\n")
+    };
     let text = |op_mtbf: &str| {
         format!(
             "[experiment]\nname = \"x\"\nduration = \"60 s\"\nwarmup = \"10 s\"\nseeds = [1]\nconnection_metrics_interval = \"10 s\"\n\
@@ -702,16 +704,19 @@ fn braids_takes_its_tax_ticket_worth_limit_and_exchange_rule_from_the_config() {
     };
     let braids = |extra: &str| base.replace("free_period = \"20 s\"", &format!("free_period = \"20 s\"\n{extra}"));
     // Free tickets that need an exchange are spendable two intervals after the handout
-    // (spec B.2.3): in a 3-minute run of 2-minute intervals nobody can pay.
+    // (spec B.2.3): in a 3-minute run of 2-minute intervals nobody can pay; only the
+    // operators' own relays serve them in their class, without a ticket.
     let k = with(&braids("free_tickets_need_exchange = true").replace("duration = \"10 min\"", "duration = \"3 min\""));
-    assert!(k["braids_tickets_issued_free"] > 0);
-    assert_eq!((k["braids_tickets_spent"], k["braids_cells_low_latency"], k["braids_cells_high_throughput"]), (0, 0, 0));
+    assert!(k["braids_tickets_issued_free"] > 0 && k["braids_cells_own_relay"] > 0);
+    assert_eq!((k["braids_tickets_spent"], k["braids_cells_high_throughput"]), (0, 0));
+    assert_eq!(k["braids_cells_low_latency"] + k["braids_cells_demoted"], k["braids_cells_own_relay"]);
     // Tax 1/2: half the tickets presented are destroyed (each holder rounds down, B.5).
     // A ticket worth 64 cells buys at most 64 prioritised cells (B.2.1).
     let short = with(&braids("tax = 0.5\nticket_cells = 64\nlow_latency_limit = 20\nlow_latency_window = \"1 s\""));
     let (exchanged, taxed) = (short["braids_tickets_exchanged"], short["braids_tickets_taxed"]);
     assert!(exchanged > 1000 && 2 * taxed <= exchanged && 2 * taxed >= exchanged - 200, "{taxed} of {exchanged} taxed");
-    let paid = short["braids_cells_low_latency"] + short["braids_cells_high_throughput"] + short["braids_cells_demoted"];
+    let paid = short["braids_cells_low_latency"] + short["braids_cells_high_throughput"] + short["braids_cells_demoted"]
+        - short["braids_cells_own_relay"];
     assert!(paid <= 64 * short["braids_tickets_spent"] && paid > 0, "{paid} cells for {} tickets", short["braids_tickets_spent"]);
     // The low-latency limit counts per window (B.6.3): 20 cells a second demotes some cells,
     // and 20 cells per 2 minutes demotes more.
