@@ -7,6 +7,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from onionlab import config as config_mod
@@ -79,5 +80,12 @@ def test_quick_reproduction_runs(tmp_path, monkeypatch):
     # The paper's direction: EWMA at the congested middle speeds up web downloads.
     assert line["web_median_s"]["ewma"] < line["web_median_s"]["round-robin"]
     assert set(s["halflife_sweep_web_median_s"]) == {"1.5", "10", "66"}
+    # The paper's figure 13: 25th/50th/75th percentiles of each half-life's first downloads
+    # (200 in the full run, 50 here), round robin's beside them.
+    sweep = pd.read_csv(out / "halflife_sweep.csv")
+    assert list(sweep["halflife_s"].astype(str)) == ["round-robin", "1.5", "10", "66"] and (sweep["downloads"] == 50).all()
+    assert (sweep["web_p25_s"] <= sweep["web_median_s"]).all() and (sweep["web_median_s"] <= sweep["web_p75_s"]).all()
+    pcts = s["halflife_sweep_web_percentiles_s"]
+    assert pcts["66"][1] == s["halflife_sweep_web_median_s"]["66"] and len(pcts["round-robin"]) == 3
     assert [r["scheduler"] for r in s["full_network"]] == ["round-robin", "ewma", "kist"]
     assert (out / "configs" / "line-ewma.toml").exists()

@@ -213,6 +213,10 @@ impl CircuitScheduler for EwmaScheduler {
 
     /// The lowest count, relative to the start of the current tick; ticks are aligned to
     /// simulated time, so counts of different channels at the same instant compare.
+    /// Tor's `ewma_cmp_cmux` compares the heads' raw counts, which are relative to each
+    /// circuitmux's last recalibration and so may be a tick or more apart on a channel that
+    /// has not sent since; rescaling both to the current tick first is the exact comparison
+    /// and differs from tor's only between a tick boundary and a channel's next send.
     fn head_priority(&mut self, now: SimTime) -> Option<f64> {
         self.recalibrate(now);
         self.heap.first().map(|a| a.count)

@@ -14,7 +14,9 @@ Experiments (spec ``ewma-braids.md`` A.7, copied into ``docs/reproductions/ewma.
    The middle runs round robin, then EWMA (H = 66 s, the original patch's default). We
    report the first 250 web downloads and the first 200 bulk downloads (by start time)
    of each run: web CDFs and medians, bulk completion times with a two-sample K-S test.
-2. *Half-life sweep*: the same with H in {1.5, 3, 4.5, 10, 20, 33, 66, 99} s.
+2. *Half-life sweep*: the same with H in {1.5, 3, 4.5, 10, 20, 33, 66, 99} s, 200 web
+   downloads per value and round robin's first 200 beside them, as the paper's 25th, 50th
+   and 75th percentiles (its figure 13).
 3. *Full network*: examples/throttling-medium.toml with every relay on round robin, EWMA
    (tor's defaults) and KIST (tor's defaults); web and bulk CDFs side by side.
 """
@@ -41,6 +43,9 @@ PAPER_WEB_MEDIAN = {"round-robin": 11.49, "ewma": 9.04}
 HALFLIVES = [1.5, 3, 4.5, 10, 20, 33, 66, 99]
 MAIN_HALFLIFE = 66.0
 WEB_DOWNLOADS = 250
+#: Web downloads per half-life in the sweep: the paper's "until each value had 200 data
+#: points" (section 5.1; spec A.7).
+SWEEP_DOWNLOADS = 200
 #: Downlinks of the bulk clients (two each): the live network's bulk downloads varied
 #: widely (mean 416 s, std 335 s) with their paths; clients of different speeds stand in
 #: for that diversity, and the fast ones congest the middle.
@@ -256,6 +261,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
         raise ValueError(f"--seeds: must be at least 1, got {n_seeds}")
     seeds = list(range(1, n_seeds + 1))
     n_web = 60 if quick else WEB_DOWNLOADS
+    n_sweep = 50 if quick else SWEEP_DOWNLOADS
     n_bulk = 20 if quick else BULK_DOWNLOADS
     halflives = [1.5, 10, 66] if quick else HALFLIVES
     summary: dict[str, Any] = {"quick": quick, "seeds": seeds, "paper": {"web_median_s": PAPER_WEB_MEDIAN}}
@@ -280,14 +286,12 @@ def main(out: Path, args: argparse.Namespace) -> int:
     # 1. Round robin vs EWMA at the middle.
     web: dict[str, np.ndarray] = {}
     bulk: dict[str, np.ndarray] = {}
-    sweep: dict[float, float] = {}
+    sweep: dict[float, np.ndarray] = {}
     silent: dict[str, dict[str, int]] = {}
     for kind in ["round-robin", "ewma"]:
         dl = runs[f"line-{kind}"].downloads
         web[kind] = _first(dl, "web", n_web)["ttlb"].to_numpy()
         bulk[kind] = _first(dl, "bulk", n_bulk)["ttlb"].to_numpy()
-        if kind == "ewma":
-            sweep[MAIN_HALFLIFE] = float(np.median(web[kind]))
         for cls in ("web", "bulk"):
             total, none = _silent_clients(runs[f"line-{kind}"], cls)
             silent.setdefault(kind, {})[cls] = none
@@ -319,23 +323,29 @@ def main(out: Path, args: argparse.Namespace) -> int:
     fig.savefig(out / "web_bulk_cdf.png", dpi=120)
     plt.close(fig)
 
-    # 2. Half-life sweep.
+    # 2. Half-life sweep: each H's first `n_sweep` web downloads (the paper's 200 per value),
+    # as 25th/50th/75th percentiles (its figure 13), round robin's the same way.
+    def sweep_sample(name: str) -> np.ndarray:
+        return _first(runs[name].downloads, "web", n_sweep)["ttlb"].to_numpy()
+
     for h in halflives:
-        if h in sweep:
-            continue
-        sweep[h] = float(np.median(_first(runs[f"line-ewma-h{h:g}"].downloads, "web", n_web)["ttlb"]))
+        sweep[h] = sweep_sample("line-ewma" if h == MAIN_HALFLIFE else f"line-ewma-h{h:g}")
+    rr = sweep_sample("line-round-robin")
+    pct = {k: np.percentile(v, [25, 50, 75]) for k, v in [("round-robin", rr), *[(f"{h:g}", sweep[h]) for h in sorted(sweep)]]}
     sweep_table = pd.DataFrame(
-        [{"halflife_s": "round-robin", "web_median_s": med["round-robin"]}]
-        + [{"halflife_s": f"{h:g}", "web_median_s": sweep[h]} for h in sorted(sweep)]
+        [{"halflife_s": k, "downloads": len(v), "web_p25_s": q[0], "web_median_s": q[1], "web_p75_s": q[2]}
+         for (k, q), v in zip(pct.items(), [rr, *[sweep[h] for h in sorted(sweep)]])]
     )
     sweep_table.to_csv(out / "halflife_sweep.csv", index=False)
-    summary["halflife_sweep_web_median_s"] = {f"{h:g}": sweep[h] for h in sorted(sweep)}
+    summary["halflife_sweep_web_median_s"] = {f"{h:g}": float(pct[f"{h:g}"][1]) for h in sorted(sweep)}
+    summary["halflife_sweep_web_percentiles_s"] = {k: [float(x) for x in q] for k, q in pct.items()}
     fig, ax = plt.subplots(figsize=(6, 4))
     hs = sorted(sweep)
-    ax.plot(hs, [sweep[h] for h in hs], "o-", label="EWMA")
-    ax.axhline(med["round-robin"], color="gray", linestyle="--", label="round robin")
-    ax.set(xscale="log", xlabel="half-life H (s)", ylabel="median web download time (s)", title="Half-life sweep")
-    ax.legend()
+    for i, (style, label) in enumerate([(":", "25th"), ("-", "50th"), ("--", "75th")]):
+        ax.plot(hs, [pct[f"{h:g}"][i] for h in hs], "o" + style, color="C0", label=f"EWMA, {label} percentile")
+        ax.axhline(pct["round-robin"][i], color="gray", linestyle=style, label=f"round robin, {label}")
+    ax.set(xscale="log", xlabel="half-life H (s)", ylabel="web download time (s)", title="Half-life sweep (paper's figure 13)")
+    ax.legend(fontsize="small")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out / "halflife_sweep.png", dpi=120)
@@ -395,7 +405,7 @@ def _write_markdown(out: Path, s: dict, main_table: pd.DataFrame, sweep_table: p
         f"Bulk completion times, two-sample K-S: D = {ks['D']:.3f}, p = {ks['p']:.3f} "
         f"({'significant' if ks['significant_at_0.05'] else 'not significant'} at 0.05; paper: not significant).",
         "",
-        "## Half-life sweep (median web download time)",
+        "## Half-life sweep (web download time percentiles, first 200 downloads per value)",
         "",
         markdown_table(sweep_table),
         "",
