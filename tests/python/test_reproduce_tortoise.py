@@ -91,3 +91,26 @@ def test_half_the_relays_enforce_holding_half_the_bandwidth():
         bw = [float(r["bandwidth"].split()[0]) for r in relays]
         on = [b for r, b in zip(relays, bw) if r.get("tortoise") != "off"]
         assert len(on) == 8 and lo <= sum(on) / sum(bw) <= hi, (pick, sum(on) / sum(bw))
+
+
+def test_the_bucket_burst_and_refill_interval_are_options(tmp_path, capsys):
+    """Spec 1.5: the paper gives no burst or refill interval; B = R and 1 s by default, and
+    the sweep it proposes (B = 2R, 100 ms) is a flag away."""
+    from onionlab import config as config_mod
+    from onionlab.config import tomllib
+    from onionlab.reproduce import tortoise
+
+    spec = {"rate": 100, "share": 1.0, "ops": 0, "scale": 1.0}
+    default = tomllib.loads(tortoise.config_text("E1", spec, "6 min", "1 min", 0.5))
+    assert default["tor"]["refill_interval"] == "1 s" and default["mechanisms"]["tortoise"] == {"rate": "100 KBps"}
+    path = tmp_path / "E1.toml"
+    path.write_text(tortoise.config_text("E1", spec, "6 min", "1 min", 0.5, burst_seconds=2, refill_interval="100 ms"))
+    resolved = tomllib.loads(config_mod.check(path))
+    assert resolved["tor"]["refill_interval"] == "100 ms"
+    assert {(r["tortoise"]["rate"], r["tortoise"]["burst"]) for r in resolved["relays"]} == {("100 KB/s", "200 KB")}
+    # Unmodified Tor (E0) has no limit to give a burst to.
+    unlimited = tomllib.loads(tortoise.config_text("E0", dict(spec, rate=None), "6 min", "1 min", 0.5, burst_seconds=2))
+    assert "tortoise" not in unlimited.get("mechanisms", {})
+    with pytest.raises(SystemExit):
+        main(["reproduce", "tortoise", "--quick", "--burst-seconds", "0", "-o", str(tmp_path / "x")])
+    assert "--burst-seconds: must be a positive number" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration
+from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration, positive_float
 from onionlab.reproduce import Given, quick_settings, run_many, write_config, write_summary
 from onionlab.stats import ecdf
 
@@ -146,8 +146,14 @@ def relays_text(capacity_scale: float, share: float, rate_line: str, partial: st
 
 
 def config_text(name: str, spec: dict, duration: str, warmup: str, capacity_scale: float, links: str = "tiers", entry: str = "exempt",
-                partial: str = "balanced") -> str:
-    rate_line = f'tortoise = {{ rate = "{spec["rate"]} KBps" }}' if spec["rate"] else ""
+                partial: str = "balanced", burst_seconds: float = 1.0, refill_interval: str = "1 s") -> str:
+    """The config of experiment `name`. The paper gives no bucket burst or refill interval
+    (spec 1.5): `burst_seconds` of the rate (default 1, B = R) and tor 0.2.1.28's refill
+    once a second by default; spec 1.5 proposes B in {R, 2R} and 1 s or 100 ms as a sweep."""
+    if not burst_seconds > 0:
+        raise ValueError(f"--burst-seconds: must be positive, got {burst_seconds}")
+    burst = "" if burst_seconds == 1.0 or not spec["rate"] else f', burst = "{spec["rate"] * burst_seconds:g} KB"'
+    rate_line = f'tortoise = {{ rate = "{spec["rate"]} KBps"{burst} }}' if spec["rate"] else ""
     groups = []
     ops = (TIER_OPERATORS if links == "tiers" else OPERATORS)[spec["ops"]]
     for gname, workload, count, down, up in (tier_groups() if links == "tiers" else GROUPS):
@@ -165,7 +171,7 @@ warmup = "{warmup}"
 seeds = [1]
 
 [tor]
-refill_interval = "1 s"        # tor 0.2.1.28
+refill_interval = "{refill_interval}"        # tor 0.2.1.28: "1 s"
 use_entry_guards = false       # "Our setup does not utilize guard relays"
 
 [network]
@@ -203,6 +209,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tiers: a fast/medium/slow spread of access links (default); flat: residential 10/2 Mbit, institutional 10/10")
     p.add_argument("--operator-entry", choices=["bridge", "exempt"], default="exempt",
                    help="exempt: ordinary paths, recognised at every ingress (default); bridge: operators enter through their own relay")
+    p.add_argument("--burst-seconds", type=positive_float, default=1.0,
+                   help="each Tortoise bucket's burst in seconds of its rate (default 1: B = R; spec 1.5 sweeps 1 and 2)")
+    p.add_argument("--refill-interval", type=positive_duration, default="1 s",
+                   help='token-bucket refill interval (default "1 s", tor 0.2.1.28; spec 1.5 also "100 ms")')
     p.add_argument("--partial", choices=PARTIAL_CHOICES, default="balanced",
                    help="which half of the relays enforce in E10: balanced (half the relays holding half the bandwidth, default); "
                         "random (a fixed shuffle's first half, which holds 93 %% of it)")
@@ -316,7 +326,8 @@ def main(out: Path, args) -> int:
     if unknown:
         raise ValueError(f"--only: unknown experiments {unknown} (known: {', '.join(exps)})")
     seeds = list(range(1, args.seeds + 1))
-    jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale, args.client_links, args.operator_entry, args.partial)), seeds) for n in names]
+    jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale, args.client_links, args.operator_entry, args.partial,
+                                              args.burst_seconds, args.refill_interval)), seeds) for n in names]
     print(f"tortoise: {len(jobs)} experiments x {len(seeds)} seeds", flush=True)
     results = run_many(jobs, out, args.jobs, ray_address=getattr(args, "ray", None))
 
