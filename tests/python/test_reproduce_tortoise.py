@@ -15,6 +15,13 @@ def quick(tmp_path_factory):
     return out
 
 
+def test_reuse_runs_loads_the_runs_and_gives_the_same_tables(quick, capsys):
+    before = (quick / "throughput.csv").read_text()
+    assert main(["reproduce", "tortoise", "--quick", "--only", "E0", "E1", "E5", "E9a", "-o", str(quick), "--reuse-runs"]) == 0
+    assert "reusing 4 of 4 configurations" in capsys.readouterr().err
+    assert (quick / "throughput.csv").read_text() == before
+
+
 def test_outputs_and_the_papers_numbers_beside_ours(quick):
     for f in ("throughput.csv", "anonymity.csv", "summary.json", "figure3_rate_limits.png", "configs/E5.toml"):
         assert (quick / f).is_file(), f
@@ -22,6 +29,8 @@ def test_outputs_and_the_papers_numbers_beside_ours(quick):
     assert t.loc["E0", "paper_all"] == 41
     assert t.loc["E0", "all_change_pct"] == 0
     assert t.loc["E9a", "drop_vs_before_pct"] > 0, "20 % more clients, no more relays: slower"
+    # E5's operators against the same clients in E1 (which has no client-relays).
+    assert t.loc["E5", "operator_gain_vs_same_clients_pct"] > 0 and pd.isna(t.loc["E0", "operator_gain_vs_same_clients_pct"])
 
 
 def test_limit_holds_for_plain_clients_and_client_relays_exist(quick):

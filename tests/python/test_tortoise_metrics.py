@@ -101,3 +101,19 @@ def test_throughput_table_changes_by_hand():
     assert t.loc[["E9a", "E9b", "E9c"], "drop_vs_before_pct"].tolist() == [5.0, 10.0, 10.0]
     assert math.isnan(t.loc["E5", "drop_vs_before_pct"])
     assert t.loc["E5", "paper_change_pct"] == '{"all": 3.1}'
+
+
+def test_an_operators_gain_against_the_same_clients_without_relays():
+    """Spec 4.5's second baseline: operators' mean against the same clients (same seed and
+    name) in the run without client-relays. Operators a (seed 1) and b (seed 2) average
+    150 KBps; without relays the same clients averaged 100: +50 %. A plain client and an
+    operator starved in one run stay out."""
+    import numpy as np
+
+    from onionlab.reproduce.tortoise import operator_gain_vs_same_clients
+
+    per = pd.DataFrame({"seed": [1, 2, 1, 1], "client": ["a", "b", "c", "d"], "kbps": [120.0, 180.0, 50.0, 300.0],
+                        "relay_operator": [True, True, False, True]})
+    without = pd.DataFrame({"seed": [1, 2, 1, 1, 2], "client": ["a", "b", "c", "d", "a"], "kbps": [90.0, 110.0, 40.0, np.nan, 999.0]})
+    assert operator_gain_vs_same_clients(per, without) == 50.0
+    assert np.isnan(operator_gain_vs_same_clients(per.assign(relay_operator=False), without))

@@ -123,11 +123,22 @@ def reuse_sources(dirs: Optional[Sequence[str | Path]], option: str = "--reuse-r
     return found
 
 
+def add_reuse_arguments(p) -> None:
+    """A reproduction's ``--reuse-runs`` and ``--reuse-runs-from`` (read by
+    :func:`reuse_options`)."""
+    p.add_argument("--reuse-runs", action="store_true",
+                   help="load any run already under OUT/runs whose resolved config and seeds are the same instead of running it "
+                        "again (runs are deterministic: the results a fresh run of this onionlab version gives)")
+    p.add_argument("--reuse-runs-from", action="append", metavar="DIR",
+                   help="also load matching runs from DIR/runs, another output of this command (repeatable; copied into OUT/runs)")
+
+
 def reuse_options(args) -> dict:
     """:func:`run_many`'s ``reuse``, ``reuse_from`` and ``ray_address`` from a
     reproduction's ``--reuse-runs``, ``--reuse-runs-from`` (checked by
     :func:`reuse_sources`) and ``--ray``."""
-    return {"reuse": args.reuse_runs, "reuse_from": reuse_sources(args.reuse_runs_from), "ray_address": getattr(args, "ray", None)}
+    return {"reuse": getattr(args, "reuse_runs", False), "reuse_from": reuse_sources(getattr(args, "reuse_runs_from", None)),
+            "ray_address": getattr(args, "ray", None)}
 
 
 def run_many(

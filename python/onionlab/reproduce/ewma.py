@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least
-from onionlab.reproduce import markdown_table, run_many, write_config, write_summary
+from onionlab.reproduce import add_reuse_arguments, markdown_table, reuse_options, run_many, write_config, write_summary
 
 DESCRIPTION = "Tang & Goldberg CCS 2010: circuit EWMA vs round robin (web/bulk CDFs, K-S test, half-life sweep, KIST)"
 
@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=at_least(1), default=None, help="seeds per line experiment (default 3; 2 with --quick)")
     parser.add_argument("--no-full-network", action="store_true", help="skip the throttling-medium comparison with KIST")
     parser.add_argument("--jobs", type=at_least(1), default=None, help="parallel runs (default: the CPUs)")
+    add_reuse_arguments(parser)
 
 
 # ---------------------------------------------------------------- statistics
@@ -281,7 +282,7 @@ def main(out: Path, args: argparse.Namespace) -> int:
         for kind in ["round-robin", "ewma", "kist"]:
             name = f"full-{kind}"
             experiments.append((name, write_config(out, name, full_network_config(kind, quick)), [1]))
-    runs = run_many(experiments, out, getattr(args, "jobs", None), ray_address=getattr(args, "ray", None))
+    runs = run_many(experiments, out, getattr(args, "jobs", None), **reuse_options(args))
 
     # 1. Round robin vs EWMA at the middle.
     web: dict[str, np.ndarray] = {}

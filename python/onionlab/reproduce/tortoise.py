@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least, check_warmup, check_whole_steps, duration, positive_duration, positive_float
-from onionlab.reproduce import Given, quick_settings, run_many, write_config, write_summary
+from onionlab.reproduce import Given, add_reuse_arguments, quick_settings, reuse_options, run_many, write_config, write_summary
 from onionlab.stats import ecdf
 
 DESCRIPTION = "Tortoise (2011): universal ingress rate limit, client-relays, partial deployment; experiments E0-E10"
@@ -219,6 +219,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests; options given beside it keep their values")
     p.add_argument("--only", nargs="+", metavar="E", help="run only these experiments (e.g. E0 E1)")
     p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
+    add_reuse_arguments(p)
 
 
 def client_means(res) -> pd.DataFrame:
@@ -291,6 +292,21 @@ def anonymity(per: pd.DataFrame, rate_kbps: float | None) -> dict:
 #: The "before" of each +20 % clients experiment (spec 4.7's suggested default).
 BEFORE = {"E9a": "E0", "E9b": "E5", "E9c": "E7"}
 
+#: For each experiment with client-relays, the same network and limit without them: the
+#: second baseline of an operator's gain (spec 4.5: the paper's is a gap, "report both").
+WITHOUT_RELAYS = {"E3": "E0", "E4": "E0", "E5": "E1", "E6": "E1", "E7": "E2", "E8": "E2", "E10b": "E10a", "E10c": "E10a"}
+
+
+def operator_gain_vs_same_clients(per: pd.DataFrame, without: pd.DataFrame) -> float:
+    """Per cent by which the relay operators' mean bandwidth in `per` exceeds the same
+    clients' (same seed, same name) mean in `without`, the run without client-relays, over
+    the clients that completed a download in both; NaN without operators."""
+    ops = per[per["relay_operator"] & per["kbps"].notna()][["seed", "client", "kbps"]]
+    same = ops.merge(without[["seed", "client", "kbps"]].dropna(), on=["seed", "client"], suffixes=("", "_without"))
+    if same.empty:
+        return math.nan
+    return round(100 * (same["kbps"].mean() / same["kbps_without"].mean() - 1), 1)
+
 
 def throughput_table(rows: list[dict]) -> pd.DataFrame:
     """``throughput.csv`` from one row per experiment (its :func:`summarize` figures): each
@@ -329,7 +345,7 @@ def main(out: Path, args) -> int:
     jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale, args.client_links, args.operator_entry, args.partial,
                                               args.burst_seconds, args.refill_interval)), seeds) for n in names]
     print(f"tortoise: {len(jobs)} experiments x {len(seeds)} seeds", flush=True)
-    results = run_many(jobs, out, args.jobs, ray_address=getattr(args, "ray", None))
+    results = run_many(jobs, out, args.jobs, **reuse_options(args))
 
     rows, anon_rows, pers = [], [], {}
     for n in names:
@@ -339,6 +355,10 @@ def main(out: Path, args) -> int:
         rows.append({"experiment": n, **{k: round(v, 2) for k, v in s.items()},
                      **{f"paper_{k}": v for k, v in PAPER.get(n, {}).items()}, **exps[n]})
         anon_rows.append({"experiment": n, **anonymity(per, exps[n]["rate"])})
+    for row in rows:
+        n = row["experiment"]
+        b = WITHOUT_RELAYS.get(n)
+        row["operator_gain_vs_same_clients_pct"] = operator_gain_vs_same_clients(pers[n], pers[b]) if b in pers else math.nan
     table = throughput_table(rows)
     table.to_csv(out / "throughput.csv", index=False)
     anon = pd.DataFrame(anon_rows)
@@ -348,7 +368,7 @@ def main(out: Path, args) -> int:
                "throughput": table.to_dict(orient="records"), "anonymity": anon.to_dict(orient="records")}
     write_summary(out / "summary.json", summary, sort_keys=True)
     cols = [c for c in ["experiment", "all", "web", "bulk", "operators", "all_change_pct", "web_change_pct", "bulk_change_pct",
-                        "operator_gain_pct", "drop_vs_before_pct", "starved_web", "starved_bulk", "paper_all", "paper_change_pct"] if c in table.columns]
+                        "operator_gain_pct", "operator_gain_vs_same_clients_pct", "drop_vs_before_pct", "starved_web", "starved_bulk", "paper_all", "paper_change_pct"] if c in table.columns]
     print("\nMean client bandwidth (KBps) and changes against E0:")
     print(table[cols].to_string(index=False))
     print("\nAnonymity (section 4.2):")
