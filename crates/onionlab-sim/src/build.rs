@@ -297,6 +297,10 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
             let mut f = RelayFlags(p.spec.flags.0 & !(RelayFlags::FAST.0 | RelayFlags::STABLE.0));
             if fast {
                 f |= RelayFlags::FAST;
+            } else {
+                // Tor gives Guard only to Fast relays (0.2.1.28 dirserv.c); the listed
+                // Guard flag's other criteria are not recomputed.
+                f = RelayFlags(f.0 & !RelayFlags::GUARD.0);
             }
             if stable {
                 f |= RelayFlags::STABLE;

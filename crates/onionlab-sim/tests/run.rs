@@ -322,6 +322,32 @@ fn an_exempt_operator_whose_relay_is_not_stable_is_limited() {
     assert!(!limited("30 days"), "its relay is Stable and Fast: exempt");
 }
 
+/// With `compute_flags`, a relay that loses Fast loses its listed Guard flag too (tor
+/// gives Guard only to Fast relays), so computed weights count it as a middle.
+#[test]
+fn a_guard_that_loses_fast_is_no_guard() {
+    let relay = |n: u32, bw: &str, flags: &str| {
+        format!("[[relays]]\nname = \"r{n}\"\nbandwidth = \"{bw}\"\nflags = [{flags}]\nmtbf = \"30 days\"\n")
+    };
+    // Nine relays of 1 MiB/s and one of 10 KiB/s: below 20 KiB/s and the 12.5th percentile.
+    let mut relays = String::new();
+    for n in 0..9 {
+        relays += &relay(n, "1 MiB/s", "\"Guard\", \"Exit\", \"Fast\", \"Stable\"");
+    }
+    relays += &relay(9, "10 KiB/s", "\"Guard\", \"Fast\", \"Stable\"");
+    let text = format!(
+        "[experiment]\nname = \"x\"\nduration = \"10 s\"\nseeds = [1]\n[network]\nlatency = {{ constant = \"5 ms\" }}\n\
+         compute_flags = true\n{relays}[[clients]]\nname = \"c\"\nworkload = \"bulk\"\ncount = 1\nlink = \"10 Mbit\"\n\
+         [servers]\ncount = 1\nlink = \"1 Gbit\"\n[workloads.bulk]\ntype = \"bulk\"\nsize = \"1 MB\"\n"
+    );
+    let cfg = onionlab_config::load_str(&text, &std::env::temp_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let built = onionlab_sim::build::build(&cfg, 1).unwrap();
+    let flags: Vec<_> = built.tor.relays().iter().map(|&n| built.tor.relay_flags(n).unwrap()).collect();
+    use onionlab_tor::RelayFlags;
+    assert!(!flags[9].contains(RelayFlags::FAST) && !flags[9].contains(RelayFlags::GUARD), "{:?}", flags[9]);
+    assert!(flags[..9].iter().all(|f| f.contains(RelayFlags::FAST | RelayFlags::GUARD)));
+}
+
 #[test]
 fn computed_bandwidth_weights_are_tors_for_the_configs_relays() {
     use onionlab_config::model::BandwidthWeightsConfig;
