@@ -40,7 +40,8 @@ use crate::scheduler::{CircPolicyData, CircuitScheduler, ClassDelays};
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HpdParams {
     /// Delay differentiation parameters `c_i` by class (low-latency, high-throughput,
-    /// normal): positive and increasing. Default 1 : 2 : 3.
+    /// normal): positive and strictly increasing (the paper's `c1 < c2 < c3`). Default
+    /// 1 : 2 : 3.
     pub delay: [f64; CLASSES],
     /// Weight of PAD (the classes' average delay) against WTP (the head cell's waiting
     /// time), in [0, 1]. Default 0.5.
@@ -59,8 +60,11 @@ impl HpdParams {
         if self.delay.iter().any(|c| !c.is_finite() || *c <= 0.0) {
             return Err(format!("delay: every class's parameter must be positive, got {:?}", self.delay));
         }
-        if !(self.delay[0] <= self.delay[1] && self.delay[1] <= self.delay[2]) {
-            return Err(format!("delay: must not decrease from low-latency to normal (c_LL <= c_HT <= c_N), got {:?}", self.delay));
+        if !(self.delay[0] < self.delay[1] && self.delay[1] < self.delay[2]) {
+            return Err(format!(
+                "delay: must increase strictly from low-latency to normal (c_LL < c_HT < c_N, the paper's c1 < c2 < c3), got {:?}",
+                self.delay
+            ));
         }
         if !(0.0..=1.0).contains(&self.f) {
             return Err(format!("f: must lie in [0, 1], got {}", self.f));
@@ -333,6 +337,10 @@ mod tests {
         assert!(HpdParams::default().validate().is_ok());
         assert!(HpdParams { delay: [1.0, 0.0, 3.0], f: 0.5 }.validate().unwrap_err().starts_with("delay"));
         assert!(HpdParams { delay: [3.0, 2.0, 1.0], f: 0.5 }.validate().unwrap_err().starts_with("delay"));
+        // The paper's c1 < c2 < c3: equal parameters are refused (item 6 of the BRAIDS audit).
+        for delay in [[1.0, 1.0, 1.0], [1.0, 2.0, 2.0], [1.0, 1.0, 3.0]] {
+            assert!(HpdParams { delay, f: 0.5 }.validate().unwrap_err().starts_with("delay"), "{delay:?}");
+        }
         assert!(HpdParams { delay: [1.0, 2.0, 3.0], f: 1.5 }.validate().unwrap_err().starts_with("f:"));
     }
 }
