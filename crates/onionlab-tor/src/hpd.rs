@@ -1,10 +1,13 @@
-//! BRAIDS's relay scheduler: hybrid proportional delay (HPD) over service classes.
+//! BRAIDS's relay scheduler: hybrid proportional delay (HPD) over service classes,
+//! relay-wide.
 //!
-//! BRAIDS (Jansen, Hopper and Kim, CCS 2010), section 3.3; spec `ewma-braids.md` B.6.2.
-//! The paper takes HPD from Dovrolis et al.'s proportional differentiation model: the
-//! queueing delay of class i should be proportional to its parameter `c_i`
-//! (`q_i / q_j = c_i / c_j`). Each cell is time-stamped on arrival and joins the FIFO of
-//! its class; at each decision, for every class with cells waiting,
+//! BRAIDS (Jansen, Hopper and Kim, CCS 2010), section 3.4 ("Differentiated Service");
+//! spec `ewma-braids.md` B.6.2. The paper takes HPD from Dovrolis et al.'s proportional
+//! differentiation model: the queueing delay of class i should be proportional to its
+//! parameter `c_i` (`q_i / q_j = c_i / c_j`, `c1 < c2 < c3`). "Each Tor cell is
+//! time-stamped upon arrival at the relay and placed in the queue associated with the
+//! cell's class of service. When the relay makes a scheduling decision at time t", for
+//! every class with cells waiting,
 //!
 //! ```text
 //! w_i  = now - arrival time of the class's head cell          (waiting time)
@@ -15,26 +18,58 @@
 //! and the head cell of the class with the largest `p_i` goes next; ties go to the class
 //! with the smaller index (the higher priority; a design choice, spec B.6.2).
 //!
-//! **Parameters** ([`HpdParams`]): `delay` = `c_LL : c_HT : c_N`, default `1 : 2 : 3`, and
-//! `f` in [0, 1], default 0.5. The paper gives neither; the defaults are the spec's
-//! (B.10, design choice).
+//! **Parameters** ([`HpdParams`]): `delay` = `c_LL : c_HT : c_N`, strictly increasing,
+//! default `1 : 2 : 3`, and `f` in [0, 1], default 0.5. The paper gives neither value; the
+//! defaults are the spec's (B.10, design choice).
 //!
-//! **Owns:** the class FIFOs of one channel end (cell counts with their arrival times, not
-//! cells) and each class's delay statistics. **Must not touch:** the circuit queues. The
-//! cells themselves stay in their circuits' queues in order, so when a class's head run
-//! belongs to circuit c the scheduler takes c's oldest cells: within one circuit cells
-//! never overtake each other (Tor's cells must arrive in order), and a circuit whose paid
-//! credit runs out mid-queue has its later cells counted in the lower class.
-//! Which class a cell is in is decided by the relay's [`crate::incentive::IncentiveScheme`]
-//! when the cell is queued ([`CircuitScheduler::on_cells_queued`]); without a scheme
-//! every cell is [`ServiceClass::Normal`] and HPD is first come, first served.
+//! **Scope: the relay, not a connection.** The paper's queues are the relay's: a paid
+//! cell leaves before an unpaid one whichever connection each leaves on (spec B.6.2:
+//! "one HPD scheduler per relay output link"). So the scheduler has two parts:
+//! - [`HpdScheduler`], one per channel end (the end's circuitmux): bookkeeping only. It
+//!   keeps that end's class FIFOs (cell counts with their arrival times, not cells) and the
+//!   end's own per-class counts for the run's results, and tells the relay the arrival
+//!   time of each class's head run ([`CircuitScheduler::class_heads`]).
+//! - [`HpdRelay`] and [`hpd_run`], one per relay: the decisions. The relay's class FIFOs
+//!   are the union of its ends' FIFOs, each class ordered by arrival time, so the relay's
+//!   head cell of class i is the oldest class-i head over the ends that can write now (a
+//!   heap per class). The class statistics `a_i` are relay-wide: every cell the relay
+//!   sent in class i, on any connection. [`hpd_run`] replaces, at an HPD relay, the write
+//!   pass's round robin over channel ends and the fill of each outbuf up to its high-water
+//!   mark: it takes the class with the highest `p_i`, moves that class's head cells to
+//!   their end's outbuf, only as many as the end can write now (its socket's free space
+//!   and one share of the relay's write bucket, [`HpdChannels::room`]), and writes them at
+//!   once. An outbuf thus holds at most the unwritten part of one cell, and never locks a
+//!   class-blind order in front of a later decision. The pass runs at every pump of the
+//!   relay, until the write bucket is empty or every end with cells is blocked (socket
+//!   full: its writable notice brings it back; per-connection bucket empty: the refill).
+//!
+//! A cell written to the kernel is out of HPD's hands: where a connection's socket or link,
+//! not the relay's write bucket or its shared uplink, is the bottleneck, cells wait in the
+//! kernel in the order they were written.
+//!
+//! **Owns:** the class FIFOs of each channel end, the relay-wide class statistics and the
+//! order in which a relay's queued cells leave for its channels' outbufs. **Must not
+//! touch:** the circuit queues, outbufs, sockets or buckets themselves: a run sees them
+//! through [`HpdChannels`] (implemented by the network's pump over the relay's channel
+//! ends), which moves the cells and writes them. The cells stay in their circuits' queues
+//! in order, so when a class's head run belongs to circuit c the relay takes c's oldest
+//! cells: within one circuit cells never overtake each other (Tor's cells must arrive in
+//! order), and a circuit whose paid credit runs out mid-queue has its later cells counted
+//! in the lower class. Which class a cell is in is decided by the relay's
+//! [`crate::incentive::IncentiveScheme`] when the cell is queued
+//! ([`CircuitScheduler::on_cells_queued`]); without a scheme every cell is
+//! [`ServiceClass::Normal`] and HPD is first come, first served across the relay.
+//!
+//! Deterministic: ties between ends whose heads arrived at the same time go to the end
+//! listed first in the relay's write ring. No allocation per cell: the heaps and lists of
+//! a run are the relay's, reused.
 
 use std::collections::{BTreeMap, VecDeque};
 
 use onionlab_core::SimTime;
 
 use crate::incentive::{ServiceClass, CLASSES};
-use crate::scheduler::{CircPolicyData, CircuitScheduler, ClassDelays};
+use crate::scheduler::{CircPolicyData, CircuitScheduler, ClassDelays, ClassHeads};
 
 /// HPD's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -81,7 +116,10 @@ struct ClassRun {
     at: SimTime,
 }
 
-/// HPD over the three BRAIDS classes on one channel end.
+/// The HPD bookkeeping of one channel end: its class FIFOs and what it sent per class.
+/// At a relay the decisions are relay-wide ([`hpd_run`]), which reads the FIFOs' heads and
+/// takes cells with [`CircuitScheduler::pick_class`]. Its own [`pick`](CircuitScheduler::pick)
+/// is HPD over this end alone, with this end's statistics (the relay does not call it).
 #[derive(Debug, Clone)]
 pub struct HpdScheduler {
     params: HpdParams,
@@ -222,6 +260,194 @@ impl CircuitScheduler for HpdScheduler {
     fn class_delays(&self) -> Option<ClassDelays> {
         Some(self.sent)
     }
+
+    fn class_heads(&self) -> Option<ClassHeads> {
+        Some(std::array::from_fn(|i| self.fifo[i].front().map(|h| (h.at, h.count))))
+    }
+
+    fn pick_class(&mut self, class: usize) -> Option<(u32, u32)> {
+        let head = self.fifo[class].front()?;
+        self.last = Some(class);
+        Some((head.circ, head.count))
+    }
+}
+
+/// What a relay-wide HPD run ([`hpd_run`]) may do at one of the relay's channel ends now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HpdRoom {
+    /// The end can write this many more cells now (at least one; the last may be written
+    /// only in part).
+    Cells(u64),
+    /// Nothing more at this end in this run: no cells, or its socket is full (its
+    /// writable notice is armed), or its own bucket is empty (it waits for the refill).
+    Done,
+    /// The relay's write bucket is empty: the run ends, and the ends wait for the refill.
+    Stop,
+}
+
+/// A relay's channel ends as [`hpd_run`] sees them. Indices are stable for one run.
+pub trait HpdChannels {
+    /// Number of channel ends in the run.
+    fn len(&self) -> usize;
+    /// Whether the run has no channel ends.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The end's class heads ([`CircuitScheduler::class_heads`]).
+    fn heads(&self, i: usize) -> ClassHeads;
+    /// What the end can write now. May first write what its outbuf already holds (the
+    /// unwritten part of a cell): those bytes were chosen by an earlier decision.
+    fn room(&mut self, i: usize) -> HpdRoom;
+    /// Moves `n` cells of the head run of `class` at the end to its outbuf and writes the
+    /// outbuf to the kernel; returns the cells moved.
+    fn send(&mut self, i: usize, class: usize, n: u32, now: SimTime) -> u32;
+}
+
+/// The head run of an end's class FIFO in a run's heap: its arrival time, then the end's
+/// index (earlier first on both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head(SimTime, usize);
+
+impl Ord for Head {
+    /// Reversed, so that `BinaryHeap`'s maximum is the oldest head (then the lowest index).
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.cmp(&self.0).then(other.1.cmp(&self.1))
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A relay's HPD state: its parameters, its class statistics over every cell it sent
+/// (every channel end, open or since closed), and a run's scratch, kept for the next run.
+#[derive(Debug, Clone)]
+pub struct HpdRelay {
+    params: HpdParams,
+    /// Cells the relay sent per class and the sum of their queueing delays (ns).
+    sent: ClassDelays,
+    /// Per class, the ends that can write now by their head's arrival time.
+    heaps: [std::collections::BinaryHeap<Head>; CLASSES],
+    /// Per end of the run: still able to write.
+    live: Vec<bool>,
+}
+
+impl HpdRelay {
+    pub fn new(params: HpdParams) -> Self {
+        HpdRelay { params, sent: ClassDelays::default(), heaps: Default::default(), live: Vec::new() }
+    }
+
+    /// The relay-wide class statistics (cells sent and their summed queueing delays).
+    pub fn class_delays(&self) -> ClassDelays {
+        self.sent
+    }
+
+    /// HPD priority of class `i` whose head cell waited `w` seconds, after `extra` more of
+    /// its cells with that wait have been sent, with the relay's statistics.
+    fn priority(&self, i: usize, w: f64, extra: u64) -> f64 {
+        let f = self.params.f;
+        let n = self.sent.cells[i] + extra;
+        let a = if n == 0 { 0.0 } else { (self.sent.delay_ns[i] as f64 / 1e9 + extra as f64 * w) / n as f64 };
+        ((1.0 - f) * w + f * a) / self.params.delay[i]
+    }
+}
+
+/// One relay-wide HPD pass at `now` over the relay's channel ends (see the module docs):
+/// repeatedly sends the head cells of the class with the highest priority, from the end
+/// where that class's oldest head waits among the ends that can write, until the relay's
+/// write bucket is empty or no end can take a cell. Returns the cells sent.
+pub fn hpd_run(chans: &mut dyn HpdChannels, relay: &mut HpdRelay, now: SimTime) -> u64 {
+    let n = chans.len();
+    relay.live.clear();
+    relay.live.resize(n, false);
+    for h in &mut relay.heaps {
+        h.clear();
+    }
+    for i in 0..n {
+        match chans.room(i) {
+            HpdRoom::Stop => return 0,
+            HpdRoom::Done => {}
+            HpdRoom::Cells(_) => {
+                relay.live[i] = true;
+                for (c, head) in chans.heads(i).iter().enumerate() {
+                    if let Some((at, _)) = *head {
+                        relay.heaps[c].push(Head(at, i));
+                    }
+                }
+            }
+        }
+    }
+    let mut total = 0u64;
+    loop {
+        // Each class's relay-wide head among the ends that can still write, and its
+        // priority. An end's entry in a class's heap changes only when that class is served
+        // there (it is then the top); ends that stopped are dropped as they surface.
+        let mut top: [Option<(f64, SimTime, usize)>; CLASSES] = [None; CLASSES];
+        for (c, t) in top.iter_mut().enumerate() {
+            while let Some(&Head(at, i)) = relay.heaps[c].peek() {
+                if !relay.live[i] {
+                    relay.heaps[c].pop();
+                    continue;
+                }
+                *t = Some((relay.priority(c, now.saturating_since(at).as_secs_f64(), 0), at, i));
+                break;
+            }
+        }
+        // The largest priority; strictly greater, so a tie keeps the earlier class.
+        let mut best: Option<(usize, f64)> = None;
+        for (c, t) in top.iter().enumerate() {
+            if let Some((p, _, _)) = *t {
+                if best.is_none_or(|(_, bp)| p > bp) {
+                    best = Some((c, p));
+                }
+            }
+        }
+        let Some((c, _)) = best else { break };
+        let (_, at, i) = top[c].expect("the best class has a head");
+        let room = match chans.room(i) {
+            HpdRoom::Stop => break,
+            HpdRoom::Done => {
+                relay.live[i] = false;
+                continue;
+            }
+            HpdRoom::Cells(r) => r,
+        };
+        let (head_at, run) = chans.heads(i)[c].expect("a class in the heap has a head at its end");
+        debug_assert_eq!(head_at, at, "the heap holds the end's current head");
+        // How many of the head run's cells go before HPD would choose again (as in
+        // `HpdScheduler::pick`): sending a cell moves only this class's average delay
+        // towards the head's wait; the other classes' heads and priorities stay, and the
+        // run's cells are the oldest of their class at the relay.
+        let w = now.saturating_since(at);
+        let ws = w.as_secs_f64();
+        let rival = |js: std::ops::Range<usize>| js.filter_map(|j| top[j].map(|t| t.0)).fold(f64::NEG_INFINITY, f64::max);
+        let rivals = (rival(0..c), rival(c + 1..CLASSES));
+        let limit = room.min(run as u64) as u32;
+        let mut k = 1u32;
+        while k < limit {
+            let p = relay.priority(c, ws, k as u64);
+            if !(p > rivals.0 && p >= rivals.1) {
+                break;
+            }
+            k += 1;
+        }
+        let moved = chans.send(i, c, k, now);
+        relay.sent.cells[c] += moved as u64;
+        relay.sent.delay_ns[c] += moved as u128 * w.as_nanos() as u128;
+        total += moved as u64;
+        relay.heaps[c].pop();
+        if moved == 0 {
+            debug_assert!(false, "an end with room and a head sent nothing");
+            relay.live[i] = false;
+            continue;
+        }
+        if let Some((next, _)) = chans.heads(i)[c] {
+            relay.heaps[c].push(Head(next, i));
+        }
+    }
+    total
 }
 
 #[cfg(test)]
