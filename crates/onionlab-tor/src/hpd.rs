@@ -558,6 +558,123 @@ mod tests {
         assert_eq!(s.class_delays().unwrap().cells, [0, 0, 2]);
     }
 
+    /// A relay for [`hpd_run`]: channel ends, each an [`HpdScheduler`] with circuit `i` on
+    /// end `i`, and the relay's write bucket as a number of cells per pass.
+    struct Ends {
+        ends: Vec<HpdScheduler>,
+        queued: Vec<u64>,
+        bucket: u64,
+        /// (end, class, cells) of every send, in order.
+        log: Vec<(usize, usize, u32)>,
+    }
+
+    impl Ends {
+        fn new(n: usize, params: HpdParams) -> Self {
+            Ends { ends: (0..n).map(|_| HpdScheduler::new(params)).collect(), queued: vec![0; n], bucket: 0, log: Vec::new() }
+        }
+        fn queue(&mut self, i: usize, n: u32, class: ServiceClass, at: SimTime) {
+            self.ends[i].on_cells_queued(i as u32, n, class, at);
+            self.queued[i] += n as u64;
+        }
+    }
+
+    impl HpdChannels for Ends {
+        fn len(&self) -> usize {
+            self.ends.len()
+        }
+        fn heads(&self, i: usize) -> ClassHeads {
+            self.ends[i].class_heads().unwrap()
+        }
+        fn room(&mut self, i: usize) -> HpdRoom {
+            if self.bucket == 0 {
+                HpdRoom::Stop
+            } else if self.queued[i] == 0 {
+                HpdRoom::Done
+            } else {
+                HpdRoom::Cells(self.bucket)
+            }
+        }
+        fn send(&mut self, i: usize, class: usize, n: u32, now: SimTime) -> u32 {
+            let (circ, run) = self.ends[i].pick_class(class).unwrap();
+            let k = n.min(run);
+            self.ends[i].on_cells_sent(circ, k, now);
+            self.queued[i] -= k as u64;
+            self.bucket -= k as u64;
+            self.log.push((i, class, k));
+            k
+        }
+    }
+
+    #[test]
+    fn the_relay_serves_the_oldest_head_of_the_best_class_across_its_ends() {
+        // Pure WTP (f = 0), three ends. At t = 1 s: end 0 holds 2 low-latency cells that
+        // arrived at 0.8 s (p = 0.2/1 = 0.2); end 1 holds 3 normal cells from 0.1 s
+        // (p = 0.9/3 = 0.3); end 2 holds 2 normal cells from 0.4 s. The relay's normal
+        // head is end 1's: it goes first, all 3 cells (its priority stays 0.3 > 0.2). Then
+        // the normal head is end 2's (0.6/3 = 0.2), which ties with low-latency: LL goes
+        // (2 cells), then end 2. A per-end scheduler would never compare end 0 with end 1.
+        let mut r = Ends::new(3, HpdParams { delay: [1.0, 2.0, 3.0], f: 0.0 });
+        r.queue(0, 2, ServiceClass::LowLatency, t(800));
+        r.queue(1, 3, ServiceClass::Normal, t(100));
+        r.queue(2, 2, ServiceClass::Normal, t(400));
+        r.bucket = 100;
+        let mut relay = HpdRelay::new(HpdParams { delay: [1.0, 2.0, 3.0], f: 0.0 });
+        assert_eq!(hpd_run(&mut r, &mut relay, t(1000)), 7);
+        assert_eq!(r.log, vec![(1, 2, 3), (0, 0, 2), (2, 2, 2)]);
+        // The relay's statistics are over all ends: normal 3 x 0.9 s + 2 x 0.6 s.
+        let d = relay.class_delays();
+        assert_eq!((d.cells, d.delay_ns), ([2, 0, 5], [400_000_000, 0, 3_900_000_000]));
+
+        // The bucket bounds a run: with room for 2 cells, only end 1's first 2 go, and the
+        // next run (after the refill) goes on from there.
+        let mut r = Ends::new(2, HpdParams::default());
+        r.queue(0, 4, ServiceClass::Normal, t(0));
+        r.queue(1, 4, ServiceClass::Normal, t(10));
+        r.bucket = 2;
+        let mut relay = HpdRelay::new(HpdParams::default());
+        assert_eq!(hpd_run(&mut r, &mut relay, t(100)), 2);
+        assert_eq!(r.log, vec![(0, 2, 2)]);
+        r.bucket = 3;
+        assert_eq!(hpd_run(&mut r, &mut relay, t(200)), 3);
+        assert_eq!(r.log, vec![(0, 2, 2), (0, 2, 2), (1, 2, 1)]);
+    }
+
+    #[test]
+    fn two_backlogged_ends_get_delays_in_the_ratio_of_their_classes() {
+        // A relay whose write bucket is its bottleneck: end 0 carries a low-latency circuit,
+        // end 1 a normal one, each gets one cell every 10 ms and both start with 300
+        // queued; the bucket lets 2 cells a tick leave. The backlog stays (600 cells in
+        // all), and HPD shares it so that the delays go as c_LL : c_N = 1 : 3: by Little's
+        // law 150 and 450 cells queued, 1.5 s and 4.5 s. A scheduler per end, with the
+        // ends served in turn, would give each 300 cells and 3 s.
+        for f in [0.0, 0.5] {
+            let params = HpdParams { delay: [1.0, 2.0, 3.0], f };
+            let mut r = Ends::new(2, params);
+            let mut relay = HpdRelay::new(params);
+            r.queue(0, 300, ServiceClass::LowLatency, t(0));
+            r.queue(1, 300, ServiceClass::Normal, t(0));
+            let mut half = ClassDelays::default();
+            for tick in 1..=6000u64 {
+                let now = t(10 * tick);
+                r.queue(0, 1, ServiceClass::LowLatency, now);
+                r.queue(1, 1, ServiceClass::Normal, now);
+                r.bucket = 2;
+                assert_eq!(hpd_run(&mut r, &mut relay, now), 2);
+                if tick == 3000 {
+                    half = relay.class_delays();
+                }
+            }
+            // The mean delays over the second half, the first 30 s being the transient.
+            let d = relay.class_delays();
+            let mean = |i: usize| (d.delay_ns[i] - half.delay_ns[i]) as f64 / 1e9 / (d.cells[i] - half.cells[i]) as f64;
+            let (ll, n) = (mean(0), mean(2));
+            // Measured: 1.500 s and 4.500 s at f = 0, 1.511 s and 4.489 s at f = 0.5.
+            eprintln!("f = {f}: low-latency {ll:.4} s, normal {n:.4} s");
+            assert!((ll - 1.5).abs() < 0.1 && (n - 4.5).abs() < 0.1, "f = {f}: low-latency {ll:.3} s, normal {n:.3} s");
+            assert_eq!(r.queued[0] + r.queued[1], 600, "the backlog stays");
+        }
+    }
+
     #[test]
     fn bad_parameters_name_the_field() {
         assert!(HpdParams::default().validate().is_ok());

@@ -642,6 +642,14 @@ impl TorNetwork {
         total
     }
 
+    /// The class statistics an HPD relay decides with ([`crate::hpd::HpdRelay`]): every
+    /// cell it sent, per class, over all its channel ends, open and closed. Equal to
+    /// [`class_delays`](Self::class_delays) (a check of the bookkeeping); `None` if `node`
+    /// does not run HPD.
+    pub fn hpd_relay_delays(&self, node: NodeId) -> Option<crate::scheduler::ClassDelays> {
+        self.nodes[node as usize].hpd.as_ref().map(|h| h.sched.class_delays())
+    }
+
     /// [`class_delays`](Self::class_delays) summed over every node; `None` if no channel
     /// end keeps them.
     pub fn class_delays_total(&self) -> Option<crate::scheduler::ClassDelays> {
