@@ -357,7 +357,9 @@ impl HpdRelay {
 /// One relay-wide HPD pass at `now` over the relay's channel ends (see the module docs):
 /// repeatedly sends the head cells of the class with the highest priority, from the end
 /// where that class's oldest head waits among the ends that can write, until the relay's
-/// write bucket is empty or no end can take a cell. Returns the cells sent.
+/// write bucket is empty or no end can take a cell; then asks every end still able to
+/// write for its room once more, so that the rest of a cell written in part goes too.
+/// Returns the cells sent.
 pub fn hpd_run(chans: &mut dyn HpdChannels, relay: &mut HpdRelay, now: SimTime) -> u64 {
     let n = chans.len();
     relay.live.clear();
@@ -407,7 +409,7 @@ pub fn hpd_run(chans: &mut dyn HpdChannels, relay: &mut HpdRelay, now: SimTime) 
         let Some((c, _)) = best else { break };
         let (_, at, i) = top[c].expect("the best class has a head");
         let room = match chans.room(i) {
-            HpdRoom::Stop => break,
+            HpdRoom::Stop => return total,
             HpdRoom::Done => {
                 relay.live[i] = false;
                 continue;
@@ -445,6 +447,13 @@ pub fn hpd_run(chans: &mut dyn HpdChannels, relay: &mut HpdRelay, now: SimTime) 
         }
         if let Some((next, _)) = chans.heads(i)[c] {
             relay.heaps[c].push(Head(next, i));
+        }
+    }
+    // A send whose last cell went to the kernel only in part left the rest in the outbuf;
+    // asking each end's room writes it (or finds the end blocked, or the bucket empty).
+    for i in 0..n {
+        if relay.live[i] && chans.room(i) == HpdRoom::Stop {
+            break;
         }
     }
     total

@@ -105,6 +105,40 @@ proptest! {
         prop_assert!(web < 30.0);
         prop_assert_eq!(sim.tor.cells_in_flight(), 0);
     }
+
+    /// The same for HPD's relay-wide runs (every cell normal without a scheme: first come,
+    /// first served across the relay), behind the middle's uplink or, with
+    /// `bucket_limited`, behind its 300 KiB/s write bucket, where the runs stop for the
+    /// refill with ends still in the ring.
+    #[test]
+    fn hpd_serves_every_circuit(bulk in 1usize..4, seed in 0u64..100, bucket_limited: bool) {
+        let sched = SchedulerKind::Hpd(HpdParams::default());
+        if !bucket_limited {
+            let (web, sim) = congested(sched, bulk, seed, |tor| tor.check_invariants().unwrap());
+            prop_assert!(web < 30.0);
+            prop_assert_eq!(sim.tor.cells_in_flight(), 0);
+        } else {
+            let mut tor =
+                TorNetwork::new(TorConfig::default(), onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), seed);
+            tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
+            let mut m = relay("middle", 300 * KIB, RelayFlags::default());
+            m.scheduler = sched;
+            tor.add_relay(m).unwrap();
+            tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
+            let cs: Vec<_> = (0..=bulk).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
+            let s = tor.add_server(endpoint("server")).unwrap();
+            let mut sim = TorSim::new(tor);
+            for (i, &c) in cs.iter().enumerate() {
+                sim.start_stream(c, s, if i < bulk { MIB } else { 87_000 }, i as u64).unwrap();
+            }
+            sim.run_until(secs(120.0), |tor| tor.check_invariants().unwrap());
+            let recs = sim.tor.take_records();
+            prop_assert_eq!(recs.len(), bulk + 1, "every download finished: {:?}", recs);
+            prop_assert!(recs.iter().all(|r| r.error.is_none()));
+            prop_assert_eq!(sim.tor.cells_in_flight(), 0);
+            quiet_accounting(&sim.tor.counters).unwrap();
+        }
+    }
 }
 
 #[test]
