@@ -43,9 +43,13 @@
 //!   relay, until the write bucket is empty or every end with cells is blocked (socket
 //!   full: its writable notice brings it back; per-connection bucket empty: the refill).
 //!
-//! A cell written to the kernel is out of HPD's hands: where a connection's socket or link,
-//! not the relay's write bucket or its shared uplink, is the bottleneck, cells wait in the
-//! kernel in the order they were written.
+//! HPD orders only cells that wait in the relay's circuit queues, which they do behind
+//! the relay's write bucket (an exit, which turns 498-byte payloads into 543-byte cells,
+//! can read faster than it writes). A guard or middle reads exactly the cells it writes;
+//! with one rate for both buckets it is limited by reading, and the cells wait unread in
+//! the connection they arrive on, in arrival order. A cell written to the kernel is out
+//! of HPD's hands too: where a connection's socket or link is the bottleneck, cells wait
+//! there in the order they were written. (`docs/mechanisms/braids.md` measures both.)
 //!
 //! **Owns:** the class FIFOs of each channel end, the relay-wide class statistics and the
 //! order in which a relay's queued cells leave for its channels' outbufs. **Must not
