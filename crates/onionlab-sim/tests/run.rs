@@ -416,6 +416,26 @@ fn a_paying_client_is_served_first_at_a_relay_whatever_the_channel() {
 }
 
 #[test]
+fn braids_keeps_the_models_invariants_at_every_event() {
+    // The example's first two minutes with HPD's relay-wide runs at every relay: cells
+    // conserved, schedulers' active circuits as queued, rings consistent, after every
+    // event (then every 64th, as the fuzz test does).
+    let mut cfg = example("braids.toml");
+    cfg.experiment.duration = onionlab_core::SimDuration::from_secs(120);
+    let (mut events, mut violation) = (0u64, None);
+    let mut inspect = |tor: &onionlab_tor::TorNetwork| {
+        events += 1;
+        if violation.is_none() && (events <= 50_000 || events.is_multiple_of(64)) {
+            violation = tor.check_invariants().err().map(|e| format!("after event {events}: {e}"));
+        }
+    };
+    let out = onionlab_sim::run_inspected(&cfg, 2, None, Some(&mut inspect)).unwrap();
+    assert_eq!(violation, None);
+    let done = out.downloads.iter().filter(|d| d.ttlb.is_some()).count();
+    assert!(done > 50, "{done} downloads completed after the warm-up");
+}
+
+#[test]
 fn hpd_without_tickets_serves_everyone_as_normal() {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny.toml");
     let text = std::fs::read_to_string(&p).unwrap().replace("scheduler = \"round-robin\"", "scheduler = \"hpd\"");
