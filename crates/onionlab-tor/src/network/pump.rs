@@ -356,12 +356,10 @@ impl TorNetwork {
             let pending = end.sched.active() > 0 || end.outbuf_bytes() > 0;
             debug_assert!(
                 stopped || state.blocked[k] || !pending,
-                "an HPD run left an end with cells and room: active {} outbuf {} heads {:?} tokens {} free {}",
+                "an HPD run left an end with cells and room: active {} outbuf {} heads {:?}",
                 end.sched.active(),
                 end.outbuf_bytes(),
-                end.sched.class_heads(),
-                self.nodes[node as usize].write_bucket.tokens(),
-                self.net.writable_bytes(now, end.write_conn, side)
+                end.sched.class_heads()
             );
             if stopped && pending && !state.blocked[k] {
                 ring.push_back(IoRef::Chan(chan, side));
