@@ -2587,19 +2587,19 @@ impl Ctx<'_> {
             }
             "hpd" => {
                 self.keys(t, p, &["kind", "delay", "f"]);
-                let hint = "delay = [1, 2, 3]: c_LL : c_HT : c_N, positive and not decreasing (BRAIDS section 3.3)";
+                let hint = "delay = [1, 2, 3]: c_LL : c_HT : c_N, positive and strictly increasing (BRAIDS section 3.4: c1 < c2 < c3)";
                 let delay = match t.get("delay") {
                     None => Some([1.0, 2.0, 3.0]),
                     Some(Value::Array(a)) if a.len() == 3 => {
                         let dp = join(p, "delay");
                         let xs: Vec<Option<f64>> = a.iter().enumerate().map(|(i, v)| self.float(v, &format!("{dp}[{i}]"))).collect();
                         match xs.as_slice() {
-                            [Some(a), Some(b), Some(c)] if *a > 0.0 && a <= b && b <= c => Some([*a, *b, *c]),
+                            [Some(a), Some(b), Some(c)] if *a > 0.0 && a < b && b < c => Some([*a, *b, *c]),
                             [Some(_), Some(_), Some(_)] => {
                                 self.err_hint(
                                     dp,
                                     format!(
-                                        "must be positive and not decreasing, found {a:?}",
+                                        "must be positive and strictly increasing (c_LL < c_HT < c_N), found {a:?}",
                                         a = a.iter().map(|v| v.to_string()).collect::<Vec<_>>()
                                     ),
                                     hint,

@@ -1346,8 +1346,16 @@ fn braids_tickets_hpd_and_client_service_classes() {
     err_at(
         &with("scheduler = { kind = \"hpd\", delay = [3, 2, 1] }\n[mechanisms.braids]"),
         "mechanisms.scheduler.delay",
-        &["not decreasing"],
+        &["strictly increasing"],
     );
+    // The paper's c1 < c2 < c3: equal parameters are refused too.
+    for delay in ["[1, 1, 1]", "[1, 2, 2]", "[1, 1, 3]"] {
+        err_at(
+            &with(&format!("scheduler = {{ kind = \"hpd\", delay = {delay} }}\n[mechanisms.braids]")),
+            "mechanisms.scheduler.delay",
+            &["strictly increasing"],
+        );
+    }
     err_at(&with("scheduler = { kind = \"hpd\", delay = [1, 2] }\n[mechanisms.braids]"), "mechanisms.scheduler.delay", &["three numbers"]);
     err_at(&with("scheduler = { kind = \"hpd\", f = 2 }\n[mechanisms.braids]"), "mechanisms.scheduler.f", &["between 0 and 1"]);
     err_at(&with("scheduler = { kind = \"hpd\", c = 2 }\n[mechanisms.braids]"), "mechanisms.scheduler.c", &["unknown key"]);

@@ -102,6 +102,7 @@ mod layout {
         // A node's pump flags, KIST switch and batch counters in its third line.
         let stats = offset_of!(TorNode, stats);
         assert_eq!(lines(offset_of!(TorNode, dirty), 1).0, 2);
+        assert_eq!(lines(offset_of!(TorNode, runs_hpd), 1).0, 2);
         assert_eq!(lines(stats + offset_of!(NodeStats, cells_relayed), 8), (2, 2));
         assert_eq!(lines(stats + offset_of!(NodeStats, bytes_read), 8), (2, 2));
     }

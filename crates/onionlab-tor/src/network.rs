@@ -315,6 +315,8 @@ impl TorNetwork {
             circs: Vec::new(),
             predict: Default::default(),
             kist: None,
+            hpd: None,
+            runs_hpd: false,
             kist_wanted: false,
             kist_pending: false,
             kist_last_run: None,
@@ -349,6 +351,11 @@ impl TorNetwork {
         n.perconn = spec.perconn;
         n.scheduler = spec.scheduler;
         n.kist = spec.scheduler.kist();
+        n.hpd = spec
+            .scheduler
+            .hpd()
+            .map(|p| Box::new(crate::node::HpdRelayState { sched: crate::hpd::HpdRelay::new(p), ends: Vec::new(), blocked: Vec::new() }));
+        n.runs_hpd = n.hpd.is_some();
         self.relays.push(id);
         let subnet = spec.address.map(RelayInfo::subnet_of);
         self.relay_info.push(RelayInfo { nickname: spec.name, bandwidth: spec.consensus_weight, flags: spec.flags, subnet });
@@ -633,6 +640,14 @@ impl TorNetwork {
             }
         }
         total
+    }
+
+    /// The class statistics an HPD relay decides with ([`crate::hpd::HpdRelay`]): every
+    /// cell it sent, per class, over all its channel ends, open and closed. Equal to
+    /// [`class_delays`](Self::class_delays) (a check of the bookkeeping); `None` if `node`
+    /// does not run HPD.
+    pub fn hpd_relay_delays(&self, node: NodeId) -> Option<crate::scheduler::ClassDelays> {
+        self.nodes[node as usize].hpd.as_ref().map(|h| h.sched.class_delays())
     }
 
     /// [`class_delays`](Self::class_delays) summed over every node; `None` if no channel

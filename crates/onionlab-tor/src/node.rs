@@ -106,6 +106,9 @@ pub(crate) struct TorNode {
     pub kist_wanted: bool,
     /// KIST: a run is scheduled.
     pub kist_pending: bool,
+    /// Whether `hpd` is set, kept in this line (in what was padding) so that every other
+    /// relay's write pass tests it without reading the line `hpd` is in.
+    pub runs_hpd: bool,
     pub kind: NodeKind,
     pub host: HostId,
     /// KIST relays: the relay-level scheduler's parameters ([`crate::kist`]).
@@ -124,6 +127,9 @@ pub(crate) struct TorNode {
     /// `channels_pending`): every end whose scheduler has an active circuit is here, so a
     /// run need not visit the relay's other channels (a guard has one per client).
     pub kist_ends: Vec<(u32, Side)>,
+    /// HPD relays: the relay-wide scheduler's state ([`crate::hpd`]); their write pass is
+    /// its run. Boxed: other nodes pay a pointer.
+    pub hpd: Option<Box<HpdRelayState>>,
     /// Clients: persistent entry guards (relay indices in the directory).
     pub guards: Vec<usize>,
     /// Clients: a relay (index in the directory) every circuit enters through, as a
@@ -141,6 +147,16 @@ pub(crate) struct TorNode {
     /// Relays: where their cells wait ([`crate::wait`]); boxed and only on relays, so a
     /// client costs a pointer (a full network has millions).
     pub waits: Option<Box<crate::wait::WaitLedger>>,
+}
+
+/// A relay's relay-wide HPD scheduler ([`crate::hpd::HpdRelay`]) and the list of its
+/// channel ends a run goes over (the write ring's ends, kept to reuse its allocation).
+#[derive(Debug)]
+pub(crate) struct HpdRelayState {
+    pub sched: crate::hpd::HpdRelay,
+    pub ends: Vec<(u32, Side)>,
+    /// Per end of the run: it stopped for its socket or its own bucket (it leaves the ring).
+    pub blocked: Vec<bool>,
 }
 
 /// A client's predicted-circuit state (tor's `circuit_predict_and_launch_new`).

@@ -9,7 +9,8 @@
 //! and are picked with [`SchedulerKind`]. A channel end holds its scheduler as a
 //! [`CircuitMux`]: the built-in policies inline, any other one boxed. KIST
 //! ([`crate::kist`]) adds a relay-level run across channels on top of a per-channel EWMA
-//! circuitmux.
+//! circuitmux; HPD ([`crate::hpd`]) decides across a relay's channels too, from the class
+//! FIFOs its per-channel circuitmuxes keep.
 
 use onionlab_core::SimTime;
 
@@ -100,6 +101,19 @@ pub trait CircuitScheduler {
     fn class_delays(&self) -> Option<ClassDelays> {
         None
     }
+    /// For a policy whose decisions are made across the relay ([`crate::hpd::hpd_run`]):
+    /// per service class, the arrival time of the head run of the class's FIFO at this end
+    /// and its length in cells. `None` for policies without classes.
+    fn class_heads(&self) -> Option<ClassHeads> {
+        None
+    }
+    /// For a relay-wide class policy: makes the head run of class `class` (a
+    /// [`crate::incentive::ServiceClass`] index) this end's pick, so that
+    /// [`on_cells_sent`](Self::on_cells_sent) charges it, and returns its circuit and
+    /// length. `None` when the class has no cells here or the policy has no classes.
+    fn pick_class(&mut self, _class: usize) -> Option<(u32, u32)> {
+        None
+    }
     /// Limits `circ` to `cells` more cells on this channel until the next call (`None`:
     /// unlimited), for policies that shape circuits one by one
     /// ([`crate::shaped::ShapedRoundRobin`]); others ignore it.
@@ -112,6 +126,10 @@ pub trait CircuitScheduler {
         fill_by_picks(self, room, now, src)
     }
 }
+
+/// Per service class ([`crate::incentive::ServiceClass`] order): the arrival time and
+/// length (cells) of the head run of the class's FIFO at one channel end, if any.
+pub type ClassHeads = [Option<(SimTime, u32)>; crate::incentive::CLASSES];
 
 /// Per service class ([`crate::incentive::ServiceClass`] order): cells a scheduler sent
 /// and the sum of their queueing delays (time from joining the circuit queue to leaving
@@ -146,7 +164,9 @@ pub enum SchedulerKind {
     /// per socket by the kernel's state; each channel's circuitmux is tor's EWMA with the
     /// given half-life and tick.
     Kist { params: crate::kist::KistParams, halflife: onionlab_core::SimDuration, tick: onionlab_core::SimDuration },
-    /// BRAIDS's hybrid proportional delay over service classes ([`crate::hpd`]).
+    /// BRAIDS's hybrid proportional delay over service classes ([`crate::hpd`]): a
+    /// relay-wide run over all channels ([`crate::hpd::hpd_run`]); each channel's
+    /// circuitmux keeps that channel's class FIFOs.
     Hpd(crate::hpd::HpdParams),
     /// Round robin with per-circuit budgets a controller sets ([`crate::shaped`];
     /// PredicTor).
@@ -163,6 +183,14 @@ impl SchedulerKind {
             SchedulerKind::Kist { halflife, tick, .. } => CircuitMux::Ewma(crate::ewma::EwmaScheduler::new(halflife, tick)),
             SchedulerKind::Hpd(params) => CircuitMux::Custom(Box::new(crate::hpd::HpdScheduler::new(params))),
             SchedulerKind::Shaped => CircuitMux::Custom(Box::new(crate::shaped::ShapedRoundRobin::new())),
+        }
+    }
+
+    /// The relay-level HPD parameters, if this is HPD.
+    pub fn hpd(&self) -> Option<crate::hpd::HpdParams> {
+        match self {
+            SchedulerKind::Hpd(p) => Some(*p),
+            _ => None,
         }
     }
 
@@ -256,6 +284,18 @@ impl CircuitScheduler for CircuitMux {
     fn set_budget(&mut self, circ: u32, cells: Option<u64>) {
         if let CircuitMux::Custom(s) = self {
             s.set_budget(circ, cells)
+        }
+    }
+    fn class_heads(&self) -> Option<ClassHeads> {
+        match self {
+            CircuitMux::Custom(s) => s.class_heads(),
+            _ => None,
+        }
+    }
+    fn pick_class(&mut self, class: usize) -> Option<(u32, u32)> {
+        match self {
+            CircuitMux::Custom(s) => s.pick_class(class),
+            _ => None,
         }
     }
 }

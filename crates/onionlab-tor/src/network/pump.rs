@@ -261,6 +261,9 @@ impl TorNetwork {
     }
 
     fn write_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        if self.nodes[node as usize].runs_hpd {
+            return self.hpd_write_pass(q, node);
+        }
         let now = q.now();
         loop {
             let n = &mut self.nodes[node as usize];
@@ -294,6 +297,79 @@ impl TorNetwork {
                 }
             }
         }
+        if !self.unblocked.is_empty() {
+            self.wake_unblocked(node);
+        }
+    }
+
+    /// The write pass of an HPD relay ([`crate::hpd`]): one relay-wide HPD run over the
+    /// channel ends in the write ring, which moves cells to outbufs in HPD's order across
+    /// the relay, only as many as each end can write now, and writes them. The ring's
+    /// round robin and outbuf refills are not used. Ends blocked by a full socket or their
+    /// own bucket leave the ring (their writable notice or the refill brings them back),
+    /// as do ends left without cells; when the relay's write bucket runs out, the others
+    /// stay in the ring, in order, for the refill.
+    fn hpd_write_pass(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId) {
+        let now = q.now();
+        let n = &mut self.nodes[node as usize];
+        if n.write_ring.is_empty() || n.write_bucket.tokens() == 0 {
+            return; // Nothing to write, or nothing to write with until the refill.
+        }
+        let mut state = n.hpd.take().expect("an HPD relay");
+        let mut ring = std::mem::take(&mut n.write_ring);
+        state.ends.clear();
+        for io in ring.drain(..) {
+            let IoRef::Chan(chan, side) = io else { unreachable!("only channels are written by tor") };
+            let ch = &mut self.chans[chan as usize];
+            debug_assert_eq!(!ch.ends[side_index(side)].open, ch.closed, "a write-ring end of a channel not yet open");
+            let end = &mut ch.ends[side_index(side)];
+            if end.open {
+                state.ends.push((chan, side));
+            } else {
+                end.in_write_ring = false; // A stale entry (see `read_channel`).
+            }
+        }
+        state.blocked.clear();
+        state.blocked.resize(state.ends.len(), false);
+        let unblock_at = self.cellq_low();
+        let crate::node::HpdRelayState { sched, ends, blocked } = &mut *state;
+        let mut view = HpdView {
+            net: &mut self.net,
+            q,
+            relay: &mut self.nodes[node as usize],
+            chans: &mut self.chans,
+            circuits: &mut self.circuits,
+            ends,
+            blocked,
+            node,
+            unblock_at,
+            unblocked: &mut self.unblocked,
+            now,
+        };
+        crate::hpd::hpd_run(&mut view, sched, now);
+        // Out of the relay's tokens: ends that still have something to write wait in the
+        // ring for the refill. Otherwise every end with cells stopped at its socket or its
+        // own bucket, or has nothing left.
+        let stopped = self.nodes[node as usize].write_bucket.tokens() == 0;
+        for (k, &(chan, side)) in state.ends.iter().enumerate() {
+            let end = &mut self.chans[chan as usize].ends[side_index(side)];
+            let pending = end.sched.active() > 0 || end.outbuf_bytes() > 0;
+            debug_assert!(
+                stopped || state.blocked[k] || !pending,
+                "an HPD run left an end with cells and room: active {} outbuf {} heads {:?}",
+                end.sched.active(),
+                end.outbuf_bytes(),
+                end.sched.class_heads()
+            );
+            if stopped && pending && !state.blocked[k] {
+                ring.push_back(IoRef::Chan(chan, side));
+            } else {
+                end.in_write_ring = false;
+            }
+        }
+        let n = &mut self.nodes[node as usize];
+        n.write_ring = ring;
+        n.hpd = Some(state);
         if !self.unblocked.is_empty() {
             self.wake_unblocked(node);
         }
@@ -515,6 +591,94 @@ impl KistChannels for KistView<'_> {
         // A write the bucket refuses leaves the outbuf to the write pass after the run,
         // which waits for the refill (tor's connection_write_bw_exhausted).
         write_once(self.net, self.q, self.relay, end, side);
+    }
+}
+
+/// An HPD relay's channel ends as [`crate::hpd::hpd_run`] sees them: the ends of its write
+/// ring at the start of the pass.
+struct HpdView<'a> {
+    net: &'a mut Network,
+    q: &'a mut EventQueue<TorEvent>,
+    relay: &'a mut TorNode,
+    chans: &'a mut [Channel],
+    circuits: &'a mut [Circuit],
+    ends: &'a [(u32, Side)],
+    /// Per end: stopped by a full socket (its writable notice armed) or by its own bucket
+    /// (waiting for the refill).
+    blocked: &'a mut [bool],
+    node: NodeId,
+    unblock_at: u64,
+    unblocked: &'a mut Vec<u32>,
+    now: SimTime,
+}
+
+impl crate::hpd::HpdChannels for HpdView<'_> {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn heads(&self, i: usize) -> crate::scheduler::ClassHeads {
+        let (chan, side) = self.ends[i];
+        self.chans[chan as usize].ends[side_index(side)].sched.class_heads().expect("an HPD relay's circuitmux keeps classes")
+    }
+
+    fn room(&mut self, i: usize) -> crate::hpd::HpdRoom {
+        use crate::hpd::HpdRoom;
+        let (chan, side) = self.ends[i];
+        if self.blocked[i] {
+            return HpdRoom::Done;
+        }
+        loop {
+            let end = &mut self.chans[chan as usize].ends[side_index(side)];
+            let pending = end.outbuf_bytes();
+            if pending == 0 && end.sched.active() == 0 {
+                return HpdRoom::Done;
+            }
+            let free = self.net.writable_bytes(self.now, end.write_conn, side);
+            if free == 0 {
+                // The write fails with EAGAIN, which arms the transport's writable notice
+                // (as `write_once` does for a full socket).
+                let w = self.net.write(self.q, end.write_conn, side, pending.max(CELL_WIRE_BYTES));
+                debug_assert_eq!(w, 0);
+                self.blocked[i] = true;
+                return HpdRoom::Done;
+            }
+            if self.relay.write_bucket.tokens() == 0 {
+                return HpdRoom::Stop;
+            }
+            let share = bucket_share(&self.relay.write_bucket, end.conn_write.as_ref());
+            if share == 0 {
+                end.write_waits_for_refill = true;
+                self.blocked[i] = true;
+                return HpdRoom::Done;
+            }
+            if pending > 0 {
+                // The unwritten rest of a cell an earlier decision chose goes first.
+                write_once(self.net, self.q, self.relay, end, side);
+                continue;
+            }
+            return HpdRoom::Cells(free.min(share).div_ceil(CELL_WIRE_BYTES));
+        }
+    }
+
+    fn send(&mut self, i: usize, class: usize, n: u32, now: SimTime) -> u32 {
+        let (chan, side) = self.ends[i];
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+        let ChanEnd { sched, outbuf, .. } = &mut *end;
+        let Some((circ, run)) = sched.pick_class(class) else { return 0 };
+        let (circuits, node, unblock_at, unblocked) = (&mut *self.circuits, self.node, self.unblock_at, &mut *self.unblocked);
+        let mut src = ChannelCells { circuits, outbuf, node, chan, unblock_at, unblocked, now };
+        use crate::scheduler::CellSource;
+        let moved = src.take(circ, u64::from(n.min(run))) as u32;
+        sched.on_cells_sent(circ, moved, now);
+        if src.queued(circ) == 0 {
+            sched.deactivate(circ, src.policy_data(circ));
+        }
+        if let (true, Some(w)) = (moved > 0, self.relay.waits.as_mut()) {
+            w.cross(Crossing::Picked, now, u64::from(moved));
+        }
+        write_once(self.net, self.q, self.relay, end, side);
+        moved
     }
 }
 
