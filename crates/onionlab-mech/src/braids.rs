@@ -553,7 +553,7 @@ mod tests {
 
     #[test]
     fn a_relays_tickets_are_exchanged_in_the_next_interval() {
-        // Paper 3.5 / spec B.2.3: "tickets received in spending interval i are exchanged in
+        // Paper 4.1 / spec B.2.3: "tickets received in spending interval i are exchanged in
         // spending interval i + 1". MIDDLE has no operator: its exchanged tickets are counted
         // as earned by nobody.
         let mut b = Braids::new(params(), &[(BULK, ServiceClass::HighThroughput)], &[]).unwrap();
