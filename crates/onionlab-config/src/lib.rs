@@ -447,7 +447,8 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 num_entry_guards: t.num_entry_guards,
                 use_entry_guards: t.use_entry_guards,
                 path_order: (t.path_order != PathOrderConfig::GuardFirst).then(|| t.path_order.name()),
-                num_primary_guards: (t.num_primary_guards != default_num_primary_guards(t.num_entry_guards)).then_some(t.num_primary_guards),
+                num_primary_guards: (t.num_primary_guards != default_num_primary_guards(t.num_entry_guards))
+                    .then_some(t.num_primary_guards),
                 distinct_guard_subnets: (!t.distinct_guard_subnets).then_some(false),
                 channel_per_circuit: t.channel_per_circuit,
                 request_size: format_size(t.request_bytes),

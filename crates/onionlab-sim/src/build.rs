@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use onionlab_config::model::{
-    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, PathOrderConfig, Placement, SchedulerConfig, ThrottlingConfig,
-    TortoiseConfig,
+    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, PathOrderConfig, Placement, SchedulerConfig,
+    ThrottlingConfig, TortoiseConfig,
 };
 use onionlab_core::SimDuration;
 use onionlab_mech::predictor::{PredictorHook, PredictorParams, SharedExchange};

@@ -876,8 +876,11 @@ impl PathSelector {
         }
         // Linear fallback over what is left after exclusion.
         let weight = &self.weight[p];
-        let remaining: u128 =
-            weight.iter().enumerate().filter(|&(i, _)| !self.excluded(i, exclude, subnets_of)).fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
+        let remaining: u128 = weight
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !self.excluded(i, exclude, subnets_of))
+            .fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
         if remaining == 0 {
             return None;
         }
@@ -897,7 +900,9 @@ impl PathSelector {
     /// Whether `relay` is in `exclude` or shares a known /16 with a relay in `subnets_of`.
     fn excluded(&self, relay: usize, exclude: &[usize], subnets_of: &[usize]) -> bool {
         exclude.contains(&relay)
-            || self.relays[relay].subnet.is_some_and(|s| subnets_of.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
+            || self.relays[relay]
+                .subnet
+                .is_some_and(|s| subnets_of.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
     }
 
     /// Whether relays `a` and `b` may not share a path: the same relay, or both in one
@@ -1486,6 +1491,42 @@ mod tests {
             Some(13),
         ];
         stats_relays().into_iter().zip(subnets).map(|(r, subnet)| RelayInfo { subnet, ..r }).collect()
+    }
+
+    #[test]
+    fn a_guard_for_the_exit_is_a_primary_that_obeys_it() {
+        // g1 (0) shares 10.1/16 with e1 (5); g2 (1) 10.2/16; g3 (2) its own; ge1 (3).
+        let sel = PathSelector::new(&relays_with_subnets(), w2022()).unwrap();
+        let mut rng = StdRng::seed_from_u64(21);
+        let mut seen = [0usize; 4];
+        for _ in 0..400 {
+            // One in use: the first primary that obeys the exit, no choice.
+            assert_eq!(sel.guard_for_exit(&mut rng, &[0, 1, 2], 3, 1, 5), Some(1));
+            // Two in use: the first two that obey it, uniformly.
+            seen[sel.guard_for_exit(&mut rng, &[0, 1, 2], 3, 2, 5).unwrap()] += 1;
+            let g = sel.guard_for_exit(&mut rng, &[0, 1, 2], 3, 2, 6).unwrap();
+            assert!(g == 0 || g == 1, "{g}");
+            // The exit itself is never its guard.
+            assert_eq!(sel.guard_for_exit(&mut rng, &[3, 0], 2, 1, 3), Some(0));
+        }
+        assert!(seen[0] == 0 && seen[3] == 0 && seen[1] > 150 && seen[2] > 150, "{seen:?}");
+        // Every primary conflicts: the first further guard, in sampled order, that does not.
+        assert_eq!(sel.guard_for_exit(&mut rng, &[0, 5, 2, 1], 1, 1, 5), Some(2));
+        // None fits: the caller samples another.
+        assert_eq!(sel.guard_for_exit(&mut rng, &[0], 3, 1, 5), None);
+        assert!(sel.conflicts(0, 5) && sel.conflicts(3, 3) && !sel.conflicts(0, 1) && !sel.conflicts(9, 10));
+    }
+
+    #[test]
+    fn choose_apart_separates_identity_from_subnet_exclusion() {
+        let sel = PathSelector::new(&relays_with_subnets(), w2022()).unwrap();
+        let (mut a, mut b) = (StdRng::seed_from_u64(4), StdRng::seed_from_u64(4));
+        for _ in 0..500 {
+            assert_eq!(sel.choose(Position::Exit, &mut a, &[0, 7]), sel.choose_apart(Position::Exit, &mut b, &[0, 7], &[0, 7]));
+        }
+        // Without the /16 rule, e1 (10.1/16, as g1) is drawn beside g1.
+        let e1 = (0..500).filter(|_| sel.choose_apart(Position::Exit, &mut a, &[0], &[]) == Some(5)).count();
+        assert!(e1 > 20, "{e1}");
     }
 
     #[test]

@@ -26,7 +26,8 @@ const TOY: [(&str, u64, RelayFlags, [u8; 4]); 6] = [
 /// download's (client, guard name, exit name), or the first error a stream met.
 fn paths(cfg: TorConfig, names: &[&str], clients: usize, rounds: usize, seed: u64) -> Result<Vec<(NodeId, String, String)>, TorError> {
     let cfg = TorConfig { max_circuit_dirtiness: SimDuration::from_secs(1), ..cfg };
-    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), seed);
+    let mut tor =
+        TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), seed);
     let mut name_of = BTreeMap::new();
     for &(name, weight, flags, [a, b, c, d]) in TOY.iter().filter(|r| names.contains(&r.0)) {
         let spec = RelaySpec { address: Some(std::net::Ipv4Addr::new(a, b, c, d)), ..relay(name, weight * 1024, flags) };
@@ -57,7 +58,8 @@ fn chi_square(observed: &[(NodeId, String, String)], expected: &[((&str, &str), 
         *count.entry(key).or_default() += 1.0;
     }
     let chi: f64 = expected.iter().map(|(k, p)| (count.get(k).copied().unwrap_or(0.0) - n * p).powi(2) / (n * p)).sum();
-    let shares: Vec<String> = expected.iter().map(|(k, p)| format!("{k:?} {:.4} (want {p:.4})", count.get(k).copied().unwrap_or(0.0) / n)).collect();
+    let shares: Vec<String> =
+        expected.iter().map(|(k, p)| format!("{k:?} {:.4} (want {p:.4})", count.get(k).copied().unwrap_or(0.0) / n)).collect();
     eprintln!("chi-square {chi:.2} over {n} circuits: {}", shares.join(", "));
     chi
 }
@@ -132,4 +134,53 @@ fn guards_in_one_subnet_only_without_distinct_guard_subnets() {
     let n = both(false);
     eprintln!("{n} of 200 clients hold gA and gB (expected about {:.0})", 200.0 * 9.0 / 14.0);
     assert!((100..160).contains(&n), "{n}");
+}
+
+/// Guard-first draws, pinned: 60 clients with 2 guards each, 4 circuits each, on `TOY`:
+/// every path as guard/middle/exit names, client by client, and an FNV-1a hash of them.
+fn guard_first_golden(cfg: TorConfig) -> (String, u64) {
+    let cfg = TorConfig { num_entry_guards: 2, max_circuit_dirtiness: SimDuration::from_secs(1), ..cfg };
+    let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 11);
+    let mut name_of = BTreeMap::new();
+    for &(name, weight, flags, [a, b, c, d]) in TOY.iter() {
+        let spec = RelaySpec { address: Some(std::net::Ipv4Addr::new(a, b, c, d)), ..relay(name, weight * 1024, flags) };
+        name_of.insert(tor.add_relay(spec).unwrap(), name.to_string());
+    }
+    let c: Vec<NodeId> = (0..60).map(|i| tor.add_client(endpoint(&format!("c{i}"))).unwrap()).collect();
+    let s = tor.add_server(endpoint("s")).unwrap();
+    let mut sim = TorSim::new(tor);
+    for round in 0..4u64 {
+        for &cl in &c {
+            sim.start_stream(cl, s, 1000, round).unwrap();
+        }
+        sim.run_until(secs(30.0 * (round + 1) as f64), |_| {});
+    }
+    let mut recs = sim.tor.take_records();
+    recs.sort_by_key(|r| (r.client, r.tag));
+    let text: Vec<String> = recs.iter().map(|r| r.path.iter().map(|n| name_of[n].as_str()).collect::<Vec<_>>().join("/")).collect();
+    let text = text.join(" ");
+    let hash = text.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3));
+    (text, hash)
+}
+
+#[test]
+fn guard_first_is_the_default_and_draws_as_before() {
+    // The hash of the paths the model drew before path_order existed (commit c7a1dbd): the
+    // default, and guard-first spelled out with any number of primary guards (unused
+    // guard-first), draw every path as before, RNG draw for draw.
+    const BEFORE: u64 = 0x44fd1be80bf0e4b3;
+    let (text, hash) = guard_first_golden(TorConfig::default());
+    assert_eq!(hash, BEFORE, "{text}");
+    assert!(text.starts_with("gC/e2/e1 gA/gC/e2 gA/m1/e2 gA/m1/e2 gA/m1/e2 gA/m1/e2 gA/m1/e2 gC/m1/e1"), "{text}");
+    for primaries in [1, 3, 5] {
+        let cfg = TorConfig {
+            path_order: PathOrder::GuardFirst,
+            num_primary_guards: primaries,
+            distinct_guard_subnets: true,
+            ..TorConfig::default()
+        };
+        assert_eq!(guard_first_golden(cfg).1, BEFORE);
+    }
+    // Exit-first draws differently from the same seed.
+    assert_ne!(guard_first_golden(TorConfig { path_order: PathOrder::ExitFirst, ..TorConfig::default() }).1, BEFORE);
 }

@@ -6,6 +6,7 @@
 //! **Must not touch:** cells once a circuit carries them (the parent module's cell
 //! handling) or the per-node I/O loop ([`super::pump`]).
 
+use super::PathOrder;
 use super::{
     ConnRole, TorError, TorEvent, TorNetwork, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS, MIN_CIRCUITS_HANDLING_STREAM,
     PREDICTED_CIRCS_RELEVANCE_TIME, TOR_EVENT_CLASS, UNLIMITED_STREAM_WINDOW,
@@ -16,7 +17,6 @@ use crate::circuit::{Circuit, CircuitState, Stream, CIRCUIT_NODES};
 use crate::flow_control::STREAMWINDOW_START;
 use crate::node::{NodeId, NodeKind};
 use crate::path::{PathSelector, Position};
-use super::PathOrder;
 use crate::token_bucket::TokenBucket;
 use crate::transit::TransitLedger;
 use onionlab_core::{EventQueue, SimDuration, SimTime};
@@ -230,7 +230,8 @@ impl TorNetwork {
         let bridge = self.nodes[client as usize].bridge;
         let fixed = self.nodes[client as usize].fixed_path;
         let use_guards = self.cfg.use_entry_guards;
-        let (order, num_primary, distinct) = (self.cfg.path_order, self.cfg.num_primary_guards.max(num_guards), self.cfg.distinct_guard_subnets);
+        let (order, num_primary, distinct) =
+            (self.cfg.path_order, self.cfg.num_primary_guards.max(num_guards), self.cfg.distinct_guard_subnets);
         let result = parked.with(|rng| {
             if let Some(p) = fixed {
                 return Ok(p);

@@ -226,4 +226,3 @@ pub enum PathOrder {
     /// middle outside both.
     ExitFirst,
 }
-
