@@ -179,8 +179,8 @@ impl TorNetwork {
     /// circuit per call: for the predicted port first, else a build-time test circuit.
     /// Run now (at a client's start-up) or from [`TorEvent::PredictCircuits`]; schedules
     /// the next check that would launch one. A launch can fail where a path was found
-    /// before: the client's guard is drawn afresh for each circuit, and one guard may
-    /// leave no exit (`NoPath`). Tor logs such a failure and tries again at its next
+    /// before: the client's guard is drawn afresh for each circuit, and guard-first one
+    /// guard may leave no exit (`NoPath`; exit-first takes another guard instead). Tor logs such a failure and tries again at its next
     /// check; so does the model, counting it (`predicted_launches_failed`). A stream that
     /// finds no circuit builds its own, and its failure is the run's error, as without
     /// prediction.
