@@ -323,6 +323,9 @@ TOR_PROFILES = {
     "0.2.2": {
         "refill_interval": ('"1 s"', "tokens once a second (TokenBucketRefillInterval came in 0.2.3.5-alpha)"),
         "num_entry_guards": ("3", "NumEntryGuards 3"),
+        "path_order": ('"exit-first"', "the exit first, then a live entry guard outside its family and /16 (choose_random_entry)"),
+        "num_primary_guards": ("3", "choose_random_entry looks among all NumEntryGuards (3) guards"),
+        "distinct_guard_subnets": ("true", "choose_good_entry_server keeps a new guard out of the current guards' /16s"),
         "idle_channel_timeout": ('"180 s"', "IDLE_OR_CONN_TIMEOUT"),
         "predicted_circuits": ("true", "circuit_predict_and_launch_new"),
         "cellq_high": ("256", "CELL_QUEUE_HIGHWATER_SIZE"),
@@ -331,6 +334,9 @@ TOR_PROFILES = {
     "0.4.8": {
         "refill_interval": ('"100 ms"', "TokenBucketRefillInterval"),
         "num_entry_guards": ("1", "guard-n-primary-guards-to-use's default"),
+        "path_order": ('"exit-first"', "the exit first, then a primary guard that obeys it (select_primary_guard_for_circuit)"),
+        "num_primary_guards": ("3", "guard-n-primary-guards's default"),
+        "distinct_guard_subnets": ("false", "guards are sampled by weight with no /16 rule (select_and_add_guard_item_for_sample)"),
         "idle_channel_timeout": (
             f'{{ client = {CLIENT_IDLE_RANGE}, relay = ["45 min", "75 min"] }}',
             "channelpadding_get_channel_idle_timeout: 180-270 s with a client, 3/4 to 5/4 of nf_conntimeout_relays (3600 s) between relays",
@@ -466,6 +472,14 @@ def map_params(params: dict, profile: str | None = None) -> tuple:
         elif k == "guard-n-primary-guards-to-use":
             tor["num_entry_guards"] = v
             notes[k] = "tor.num_entry_guards (guards a client spreads its circuits over)"
+        elif k == "guard-n-primary-guards":
+            if profile == "0.2.2":
+                notes[k] = "not in tor 0.2.2 (every entry guard is a primary one)"
+            elif v >= 1:
+                tor["num_primary_guards"] = v
+                notes[k] = "tor.num_primary_guards (the guards an exit-first circuit looks among)"
+            else:
+                notes[k] = f"ignored: {v} is outside tor's range 1..INT32_MAX"
         elif k.startswith("cc_"):
             pass  # below, with cc_alg
         elif k == "sendme_emit_min_version":
@@ -599,6 +613,16 @@ def plan_network(
     for k in tor_d:
         sources.pop(k, None)
     tor_d = {**behaviour, **tor_d}
+    if "num_primary_guards" in tor_d and "num_entry_guards" in tor_d:
+        n, p = int(tor_d["num_entry_guards"]), int(tor_d["num_primary_guards"])
+        if n > p and profile == "0.2.2":
+            tor_d["num_primary_guards"] = n
+            sources["num_primary_guards"] = "tor 0.2.2: every entry guard is a primary one"
+        elif n > p:
+            # select_primary_guard_for_circuit walks only the primary guards.
+            tor_d["num_entry_guards"] = p
+            sources.pop("num_entry_guards", None)
+            notes["guard-n-primary-guards-to-use"] = f"tor.num_entry_guards: {n} capped at the {p} primary guards tor looks among"
     caps = capacity_by_rank(cons.relays, capacity) if capacity is not None else {}
     return Plan(
         source=cons.path,

@@ -4,6 +4,7 @@ capacity snapshot, and `onionlab generate` -> `check --load` -> `run` end to end
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -165,7 +166,19 @@ def test_tor_version_profile_follows_the_recommended_client_versions(c2022, c201
     # A consensus param overrides the profile: guard-n-primary-guards-to-use=2.
     assert t["num_entry_guards"] == 2 and "num_entry_guards" not in plan.tor_sources
     assert set(plan.param_notes) == set(c2022.params)
+    # Paths in tor's order: the exit first, then a primary guard (3) that obeys it; 0.4.8
+    # samples guards with no /16 rule, 0.2.2 kept them in distinct /16s.
+    assert (t["path_order"], t["num_primary_guards"], t["distinct_guard_subnets"]) == ('"exit-first"', "3", "false")
+    assert "select_primary_guard_for_circuit" in plan.tor_sources["path_order"]
     old = gen.plan_network(c2010, 0.01).tor_defaults
+    assert (old["path_order"], old["num_primary_guards"], old["distinct_guard_subnets"]) == ('"exit-first"', "3", "true")
+    # guard-n-primary-guards sets the primaries under 0.4.8 (it is not 0.2.2's), and the
+    # guards in use are capped at them (tor looks only among the primaries).
+    assert gen.map_params({"guard-n-primary-guards": 4}, "0.4.8")[1] == {"num_primary_guards": 4}
+    assert "not in tor 0.2.2" in gen.map_params({"guard-n-primary-guards": 4}, "0.2.2")[2]["guard-n-primary-guards"]
+    few = gen.plan_network(dataclasses.replace(c2022, params={**c2022.params, "guard-n-primary-guards": 1}), 0.01)
+    assert (few.tor_defaults["num_primary_guards"], few.tor_defaults["num_entry_guards"]) == (1, 1)
+    assert "capped" in few.param_notes["guard-n-primary-guards-to-use"]
     assert (old["refill_interval"], old["num_entry_guards"], old["cellq_low"]) == ('"1 s"', "3", "64")
     assert (old["predicted_circuits"], old["circ_window"]) == ("true", 1000) and "cbt_learning" not in old
     # An explicit choice wins over the consensus's era; none leaves onionlab's defaults.

@@ -80,6 +80,15 @@ pub struct TorParams {
     pub num_entry_guards: u32,
     /// `UseEntryGuards`: false picks the first hop afresh, bandwidth-weighted, per circuit.
     pub use_entry_guards: bool,
+    /// The order a client with entry guards draws a path in (default guard-first, the
+    /// model's; exit-first is tor's).
+    pub path_order: PathOrderConfig,
+    /// `guard-n-primary-guards`: the guards an exit-first circuit looks among for
+    /// `num_entry_guards` that obey its exit. Default: 3 (tor 0.4.8), or `num_entry_guards`
+    /// if that is larger; never below `num_entry_guards`. Unused guard-first.
+    pub num_primary_guards: u32,
+    /// A client's guards in distinct /16s (tor 0.2.2; default true). Tor 0.4.8: false.
+    pub distinct_guard_subnets: bool,
     /// PCTCP: every circuit gets channels (TCP connections) of its own instead of sharing
     /// one per pair of nodes.
     pub channel_per_circuit: bool,
@@ -146,6 +155,37 @@ impl Default for CbtLearningConfig {
     fn default() -> Self {
         CbtLearningConfig { test_frequency: SimDuration::from_secs(10), max_clean: 10 }
     }
+}
+
+/// `tor.path_order` (`onionlab_tor::PathOrder`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathOrderConfig {
+    /// A guard of the client's, then the exit outside its /16 (the model's, the default).
+    #[default]
+    GuardFirst,
+    /// The exit, then a primary guard that obeys it (tor's, path-spec 2.2).
+    ExitFirst,
+}
+
+impl PathOrderConfig {
+    /// The names a config spells them with.
+    pub const NAMES: [&'static str; 2] = ["guard-first", "exit-first"];
+
+    /// Its name in a config.
+    pub fn name(self) -> &'static str {
+        match self {
+            PathOrderConfig::GuardFirst => "guard-first",
+            PathOrderConfig::ExitFirst => "exit-first",
+        }
+    }
+}
+
+/// The default `tor.num_primary_guards` for `num_entry_guards`: tor 0.4.8's
+/// `guard-n-primary-guards` default (3), or every guard in use if more (tor 0.2.2 used all
+/// its NumEntryGuards guards, 3).
+pub fn default_num_primary_guards(num_entry_guards: u32) -> u32 {
+    num_entry_guards.max(3)
 }
 
 /// `tor.congestion_control`.

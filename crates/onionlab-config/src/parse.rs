@@ -158,6 +158,9 @@ const TOR_KEYS: &[&str] = &[
     "circ_max_cell_queue",
     "num_entry_guards",
     "use_entry_guards",
+    "path_order",
+    "num_primary_guards",
+    "distinct_guard_subnets",
     "channel_per_circuit",
     "request_size",
     "circ_window",
@@ -233,6 +236,9 @@ pub fn default_tor_params() -> TorParams {
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
         use_entry_guards: true,
+        path_order: PathOrderConfig::GuardFirst,
+        num_primary_guards: default_num_primary_guards(1),
+        distinct_guard_subnets: true,
         channel_per_circuit: false,
         request_bytes: 500,
         circ_window: 1000,
@@ -1142,6 +1148,30 @@ impl Ctx<'_> {
             Some(n) => n,
             None => d.num_entry_guards,
         };
+        let path_order = match t.get("path_order") {
+            None => d.path_order,
+            Some(v) => match self.choice(v, "tor.path_order", &PathOrderConfig::NAMES) {
+                Some("exit-first") => PathOrderConfig::ExitFirst,
+                Some(_) => PathOrderConfig::GuardFirst,
+                None => d.path_order,
+            },
+        };
+        let num_primary_guards = match self.opt(t, p, "num_primary_guards", Ctx::u32) {
+            Some(0) => {
+                self.err_hint("tor.num_primary_guards", "must be at least 1", "tor 0.4.8's guard-n-primary-guards is 3");
+                default_num_primary_guards(num_entry_guards)
+            }
+            Some(n) if n < num_entry_guards => {
+                self.err_hint(
+                    "tor.num_primary_guards",
+                    format!("{n} is fewer than num_entry_guards ({num_entry_guards})"),
+                    "tor refuses NumEntryGuards greater than NumPrimaryGuards: the guards in use are primary guards",
+                );
+                default_num_primary_guards(num_entry_guards)
+            }
+            Some(n) => n,
+            None => default_num_primary_guards(num_entry_guards),
+        };
         TorParams {
             refill_interval: self.opt(t, p, "refill_interval", Ctx::pos_duration).unwrap_or(d.refill_interval),
             link_handshake_rtts: self.opt(t, p, "link_handshake_rtts", Ctx::u32).unwrap_or(d.link_handshake_rtts),
@@ -1172,6 +1202,9 @@ impl Ctx<'_> {
             circ_max_cell_queue,
             num_entry_guards,
             use_entry_guards: self.opt(t, p, "use_entry_guards", Ctx::boolean).unwrap_or(d.use_entry_guards),
+            path_order,
+            num_primary_guards,
+            distinct_guard_subnets: self.opt(t, p, "distinct_guard_subnets", Ctx::boolean).unwrap_or(d.distinct_guard_subnets),
             channel_per_circuit: self.opt(t, p, "channel_per_circuit", Ctx::boolean).unwrap_or(d.channel_per_circuit),
             request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
             circ_window,

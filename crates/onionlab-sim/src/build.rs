@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use onionlab_config::model::{
-    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, Placement, SchedulerConfig, ThrottlingConfig,
-    TortoiseConfig,
+    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, PathOrderConfig, Placement, SchedulerConfig,
+    ThrottlingConfig, TortoiseConfig,
 };
 use onionlab_core::SimDuration;
 use onionlab_mech::predictor::{PredictorHook, PredictorParams, SharedExchange};
@@ -171,6 +171,12 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         circ_max_cell_queue: t.circ_max_cell_queue,
         num_entry_guards: t.num_entry_guards as usize,
         use_entry_guards: t.use_entry_guards,
+        path_order: match t.path_order {
+            PathOrderConfig::GuardFirst => onionlab_tor::PathOrder::GuardFirst,
+            PathOrderConfig::ExitFirst => onionlab_tor::PathOrder::ExitFirst,
+        },
+        num_primary_guards: t.num_primary_guards as usize,
+        distinct_guard_subnets: t.distinct_guard_subnets,
         channel_per_circuit: t.channel_per_circuit,
         wire_waits: cfg.experiment.wire_waits,
         request_bytes: t.request_bytes,

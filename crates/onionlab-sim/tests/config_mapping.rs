@@ -47,6 +47,9 @@ circuit_idle_timeout = "20 min"
 circ_max_cell_queue = 1234
 num_entry_guards = 2
 use_entry_guards = false
+path_order = "exit-first"
+num_primary_guards = 4
+distinct_guard_subnets = false
 channel_per_circuit = true
 request_size = "2 KiB"
 circ_window = 800
@@ -72,6 +75,7 @@ rcvbuf = "500 KiB"
     assert_eq!(t.circuit_idle_timeout, SimDuration::from_secs(20 * 60));
     assert_eq!(t.circ_max_cell_queue, 1234);
     assert_eq!((t.num_entry_guards, t.use_entry_guards, t.channel_per_circuit, t.wire_waits), (2, false, true, true));
+    assert_eq!((t.path_order, t.num_primary_guards, t.distinct_guard_subnets), (onionlab_tor::PathOrder::ExitFirst, 4, false));
     assert_eq!((t.request_bytes, t.circ_window, t.circ_window_increment), (2048, 800, 80));
     assert_eq!(t.cell_queue_watermarks, Some((300, 20)));
     assert_eq!((t.transport.sndbuf_bytes, t.transport.rcvbuf_bytes), (300 << 10, 500 << 10));
@@ -83,6 +87,7 @@ rcvbuf = "500 KiB"
     assert!(d.refill_interval != t.refill_interval && d.link_handshake_rtts != 3 && d.max_circuit_dirtiness != t.max_circuit_dirtiness);
     assert!(!d.predicted_circuits && d.circuit_idle_timeout != t.circuit_idle_timeout && d.circ_max_cell_queue != 1234);
     assert!(d.num_entry_guards != 2 && d.use_entry_guards && !d.channel_per_circuit && d.request_bytes != 2048);
+    assert!(d.path_order != t.path_order && d.num_primary_guards != 4 && d.distinct_guard_subnets);
     assert!(d.circ_window != 800 && d.circ_window_increment != 80 && d.cell_queue_watermarks != Some((300, 20)));
     assert!(d.transport.sndbuf_bytes != 300 << 10 && d.transport.rcvbuf_bytes != 500 << 10);
 }

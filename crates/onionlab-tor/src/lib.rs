@@ -42,7 +42,9 @@ pub use flow_control::CongestionControlKind;
 pub use hooks::{ClientConnection, PeerConnection, RelayCircuit, RelayControl, RelayHook};
 pub use hpd::{HpdParams, HpdScheduler};
 pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
-pub use network::{CbtLearning, ChannelIdleTimeout, CircuitTransit, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim};
+pub use network::{
+    CbtLearning, ChannelIdleTimeout, CircuitTransit, PathOrder, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim,
+};
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo, WeightsMethod};
 pub use scheduler::{CircuitScheduler, ClassDelays, RoundRobin, SchedulerKind};

@@ -53,8 +53,8 @@ mod inspect;
 mod pump;
 
 pub use config::{
-    CbtLearning, ChannelIdleTimeout, TorConfig, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS, MIN_CIRCUITS_HANDLING_STREAM,
-    PREDICTED_CIRCS_RELEVANCE_TIME,
+    CbtLearning, ChannelIdleTimeout, PathOrder, TorConfig, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS,
+    MIN_CIRCUITS_HANDLING_STREAM, PREDICTED_CIRCS_RELEVANCE_TIME,
 };
 pub use inspect::CircuitTransit;
 

@@ -29,12 +29,19 @@
 //!   `choose_good_entry_server`, `choose_good_middle_server` — the exit is chosen first,
 //!   then the guard, then the middle, all distinct. Circuits are built with
 //!   `need_capacity` set, so `node_is_unreliable` rejects relays without the `Fast` flag in
-//!   every position; we require [`RelayFlags::FAST`] everywhere.
+//!   every position; we require [`RelayFlags::FAST`] everywhere. With entry guards,
+//!   `entrynodes.c: select_primary_guard_for_circuit` ([`PathSelector::guard_for_exit`])
+//!   picks the guard among the client's primary guards that obey the exit; the caller
+//!   keeps the guards and chooses the order (`TorConfig::path_order`: the model's
+//!   guard-first draw, [`PathSelector::choose_path`] with a guard, is the default).
 //!
 //! * `EnforceDistinctSubnets` (default 1; `nodelist_add_node_and_family`,
-//!   `addrs_in_same_network_family`): no two relays of a path, and no two entry guards, in
-//!   the same IPv4 /16. Applied to relays whose address is known ([`RelayInfo::subnet`]);
-//!   a relay without one is never excluded for its network.
+//!   `addrs_in_same_network_family`): no two relays of a path in the same IPv4 /16.
+//!   Applied to relays whose address is known ([`RelayInfo::subnet`]); a relay without one
+//!   is never excluded for its network. Keeping a client's entry guards in distinct /16s
+//!   as well is tor 0.2.2's rule (`choose_good_entry_server` excluded the current guards'
+//!   families when adding one); tor 0.4.8 samples guards with no /16 rule. The caller
+//!   chooses ([`PathSelector::choose_apart`]; `TorConfig::distinct_guard_subnets`).
 //!
 //! **Not modelled** (documented simplifications): relays are assumed `Running` and `Valid`
 //! (the flags are kept but not checked); tor's family exclusion (`MyFamily`, declared in
@@ -839,6 +846,20 @@ impl PathSelector {
     /// keeps the exact conditional distribution) up to 32 times, then one O(n) scan over
     /// the remaining weight finishes the job, so it always terminates.
     pub fn choose<R: rand::Rng + ?Sized>(&self, pos: Position, rng: &mut R, exclude: &[usize]) -> Option<usize> {
+        self.choose_apart(pos, rng, exclude, exclude)
+    }
+
+    /// [`choose`](Self::choose) with the two exclusions apart: never a relay in `exclude`,
+    /// nor one in the /16 of a relay in `subnets_of`. `choose(pos, rng, x)` is
+    /// `choose_apart(pos, rng, x, x)`, draw for draw. With `subnets_of` empty, relays are
+    /// excluded by identity only (tor 0.4.8's guard sampling, which has no /16 rule).
+    pub fn choose_apart<R: rand::Rng + ?Sized>(
+        &self,
+        pos: Position,
+        rng: &mut R,
+        exclude: &[usize],
+        subnets_of: &[usize],
+    ) -> Option<usize> {
         let p = pos.index();
         let total = self.total(pos);
         if total == 0 {
@@ -849,20 +870,23 @@ impl PathSelector {
             let x = rng.random_range(0..total);
             // First index whose running sum exceeds x; zero-weight relays are never hit.
             let i = cumulative.partition_point(|&c| c <= x);
-            if !self.excluded(i, exclude) {
+            if !self.excluded(i, exclude, subnets_of) {
                 return Some(i);
             }
         }
         // Linear fallback over what is left after exclusion.
         let weight = &self.weight[p];
-        let remaining: u128 =
-            weight.iter().enumerate().filter(|&(i, _)| !self.excluded(i, exclude)).fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
+        let remaining: u128 = weight
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !self.excluded(i, exclude, subnets_of))
+            .fold(0u128, |acc, (_, &w)| acc.saturating_add(w));
         if remaining == 0 {
             return None;
         }
         let mut x = rng.random_range(0..remaining);
         for (i, &w) in weight.iter().enumerate() {
-            if w == 0 || self.excluded(i, exclude) {
+            if w == 0 || self.excluded(i, exclude, subnets_of) {
                 continue;
             }
             if x < w {
@@ -873,10 +897,43 @@ impl PathSelector {
         None // unreachable: x < remaining = sum of the weights walked
     }
 
-    /// Whether `relay` is in `exclude` or shares a known /16 with a relay there.
-    fn excluded(&self, relay: usize, exclude: &[usize]) -> bool {
+    /// Whether `relay` is in `exclude` or shares a known /16 with a relay in `subnets_of`.
+    fn excluded(&self, relay: usize, exclude: &[usize], subnets_of: &[usize]) -> bool {
         exclude.contains(&relay)
-            || self.relays[relay].subnet.is_some_and(|s| exclude.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
+            || self.relays[relay]
+                .subnet
+                .is_some_and(|s| subnets_of.iter().any(|&x| self.relays.get(x).is_some_and(|r| r.subnet == Some(s))))
+    }
+
+    /// Whether relays `a` and `b` may not share a path: the same relay, or both in one
+    /// known /16 (tor's `nodes_in_same_family` without declared families).
+    pub fn conflicts(&self, a: usize, b: usize) -> bool {
+        self.excluded(a, &[b], &[b])
+    }
+
+    /// The guard of a circuit whose `exit` is chosen, as tor 0.4.8's
+    /// `select_primary_guard_for_circuit` picks it: of the client's first `primaries`
+    /// guards (`guards` in sampled order; `guard-n-primary-guards`), the first `to_use`
+    /// (`NumEntryGuards`, `guard-n-primary-guards-to-use`) that do not
+    /// [`conflict`](Self::conflicts) with the exit, one of them uniformly. When every
+    /// primary conflicts: the first further guard of `guards` that does not
+    /// (`select_filtered_guard_for_circuit`, in sampled order), no draw. `None`: no guard
+    /// of `guards` fits (the caller samples another). Tor 0.2.2's `choose_random_entry` is
+    /// the case `primaries == to_use`, every guard (NumEntryGuards 3) in use.
+    pub fn guard_for_exit<R: rand::Rng + ?Sized>(
+        &self,
+        rng: &mut R,
+        guards: &[usize],
+        primaries: usize,
+        to_use: usize,
+        exit: usize,
+    ) -> Option<usize> {
+        let split = primaries.min(guards.len());
+        let usable: Vec<usize> = guards[..split].iter().copied().filter(|&g| !self.conflicts(g, exit)).take(to_use.max(1)).collect();
+        if !usable.is_empty() {
+            return Some(usable[rng.random_range(0..usable.len())]);
+        }
+        guards[split..].iter().copied().find(|&g| !self.conflicts(g, exit))
     }
 
     /// A path entering through `first` whatever its flags (a bridge, or a client's own
@@ -894,8 +951,8 @@ impl PathSelector {
     /// Order follows tor's `onion_pick_cpath_exit` then `onion_extend_cpath`: the exit is
     /// chosen first, then the guard (excluding the exit), then the middle (excluding both).
     /// With a persistent `guard` given, it is used as the first hop and excluded from the
-    /// exit and middle choices (tor would instead skip a primary guard that equals the
-    /// chosen exit; we keep the caller's guard). `Err(Position::Guard)` if `guard` is out
+    /// exit and middle choices (guard-first: tor would instead skip a primary guard that
+    /// conflicts with the chosen exit, [`guard_for_exit`](Self::guard_for_exit)). `Err(Position::Guard)` if `guard` is out
     /// of range or lacks the Guard/Fast flags; otherwise `Err` names the first position
     /// no eligible relay was left for.
     pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Result<[usize; 3], Position> {
@@ -1434,6 +1491,42 @@ mod tests {
             Some(13),
         ];
         stats_relays().into_iter().zip(subnets).map(|(r, subnet)| RelayInfo { subnet, ..r }).collect()
+    }
+
+    #[test]
+    fn a_guard_for_the_exit_is_a_primary_that_obeys_it() {
+        // g1 (0) shares 10.1/16 with e1 (5); g2 (1) 10.2/16; g3 (2) its own; ge1 (3).
+        let sel = PathSelector::new(&relays_with_subnets(), w2022()).unwrap();
+        let mut rng = StdRng::seed_from_u64(21);
+        let mut seen = [0usize; 4];
+        for _ in 0..400 {
+            // One in use: the first primary that obeys the exit, no choice.
+            assert_eq!(sel.guard_for_exit(&mut rng, &[0, 1, 2], 3, 1, 5), Some(1));
+            // Two in use: the first two that obey it, uniformly.
+            seen[sel.guard_for_exit(&mut rng, &[0, 1, 2], 3, 2, 5).unwrap()] += 1;
+            let g = sel.guard_for_exit(&mut rng, &[0, 1, 2], 3, 2, 6).unwrap();
+            assert!(g == 0 || g == 1, "{g}");
+            // The exit itself is never its guard.
+            assert_eq!(sel.guard_for_exit(&mut rng, &[3, 0], 2, 1, 3), Some(0));
+        }
+        assert!(seen[0] == 0 && seen[3] == 0 && seen[1] > 150 && seen[2] > 150, "{seen:?}");
+        // Every primary conflicts: the first further guard, in sampled order, that does not.
+        assert_eq!(sel.guard_for_exit(&mut rng, &[0, 5, 2, 1], 1, 1, 5), Some(2));
+        // None fits: the caller samples another.
+        assert_eq!(sel.guard_for_exit(&mut rng, &[0], 3, 1, 5), None);
+        assert!(sel.conflicts(0, 5) && sel.conflicts(3, 3) && !sel.conflicts(0, 1) && !sel.conflicts(9, 10));
+    }
+
+    #[test]
+    fn choose_apart_separates_identity_from_subnet_exclusion() {
+        let sel = PathSelector::new(&relays_with_subnets(), w2022()).unwrap();
+        let (mut a, mut b) = (StdRng::seed_from_u64(4), StdRng::seed_from_u64(4));
+        for _ in 0..500 {
+            assert_eq!(sel.choose(Position::Exit, &mut a, &[0, 7]), sel.choose_apart(Position::Exit, &mut b, &[0, 7], &[0, 7]));
+        }
+        // Without the /16 rule, e1 (10.1/16, as g1) is drawn beside g1.
+        let e1 = (0..500).filter(|_| sel.choose_apart(Position::Exit, &mut a, &[0], &[]) == Some(5)).count();
+        assert!(e1 > 20, "{e1}");
     }
 
     #[test]

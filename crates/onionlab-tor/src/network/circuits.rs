@@ -6,6 +6,7 @@
 //! **Must not touch:** cells once a circuit carries them (the parent module's cell
 //! handling) or the per-node I/O loop ([`super::pump`]).
 
+use super::PathOrder;
 use super::{
     ConnRole, TorError, TorEvent, TorNetwork, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS, MIN_CIRCUITS_HANDLING_STREAM,
     PREDICTED_CIRCS_RELEVANCE_TIME, TOR_EVENT_CLASS, UNLIMITED_STREAM_WINDOW,
@@ -178,8 +179,8 @@ impl TorNetwork {
     /// circuit per call: for the predicted port first, else a build-time test circuit.
     /// Run now (at a client's start-up) or from [`TorEvent::PredictCircuits`]; schedules
     /// the next check that would launch one. A launch can fail where a path was found
-    /// before: the client's guard is drawn afresh for each circuit, and one guard may
-    /// leave no exit (`NoPath`). Tor logs such a failure and tries again at its next
+    /// before: the client's guard is drawn afresh for each circuit, and guard-first one
+    /// guard may leave no exit (`NoPath`; exit-first takes another guard instead). Tor logs such a failure and tries again at its next
     /// check; so does the model, counting it (`predicted_launches_failed`). A stream that
     /// finds no circuit builds its own, and its failure is the run's error, as without
     /// prediction.
@@ -229,6 +230,8 @@ impl TorNetwork {
         let bridge = self.nodes[client as usize].bridge;
         let fixed = self.nodes[client as usize].fixed_path;
         let use_guards = self.cfg.use_entry_guards;
+        let (order, num_primary, distinct) =
+            (self.cfg.path_order, self.cfg.num_primary_guards.max(num_guards), self.cfg.distinct_guard_subnets);
         let result = parked.with(|rng| {
             if let Some(p) = fixed {
                 return Ok(p);
@@ -240,16 +243,40 @@ impl TorNetwork {
             if !use_guards {
                 return sel.choose_path(rng, None).map_err(|pos| no_path(sel, pos));
             }
-            while guards.len() < num_guards {
-                match sel.choose(Position::Guard, rng, &guards) {
+            // The guards a client samples (in order; the first ones are in use): tor
+            // 0.2.2 keeps them in distinct /16s, tor 0.4.8 has no such rule.
+            let sample = |rng: &mut onionlab_core::SimRng, guards: &[usize], avoid: Option<usize>| {
+                let mut exclude = guards.to_vec();
+                exclude.extend(avoid);
+                let subnets: &[usize] = if distinct { &exclude } else { avoid.as_slice() };
+                sel.choose_apart(Position::Guard, rng, &exclude, subnets)
+            };
+            let wanted = if order == PathOrder::ExitFirst { num_primary } else { num_guards };
+            while guards.len() < wanted {
+                match sample(rng, &guards, None) {
                     Some(g) => guards.push(g),
                     None if guards.is_empty() => return Err(no_path(sel, Position::Guard)),
                     None => break,
                 }
             }
-            let guard = guards[rand::Rng::random_range(rng, 0..guards.len())];
-            let path = sel.choose_path(rng, Some(guard)).map_err(|pos| no_path(sel, pos))?;
-            Ok(path)
+            if order == PathOrder::GuardFirst {
+                let guard = guards[rand::Rng::random_range(rng, 0..guards.len())];
+                return sel.choose_path(rng, Some(guard)).map_err(|pos| no_path(sel, pos));
+            }
+            // Tor's order: the exit from every exit, then a guard that obeys it.
+            let exit = sel.choose(Position::Exit, rng, &[]).ok_or_else(|| no_path(sel, Position::Exit))?;
+            let guard = match sel.guard_for_exit(rng, &guards, num_primary, num_guards, exit) {
+                Some(g) => g,
+                None => {
+                    // Every guard conflicts with the exit: tor samples further guards
+                    // (select_filtered_guard_for_circuit); the new one stays in the sample.
+                    let g = sample(rng, &guards, Some(exit)).ok_or_else(|| no_path(sel, Position::Guard))?;
+                    guards.push(g);
+                    g
+                }
+            };
+            let middle = sel.choose(Position::Middle, rng, &[guard, exit]).ok_or_else(|| no_path(sel, Position::Middle))?;
+            Ok([guard, middle, exit])
         });
         self.nodes[client as usize].rng = Some(parked);
         let path = result?;

@@ -146,6 +146,17 @@ pub struct TorConfig {
     /// `UseEntryGuards` (default 1): with false, every circuit's first hop is drawn afresh
     /// by bandwidth weight (the Tortoise paper's setup "does not utilize guard relays").
     pub use_entry_guards: bool,
+    /// The order a client with entry guards draws a path in ([`PathOrder`]; default
+    /// guard-first, the model's own, which every published reproduction ran).
+    pub path_order: PathOrder,
+    /// `guard-n-primary-guards` (tor 0.4.8, default 3): the guards, in sampled order, an
+    /// exit-first circuit looks among for `num_entry_guards` that obey its exit. Tor 0.2.2
+    /// used every entry guard: there it equals `num_entry_guards`. Unused guard-first.
+    pub num_primary_guards: usize,
+    /// A client's entry guards are kept in distinct /16s (tor 0.2.2's
+    /// `choose_good_entry_server`; default true, the model's behaviour so far). Tor 0.4.8
+    /// samples guards without a /16 rule: false.
+    pub distinct_guard_subnets: bool,
     /// PCTCP (AlSabah and Goldberg, CCS 2013; the PredicTor paper's second baseline):
     /// every circuit opens channels of its own at every hop, so no two circuits share a
     /// TCP connection (or its buffers, or its place in a relay's round of reads and
@@ -184,6 +195,9 @@ impl Default for TorConfig {
             outbuf_high_water: 32 * 1024,
             num_entry_guards: 1,
             use_entry_guards: true,
+            path_order: PathOrder::GuardFirst,
+            num_primary_guards: 3,
+            distinct_guard_subnets: true,
             channel_per_circuit: false,
             wire_waits: false,
             request_bytes: 500,
@@ -193,4 +207,22 @@ impl Default for TorConfig {
             transport: TransportConfig::default(),
         }
     }
+}
+
+/// How a client with entry guards draws a circuit's path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PathOrder {
+    /// The model's order, and the default: one of the client's `num_entry_guards` guards
+    /// uniformly, then the exit outside its /16, then the middle. Exits are biased away
+    /// from the /16s of a client's guards, and a guard that leaves no exit fails the
+    /// circuit (`TorError::NoPath`).
+    #[default]
+    GuardFirst,
+    /// Tor's (path-spec 2.2, `onion_pick_cpath_exit` then `select_primary_guard_for_circuit`):
+    /// the exit from the whole exit distribution, then one of the first `num_entry_guards`
+    /// of the client's `num_primary_guards` guards that do not conflict with it
+    /// (same relay or /16), uniformly; if every primary conflicts, the first further
+    /// guard in sampled order that does not, sampling another when none does; then the
+    /// middle outside both.
+    ExitFirst,
 }
