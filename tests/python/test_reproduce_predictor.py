@@ -31,11 +31,16 @@ def test_fairness_index_matches_table_1():
 
 @needs_core
 def test_max_min_reference_of_the_toy_topology():
-    # One bottleneck of 500 KB/s carries all three: 0.85 of it in payload bytes, split
-    # equally: 500000 * 0.85 * 498/514 / 1000 / 3 = 137.26 KB/s each (the paper: 136.7).
+    # One bottleneck of 500 KB/s carries all three: 0.85 of it in cells of 543 bytes (what
+    # the relays' buckets charge a cell, and what the controller plans with: 782.7 cells/s),
+    # in payload bytes, split equally: 500000 * 0.85 * 498/543 / 1000 / 3 = 129.93 KB/s
+    # each (the paper: 136.7, with 512-byte cells and no TLS; 514-byte cells gave 137.26).
     fair = predictor.fair_rates(predictor.TOY_BANDWIDTH, {c: [e, "btlnk", x] for c, e, x in predictor.CIRCUITS})
     assert list(fair.index) == ["circuit1", "circuit2", "circuit3"]
-    assert fair.to_numpy() == pytest.approx([500_000 * 0.85 * 498 / 514 / 1000 / 3] * 3)
+    assert fair.to_numpy() == pytest.approx([500_000 * 0.85 * 498 / 543 / 1000 / 3] * 3)
+    from onionlab import _core
+
+    assert predictor.CELL == _core.CELL_WIRE_BYTES, "the reference counts cells as the relays' buckets and the controller do"
     # Against it, the paper's own table 1 rates give its own F values.
     for v, f in predictor.PAPER_F.items():
         rates = pd.Series(predictor.PAPER_RATE_KBS[v][:3], index=fair.index)
@@ -89,6 +94,8 @@ def test_byte_latency_by_hand():
     b = stats.byte_latency(c)
     assert b["latency_s"].iloc[0] == pytest.approx(0.15)
     assert b["latency_with_exit_s"].iloc[0] == pytest.approx(7 / 40)
+    # Definition 1's backlog is both: 6 cell-seconds in transit and 1 at the exit over 2 s.
+    assert b["mean_backlog_cells"].iloc[0] + b["mean_exit_queued_cells"].iloc[0] == pytest.approx(3.5)
     assert b["rate"].iloc[0] == pytest.approx(40 * 498 / 2.0)
     assert b["mean_backlog_cells"].iloc[0] == pytest.approx(3.0)
     # From 1 s only.
