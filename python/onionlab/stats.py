@@ -395,13 +395,17 @@ def byte_latency(circuits: pd.DataFrame, start: float = 0.0, end: float | None =
     per group of ``by`` (by default each circuit; ``by=()`` pools everything into one row,
     the paper's byte-weighted "Total").
 
-    Columns: ``latency_s``, the summed overlay transit time of the cells (forwarded by the
-    exit until delivered at the client) over the cells delivered: the paper's metric, which
-    every payload byte of a cell shares; ``latency_with_exit_s``, the same with the time the
-    cells waited in the exit's queue added; ``cells_delivered``; ``bytes_delivered`` (cells
-    times 498 payload bytes); ``rate`` (payload bytes/s over the span of the intervals
-    read); ``mean_backlog_cells`` (the paper's backlog, definition 1, averaged over that
-    span) and ``mean_exit_queued_cells``. These three are per run: where ``by`` does not
+    Columns: ``latency_with_exit_s``, the summed time of the cells in the overlay (packaged
+    at the exit until delivered at the client) over the cells delivered, which every payload
+    byte of a cell shares: the paper's metric (section 5: from a byte entering the overlay
+    to reaching its destination; definition 1's backlog sums every node's queues, the
+    exit's included); ``latency_s``, the same without the time the cells waited in the
+    exit's queue (from the exit forwarding them, as the authors' code measured it, spec 8);
+    ``cells_delivered``; ``bytes_delivered`` (cells times 498 payload bytes); ``rate``
+    (payload bytes/s over the span of the intervals read); ``mean_backlog_cells``
+    (forwarded by the exit and not yet delivered, the authors' code's backlog) and
+    ``mean_exit_queued_cells`` (in the exit's queue), averaged over that span: definition
+    1's backlog is their sum. These three are per run: where ``by`` does not
     hold ``seed`` and the table holds several seeds, a group's sums are divided by the
     span times the number of seeds in the table (a class's rate is its mean over the runs,
     not their sum; a group absent from a run counts 0 there). Over a window with cells

@@ -489,6 +489,34 @@ pub struct PredictorConfig {
     pub s_max: f64,
     /// Default 0.85.
     pub capacity_fraction: f64,
+    /// The paper's r^max (Theorem 1); default the largest capacity in the network.
+    pub r_max: PredictorRMax,
+    /// Cost of a cell-step over the soft queue limits; default 1e5 (the authors' code).
+    pub slack_penalty: f64,
+}
+
+/// PredicTor's r^max, which Theorem 1 asks to be at least every relay's capacity.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PredictorRMax {
+    /// `"network"` (default): the largest capacity among the experiment's relays (each
+    /// `capacity_fraction` of its BandwidthRate or slower link, in cells/s), the smallest
+    /// value Theorem 1 allows.
+    Network,
+    /// `"relay"`: each relay's own capacity, as the authors' code did (below the paper's
+    /// condition at every relay smaller than the largest).
+    Relay,
+    /// A number: cells/s on every relay; at least the largest capacity.
+    Cells(f64),
+}
+
+impl Serialize for PredictorRMax {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PredictorRMax::Network => s.serialize_str("network"),
+            PredictorRMax::Relay => s.serialize_str("relay"),
+            PredictorRMax::Cells(x) => s.serialize_f64(*x),
+        }
+    }
 }
 
 /// BRAIDS's ticket economy (`onionlab_mech::braids`, where each parameter's source is

@@ -2024,7 +2024,7 @@ impl Ctx<'_> {
     fn predictor(&mut self, v: &Value, p: &str) -> Option<Option<PredictorConfig>> {
         let example = "predictor = { dt = \"40 ms\", horizon = 10 }, or \"off\"";
         let Some(t) = self.off_or_table(v, p, example)? else { return Some(None) };
-        self.keys(t, p, &["dt", "horizon", "discount", "s_max", "capacity_fraction"]);
+        self.keys(t, p, &["dt", "horizon", "discount", "s_max", "capacity_fraction", "r_max", "slack_penalty"]);
         let dt = self.opt(t, p, "dt", Ctx::pos_duration);
         let horizon = self.opt(t, p, "horizon", Ctx::u32).and_then(|n| {
             if n == 0 || n > 100 {
@@ -2042,12 +2042,42 @@ impl Ctx<'_> {
             Some(x)
         });
         let fraction = self.opt(t, p, "capacity_fraction", Ctx::unit_fraction);
+        let r_max = self.opt(t, p, "r_max", |c, v, path| match v {
+            Value::String(s) if s.trim() == "network" => Some(PredictorRMax::Network),
+            Value::String(s) if s.trim() == "relay" => Some(PredictorRMax::Relay),
+            Value::String(s) => {
+                c.err_hint(
+                    path,
+                    format!("unknown value {s:?}"),
+                    "\"network\" (the largest capacity, the paper's Theorem 1), \"relay\" (each relay's own, the authors' code), or cells/s",
+                );
+                None
+            }
+            _ => {
+                let x = c.float(v, path)?;
+                if x <= 0.0 {
+                    c.err(path, format!("must be positive (cells/s), found {x}"));
+                    return None;
+                }
+                Some(PredictorRMax::Cells(x))
+            }
+        });
+        let slack_penalty = self.opt(t, p, "slack_penalty", |c, v, path| {
+            let x = c.float(v, path)?;
+            if x <= 0.0 {
+                c.err(path, format!("must be positive, found {x}"));
+                return None;
+            }
+            Some(x)
+        });
         let parsed = [
             ("dt", dt.is_some()),
             ("horizon", horizon.is_some()),
             ("discount", discount.is_some()),
             ("s_max", s_max.is_some()),
             ("capacity_fraction", fraction.is_some()),
+            ("r_max", r_max.is_some()),
+            ("slack_penalty", slack_penalty.is_some()),
         ];
         if parsed.iter().any(|&(k, ok)| t.contains_key(k) && !ok) {
             return None;
@@ -2058,6 +2088,8 @@ impl Ctx<'_> {
             discount: discount.unwrap_or(1.0 / 3.0),
             s_max: s_max.unwrap_or(100.0),
             capacity_fraction: fraction.unwrap_or(0.85),
+            r_max: r_max.unwrap_or(PredictorRMax::Network),
+            slack_penalty: slack_penalty.unwrap_or(1e5),
         }))
     }
 

@@ -1414,6 +1414,18 @@ fn predictor_parameters_defaults_and_conflicts() {
     assert_eq!(p.dt, SimDuration::from_millis(40), "the authors' code's step");
     assert_eq!((p.horizon, p.s_max, p.capacity_fraction), (10, 100.0, 0.85));
     assert!((p.discount - 1.0 / 3.0).abs() < 1e-12, "the paper's d");
+    assert_eq!(p.r_max, PredictorRMax::Network, "Theorem 1: at least the largest capacity");
+    assert_eq!(p.slack_penalty, 1e5, "the authors' code");
+    for (text, want) in
+        [("\"relay\"", PredictorRMax::Relay), ("2500", PredictorRMax::Cells(2500.0)), ("\"network\"", PredictorRMax::Network)]
+    {
+        let c = load(&with(&format!("predictor = {{ r_max = {text}, slack_penalty = 1000 }}"))).unwrap();
+        assert_eq!((c.mechanisms.predictor.unwrap().r_max, c.mechanisms.predictor.unwrap().slack_penalty), (want, 1000.0));
+        assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "survives the round trip");
+    }
+    err_at(&with("predictor = { r_max = \"own\" }"), "mechanisms.predictor.r_max", &["unknown value"]);
+    err_at(&with("predictor = { r_max = 0 }"), "mechanisms.predictor.r_max", &["positive"]);
+    err_at(&with("predictor = { slack_penalty = -1 }"), "mechanisms.predictor.slack_penalty", &["positive"]);
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "survives the round trip");
     let c = load(&with("predictor = { dt = \"10 ms\", horizon = 20, discount = 0.5, s_max = 50, capacity_fraction = 1 }")).unwrap();
     assert_eq!(c.mechanisms.predictor.unwrap().horizon, 20);

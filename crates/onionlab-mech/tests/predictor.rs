@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use onionlab_core::{SimDuration, SimTime};
-use onionlab_mech::predictor::{PredictorHook, PredictorParams, SharedExchange};
+use onionlab_mech::predictor::{PredictorHook, PredictorParams, RMax, SharedExchange};
 use onionlab_net::LatencyModel;
 use onionlab_tor::*;
 
@@ -30,31 +30,55 @@ fn network(rates: [u64; 3], params: PredictorParams) -> (TorSim, [NodeId; 3], No
     (sim, nodes, c, s, ex)
 }
 
+/// Bytes/s the guard wrote to its client from 5 s to 25 s of a 500 MiB download through
+/// guard -> middle -> exit at `rates`, with `params`.
+fn lone_download_rate(rates: [u64; 3], params: PredictorParams) -> f64 {
+    let (mut sim, [g, ..], c, s, ex) = network(rates, params);
+    sim.start_stream(c, s, 500 * MIB, 0).unwrap();
+    sim.run_until(t(5), |_| {});
+    let before = sim.tor.client_connections(g)[0].bytes_written;
+    sim.run_until(t(25), |_| {});
+    let ex = ex.borrow();
+    assert_eq!(ex.failures, 0);
+    assert_eq!(ex.solves, 3 * 25_000 / 40, "every relay solves every 40 ms");
+    (sim.tor.client_connections(g)[0].bytes_written - before) as f64 / 20.0
+}
+
 #[test]
 fn a_lone_bulk_download_runs_at_the_plan_a_lone_circuit_gets() {
     // Each controller plans with C = capacity_fraction x its relay's BandwidthRate in cells
     // of 543 wire bytes (0.85 in the authors' code, spec 4.7) and shapes its circuits to the
-    // plan (section 3.4). A relay with one circuit plans it at 4/5 of C (hand-worked in
-    // ocp.rs, `a_lone_backlogged_circuit_is_planned_at_four_fifths_of_the_capacity`), and
-    // the budget of each 40 ms step is rounded up to whole cells. Through a 512 KiB/s
-    // middle: C = 482.8 cells/s at 0.5, a plan of 386.2 cells/s, 15.4 cells a step, 16
-    // sent: 400 cells/s; at 0.85, 820.8, 656.6, 26.3, 27: 675 cells/s. The relays' own
-    // buckets would let it run at the middle's whole rate.
+    // plan (section 3.4), each step's budget carrying the fraction of a cell the last left
+    // over. With r_max = its own capacity (the authors' code) a relay with one circuit plans
+    // it at 4/5 of C (hand-worked in ocp.rs,
+    // `a_lone_backlogged_circuit_is_planned_at_four_fifths_of_the_capacity`). Through a
+    // 512 KiB/s middle: C = 482.8 cells/s at 0.5, a plan of 386.2 cells/s; at 0.85, 820.8
+    // and 656.6. The relays' own buckets would let it run at the middle's whole rate.
+    // (Until 2026-11-28 each step's budget was rounded up to whole cells: 16 cells a step
+    // for 15.4 planned, 400 cells/s, and 675 at 0.85.)
     let bottleneck = 512 * KIB;
-    for (fraction, cells_per_s) in [(0.5, 400.0), (0.85, 675.0)] {
-        let params = PredictorParams { capacity_fraction: fraction, ..PredictorParams::default() };
-        let (mut sim, [g, ..], c, s, ex) = network([2 * MIB, bottleneck, 2 * MIB], params);
-        sim.start_stream(c, s, 500 * MIB, 0).unwrap();
-        sim.run_until(t(5), |_| {});
-        let before = sim.tor.client_connections(g)[0].bytes_written;
-        sim.run_until(t(25), |_| {});
-        let rate = (sim.tor.client_connections(g)[0].bytes_written - before) as f64 / 20.0;
-        let expected = cells_per_s * onionlab_tor::cell::CELL_WIRE_BYTES as f64;
+    for fraction in [0.5, 0.85] {
+        let params = PredictorParams { capacity_fraction: fraction, r_max: RMax::Relay, ..PredictorParams::default() };
+        let rate = lone_download_rate([2 * MIB, bottleneck, 2 * MIB], params);
+        let plan = 0.8 * fraction * bottleneck as f64 / onionlab_tor::cell::CELL_WIRE_BYTES as f64;
+        let expected = plan * onionlab_tor::cell::CELL_WIRE_BYTES as f64;
         assert!((rate / expected - 1.0).abs() < 0.01, "fraction {fraction}: {rate} B/s against {expected}");
-        let ex = ex.borrow();
-        assert_eq!(ex.failures, 0);
-        assert_eq!(ex.solves, 3 * 25_000 / 40, "every relay solves every 40 ms");
     }
+}
+
+#[test]
+fn with_r_max_the_networks_largest_capacity_a_lone_circuit_gets_all_of_a_smaller_relay() {
+    // Theorem 1's condition, r^max >= max(C_1, ..., C_n): here the 2 MiB/s relays' C =
+    // 0.85 x 2 MiB / 543 = 3282.9 cells/s, four times the middle's 820.8. At the middle
+    // a lone circuit is then planned at min(C, (3 r_max + C) / 5) = C (ocp.rs,
+    // `an_r_max_of_four_thirds_of_the_capacity_plans_a_lone_circuit_at_full_capacity`),
+    // not 4/5 of it; the larger relays still plan theirs at 4/5 of their C, far above.
+    let bottleneck = 512 * KIB;
+    let largest = 0.85 * (2 * MIB) as f64 / onionlab_tor::cell::CELL_WIRE_BYTES as f64;
+    let params = PredictorParams { r_max: RMax::Cells(largest), ..PredictorParams::default() };
+    let rate = lone_download_rate([2 * MIB, bottleneck, 2 * MIB], params);
+    let expected = 0.85 * bottleneck as f64;
+    assert!((rate / expected - 1.0).abs() < 0.01, "{rate} B/s against {expected}");
 }
 
 #[test]

@@ -8,11 +8,11 @@
 use std::collections::BTreeMap;
 
 use onionlab_config::model::{
-    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, PathOrderConfig, Placement, SchedulerConfig,
-    ThrottlingConfig, TortoiseConfig,
+    BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, PathOrderConfig, Placement, PredictorRMax,
+    SchedulerConfig, ThrottlingConfig, TortoiseConfig,
 };
 use onionlab_core::SimDuration;
-use onionlab_mech::predictor::{PredictorHook, PredictorParams, SharedExchange};
+use onionlab_mech::predictor::{PredictorHook, PredictorParams, RMax, SharedExchange};
 use onionlab_mech::throttling::*;
 use onionlab_mech::tortoise::{Directions, Tortoise};
 use onionlab_mech::{Braids, BraidsParams};
@@ -443,17 +443,43 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
     let predictor = match cfg.mechanisms.predictor {
         None => None,
         Some(p) => {
-            let params = PredictorParams {
+            let mut params = PredictorParams {
                 dt: p.dt,
                 horizon: p.horizon as usize,
                 discount: p.discount,
                 s_max: p.s_max,
                 capacity_fraction: p.capacity_fraction,
+                r_max: RMax::Relay,
+                slack_penalty: p.slack_penalty,
+            };
+            // Each relay's link, bytes/s (down, up): where slower than its BandwidthRate it
+            // sets the relay's capacity (PredictorParams::capacities).
+            let links: Vec<(u64, u64)> = planned.iter().map(|p| (p.spec.down_bits_per_sec / 8, p.spec.up_bits_per_sec / 8)).collect();
+            // Theorem 1: r^max >= max(C_1, ..., C_n), every PredicTor relay's capacity.
+            let largest = planned
+                .iter()
+                .zip(&links)
+                .map(|(p, &(down, up))| {
+                    let (cin, cout) = params.capacities(p.spec.bandwidth_rate, Some(down), Some(up));
+                    cin.max(cout)
+                })
+                .fold(0.0, f64::max);
+            params.r_max = match p.r_max {
+                PredictorRMax::Relay => RMax::Relay,
+                PredictorRMax::Network => RMax::Cells(largest),
+                PredictorRMax::Cells(x) if x < largest => {
+                    return Err(SimError::Build(format!(
+                        "mechanisms.predictor.r_max: must be at least the largest relay capacity, {largest:.1} cells/s (the \
+                         paper's Theorem 1: r_max >= max(C_1, ..., C_n)), got {x}"
+                    )))
+                }
+                PredictorRMax::Cells(x) => RMax::Cells(x),
             };
             let exchange = SharedExchange::default();
-            for &node in &relay_nodes {
-                let hook =
-                    PredictorHook::new(params, exchange.clone()).map_err(|e| SimError::Build(format!("mechanisms.predictor.{e}")))?;
+            for (&node, &(down, up)) in relay_nodes.iter().zip(&links) {
+                let hook = PredictorHook::new(params, exchange.clone())
+                    .map_err(|e| SimError::Build(format!("mechanisms.predictor.{e}")))?
+                    .with_link(down, up);
                 hooks.push((node, Box::new(hook)));
             }
             Some(exchange)

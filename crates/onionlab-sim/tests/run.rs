@@ -837,7 +837,7 @@ fn predictors_parameters_in_the_config_reach_its_controllers() {
     // data than planning with 0.85 of it (spec 4.7: C = fraction x BandwidthRate).
     let base = run(&small_with("predictor = {}", 10), 1, None).unwrap();
     let bulk = |o: &onionlab_sim::RunOutput| -> u64 { o.downloads.iter().filter(|d| &*d.class == "bulk").map(|d| d.received).sum() };
-    for field in ["horizon = 3", "discount = 0.9", "s_max = 20.0", "capacity_fraction = 0.5"] {
+    for field in ["horizon = 3", "discount = 0.9", "s_max = 20.0", "capacity_fraction = 0.5", "r_max = \"relay\"", "slack_penalty = 10.0"] {
         let other = run(&small_with(&format!("predictor = {{ {field} }}"), 10), 1, None).unwrap();
         assert!(other.downloads != base.downloads || other.relays != base.relays, "{field} changed nothing");
         if field.starts_with("capacity_fraction") {
@@ -847,6 +847,12 @@ fn predictors_parameters_in_the_config_reach_its_controllers() {
     // dt is also the controllers' period: 6 relays solve every 100 ms for 10 s.
     let slow = run(&small_with("predictor = { dt = \"100 ms\" }", 10), 1, None).unwrap();
     assert_eq!(slow.summary.counters["predictor_solves"], 6 * 100);
+    // r_max below the largest relay's capacity (2 MiB/s x 0.85 / 543 B = 3282.8 cells/s)
+    // breaks Theorem 1's condition: refused, naming the field.
+    let Err(e) = run(&small_with("predictor = { r_max = 3000 }", 10), 1, None) else { panic!("r_max = 3000 was accepted") };
+    let e = e.to_string();
+    assert!(e.contains("mechanisms.predictor.r_max") && e.contains("3282.8"), "{e}");
+    assert!(run(&small_with("predictor = { r_max = 3283 }", 6), 1, None).is_ok());
 }
 
 #[test]

@@ -5,10 +5,11 @@
 //! circuit and integrates the number in between over time. A circuit keeps two for its
 //! downstream DATA cells: from the exit packaging the server's bytes to the exit forwarding
 //! them (its circuit queue), and from that forwarding to the client taking them off its
-//! guard channel (the overlay). The paper's backlog is "bytes forwarded at the first relay
-//! minus bytes delivered at the last", so its latency is the second ledger's: data enters
-//! the overlay when the first relay sends it (in the authors' simulator the exit relay
-//! generated the data itself). **Must not touch:** queues, windows or anything that decides
+//! guard channel. The paper's latency runs from a byte entering the overlay (taken in by
+//! the exit) to its delivery, and its backlog (definition 1) sums every node's queues, the
+//! exit's included: both ledgers together. The second alone is what the authors' code
+//! measured ("bytes forwarded at the first relay minus bytes delivered at the last", spec
+//! 8, where the exit relay generated the data itself). **Must not touch:** queues, windows or anything that decides
 //! when a cell moves; it only watches.
 //!
 //! The paper tracks "for each payload byte the times of sending and receiving"

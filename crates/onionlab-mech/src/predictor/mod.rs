@@ -14,5 +14,5 @@ pub mod controller;
 pub mod maxmin;
 pub mod ocp;
 
-pub use controller::{Exchange, PredictorError, PredictorHook, PredictorParams, SharedExchange};
+pub use controller::{Exchange, PredictorError, PredictorHook, PredictorParams, RMax, SharedExchange};
 pub use maxmin::{fairness_index, max_min_fair, theorem1_rates, MaxMinError};

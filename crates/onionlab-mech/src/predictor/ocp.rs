@@ -29,8 +29,14 @@
 //! # Parameters ([`OcpParams`]) and where they come from
 //! - `horizon` N = 10 and discount `d` = 1/3: the paper. Stages run `k = 0..=N` as (25)
 //!   sums them (11 input stages; the authors' code used N).
-//! - `dt` = 40 ms, `s_max` = 100 cells, `r_max` = the larger of the two capacities: not in
-//!   the paper, from its authors' code (spec 4.7).
+//! - `dt` = 40 ms, `s_max` = 100 cells: not in the paper, from its authors' code (spec
+//!   4.7).
+//! - `r_max`: the paper's "arbitrary upper limit" of (8), (22)-(24), which "must satisfy
+//!   r^max >= max(C_1, C_2, ..., C_n)" (Theorem 1, section 3.1): at least the largest
+//!   capacity of the network, which one relay's problem does not know; the caller passes
+//!   it ([`OcpParams::new`] takes this relay's larger capacity, the smallest value the
+//!   condition allows and what the authors' code used). It must be at least this relay's
+//!   capacities.
 //! - `capacity_in`, `capacity_out`: cells/s (the code: 0.85 of the relay's rate; the caller
 //!   decides).
 //! - `slack_penalty` = 1e5: the queue limits are soft, as in the authors' code, so that a
@@ -53,6 +59,8 @@ pub enum OcpError {
     Positive(&'static str, f64),
     #[error("discount: must lie in (0, 1], got {0}")]
     Discount(f64),
+    #[error("r_max: must be at least the relay's capacity, {1} cells/s (the paper's Theorem 1: at least every capacity), got {0}")]
+    RMax(f64, f64),
     #[error("circuits[{0}].{1}: must not be empty")]
     EmptyTrajectory(usize, &'static str),
     #[error("circuits[{0}].{1}: every value must be finite and at least 0")]
@@ -75,20 +83,35 @@ pub struct OcpParams {
     /// Cells/s.
     pub capacity_in: f64,
     pub capacity_out: f64,
+    /// Cells/s: the paper's r^max, at least both capacities (Theorem 1 asks for the
+    /// network's largest).
+    pub r_max: f64,
     pub slack_penalty: f64,
 }
 
 impl OcpParams {
-    /// The paper's N and d, the authors' code's dt and s_max, and the given capacities.
+    /// The paper's N and d, the authors' code's dt and s_max, and the given capacities;
+    /// r_max the larger of them (a relay alone, or the largest relay of its network).
     pub fn new(capacity_in: f64, capacity_out: f64) -> Self {
-        OcpParams { horizon: 10, dt: 0.04, discount: 1.0 / 3.0, s_max: 100.0, capacity_in, capacity_out, slack_penalty: 1e5 }
+        let r_max = capacity_in.max(capacity_out);
+        OcpParams { horizon: 10, dt: 0.04, discount: 1.0 / 3.0, s_max: 100.0, capacity_in, capacity_out, r_max, slack_penalty: 1e5 }
     }
 
     fn validate(&self) -> Result<(), OcpError> {
-        for (name, v) in [("dt", self.dt), ("s_max", self.s_max), ("capacity_in", self.capacity_in), ("capacity_out", self.capacity_out)] {
+        for (name, v) in [
+            ("dt", self.dt),
+            ("s_max", self.s_max),
+            ("capacity_in", self.capacity_in),
+            ("capacity_out", self.capacity_out),
+            ("r_max", self.r_max),
+        ] {
             if !(v.is_finite() && v > 0.0) {
                 return Err(OcpError::Positive(name, v));
             }
+        }
+        let cap = self.capacity_in.max(self.capacity_out);
+        if self.r_max < cap {
+            return Err(OcpError::RMax(self.r_max, cap));
         }
         if !(self.discount > 0.0 && self.discount <= 1.0) {
             return Err(OcpError::Discount(self.discount));
@@ -176,7 +199,7 @@ pub fn solve(params: &OcpParams, circuits: &[CircuitInput]) -> Result<Vec<Circui
     if p == 0 {
         return Ok(Vec::new());
     }
-    let r = params.capacity_in.max(params.capacity_out);
+    let r = params.r_max;
     let q_unit = r * params.dt;
     // Variables per circuit and stage k: the four inputs and the two slacks (see VARS),
     // then the states after the stage: queue, virtual queue and cells pulled so far. With
@@ -401,6 +424,56 @@ mod tests {
             assert!((p.rhat_out[k] - C).abs() < 0.5, "stage {k}: {:?}", p.rhat_out);
             assert!((p.shat[k + 1] - (100.0 - 8.0 * (k + 1) as f64)).abs() < 0.1, "{:?}", p.shat);
         }
+    }
+
+    #[test]
+    fn an_r_max_of_four_thirds_of_the_capacity_plans_a_lone_circuit_at_full_capacity() {
+        // The test above with r^max > C, which Theorem 1 allows ("r^max >= max(C_1, ...,
+        // C_n)") and asks for wherever a larger relay is in the network. (25l) with (24)
+        // now reads dr_extra + r_minus >= r_out + r_max - C, cheapest split evenly; with
+        // r_in = r_out = x a stage costs 2 (r_max - x)^2 + (x + r_max - C)^2 / 2, least at
+        // x = (3 r_max + C) / 5, which reaches C at r_max = 4C/3. The node's capacity
+        // (25k) caps it there.
+        for (r_max, want) in [(C, 800.0), (1.2 * C, 920.0), (4.0 * C / 3.0, C), (2.0 * C, C)] {
+            let params = OcpParams { r_max, ..OcpParams::new(C, C) };
+            let inputs = vec![plentiful(params.s_max)];
+            let plans = solve(&params, &inputs).unwrap();
+            check(&params, &inputs, &plans);
+            let p = &plans[0];
+            assert!((p.r_out[0] - want).abs() < 0.5 && (p.r_in[0] - want).abs() < 0.5, "r_max {r_max}: {:?}", p.r_out);
+        }
+    }
+
+    #[test]
+    fn a_free_circuit_beside_a_limited_one_gets_the_rest_of_the_node_once_r_max_is_above_its_capacity() {
+        // Two backlogged circuits (queues full, so r_in = r_out), circuit 2's successor
+        // takes only a = 100 cells/s. Max-min: circuit 1 gets C - a = 900. Hand-worked:
+        // circuit 1 at x, circuit 2 at a; (25l) with (24) needs the four extra/minus terms
+        // to sum to at least x + a + 2 r_max - C, cheapest split evenly (cost y^2 / 4), so
+        // a stage costs 2 (r_max - x)^2 + 2 (r_max - a)^2 + (x + a + 2 r_max - C)^2 / 4,
+        // least at x = (6 r_max + C - a) / 9: 766.7 with r_max = C (the relay's own
+        // capacity, the authors' code), 23 % below max-min; with r_max = 2C that is 1433,
+        // above what (25k) leaves, so circuit 1 gets all of C - a = 900.
+        for (r_max, want) in [(C, (7.0 * C - 100.0) / 9.0), (2.0 * C, 900.0)] {
+            let params = OcpParams { r_max, ..OcpParams::new(C, C) };
+            let mut limited = plentiful(params.s_max);
+            limited.succ_r_in = Some(vec![100.0]);
+            let inputs = vec![plentiful(params.s_max), limited];
+            let plans = solve(&params, &inputs).unwrap();
+            check(&params, &inputs, &plans);
+            assert!((plans[0].r_out[0] - want).abs() < 0.5, "r_max {r_max}: {:?}", plans[0].r_out);
+            assert!((plans[1].r_out[0] - 100.0).abs() < 0.5, "r_max {r_max}: {:?}", plans[1].r_out);
+        }
+    }
+
+    #[test]
+    fn an_r_max_below_the_capacity_is_refused() {
+        // Theorem 1: r^max >= max(C_1, ..., C_n), so at least this relay's capacities.
+        let params = OcpParams { r_max: 900.0, ..OcpParams::new(C, C) };
+        assert_eq!(
+            solve(&params, &[]).unwrap_err().to_string(),
+            "r_max: must be at least the relay's capacity, 1000 cells/s (the paper's Theorem 1: at least every capacity), got 900"
+        );
     }
 
     #[test]
