@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from onionlab.argtypes import at_least, check_whole_steps, positive_duration
-from onionlab.reproduce import Given, markdown_table, quick_settings, reuse_options, run_many, write_config
+from onionlab.reproduce import Given, add_reuse_arguments, markdown_table, quick_settings, reuse_options, run_many, write_config
 from onionlab.stats import byte_latency
 
 DESCRIPTION = "PredicTor (2022): the toy topology's table 1 (latency, throughput, fairness) against vanilla Tor and PCTCP; figures 4 and 5"
@@ -411,8 +411,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="circuits of the mixed-traffic networks (section 5.5; default 100, the paper: 300; 0 skips them)")
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 10 s; one random network of 10 circuits) for tests; options given beside it keep their values")
     p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
-    p.add_argument("--reuse-runs", action="store_true", help="load runs whose config is unchanged from OUT/runs")
-    p.add_argument("--reuse-runs-from", nargs="+", metavar="DIR", help="also reuse runs from these output directories")
+    add_reuse_arguments(p)
 
 
 def circuit_rates(res, lead: float) -> pd.DataFrame:

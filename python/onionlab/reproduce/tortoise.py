@@ -365,6 +365,7 @@ def main(out: Path, args) -> int:
     anon.to_csv(out / "anonymity.csv", index=False)
     _figures(pers, out)
     summary = {"seeds": seeds, "duration": args.duration, "warmup": args.warmup, "capacity_scale": args.capacity_scale, "client_links": args.client_links, "operator_entry": args.operator_entry,
+               "partial": args.partial, "burst_seconds": args.burst_seconds, "refill_interval": args.refill_interval,
                "throughput": table.to_dict(orient="records"), "anonymity": anon.to_dict(orient="records")}
     write_summary(out / "summary.json", summary, sort_keys=True)
     cols = [c for c in ["experiment", "all", "web", "bulk", "operators", "all_change_pct", "web_change_pct", "bulk_change_pct",
