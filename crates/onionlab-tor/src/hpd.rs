@@ -151,18 +151,11 @@ impl HpdScheduler {
         }
     }
 
-    /// HPD priority of class `i` whose head cell waited `w` seconds, after `extra` more of
-    /// its cells with that wait have been sent.
-    fn priority(&self, i: usize, w: f64, extra: u64) -> f64 {
-        let f = self.params.f;
-        let n = self.sent.cells[i] + extra;
-        let a = if n == 0 { 0.0 } else { (self.sent.delay_ns[i] as f64 / 1e9 + extra as f64 * w) / n as f64 };
-        ((1.0 - f) * w + f * a) / self.params.delay[i]
-    }
-
     /// Each class's HPD priority at `now` (`None` for an empty class).
     fn priorities(&self, now: SimTime) -> [Option<f64>; CLASSES] {
-        std::array::from_fn(|i| self.fifo[i].front().map(|h| self.priority(i, now.saturating_since(h.at).as_secs_f64(), 0)))
+        std::array::from_fn(|i| {
+            self.fifo[i].front().map(|h| priority(&self.params, &self.sent, i, now.saturating_since(h.at).as_secs_f64(), 0))
+        })
     }
 
     /// Mean queueing delay (s) of each class's cells sent so far.
@@ -198,35 +191,11 @@ impl CircuitScheduler for HpdScheduler {
 
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {
         let p = self.priorities(now);
-        // The largest priority; strictly greater, so a tie keeps the earlier
-        // (higher-priority) class.
-        let mut best: Option<(usize, f64)> = None;
-        for (i, pi) in p.iter().enumerate() {
-            if let Some(pi) = *pi {
-                if best.is_none_or(|(_, bp)| pi > bp) {
-                    best = Some((i, pi));
-                }
-            }
-        }
-        let (i, _) = best?;
+        let i = best_class(&p)?;
         self.last = Some(i);
         let head = *self.fifo[i].front().expect("best class has a head");
-        // How many of the head run's cells go before HPD would choose again: sending a
-        // cell leaves every other class's priority as it is (same `now`, same heads) and
-        // moves only this class's average delay towards the head's wait.
         let w = now.saturating_since(head.at).as_secs_f64();
-        let rival = |js: std::ops::Range<usize>| js.filter_map(|j| p[j]).fold(f64::NEG_INFINITY, f64::max);
-        // The best of the classes before i (which win ties) and after i (which lose them).
-        let rivals = (rival(0..i), rival(i + 1..CLASSES));
-        let mut k = 1u32;
-        while k < head.count {
-            let p = self.priority(i, w, k as u64);
-            if !(p > rivals.0 && p >= rivals.1) {
-                break;
-            }
-            k += 1;
-        }
-        Some((head.circ, k))
+        Some((head.circ, run_length(&self.params, &self.sent, &p, i, w, head.count)))
     }
 
     fn on_cells_sent(&mut self, circ: u32, n: u32, now: SimTime) {
@@ -347,15 +316,49 @@ impl HpdRelay {
     pub fn class_delays(&self) -> ClassDelays {
         self.sent
     }
+}
 
-    /// HPD priority of class `i` whose head cell waited `w` seconds, after `extra` more of
-    /// its cells with that wait have been sent, with the relay's statistics.
-    fn priority(&self, i: usize, w: f64, extra: u64) -> f64 {
-        let f = self.params.f;
-        let n = self.sent.cells[i] + extra;
-        let a = if n == 0 { 0.0 } else { (self.sent.delay_ns[i] as f64 / 1e9 + extra as f64 * w) / n as f64 };
-        ((1.0 - f) * w + f * a) / self.params.delay[i]
+/// HPD priority of class `i` whose head cell waited `w` seconds, after `extra` more of its
+/// cells with that wait have been sent, given the cells sent so far (`sent`: one channel
+/// end's or the relay's).
+fn priority(params: &HpdParams, sent: &ClassDelays, i: usize, w: f64, extra: u64) -> f64 {
+    let f = params.f;
+    let n = sent.cells[i] + extra;
+    let a = if n == 0 { 0.0 } else { (sent.delay_ns[i] as f64 / 1e9 + extra as f64 * w) / n as f64 };
+    ((1.0 - f) * w + f * a) / params.delay[i]
+}
+
+/// The class with the largest priority in `p` (`None`: every class empty); strictly
+/// greater, so a tie keeps the earlier (higher-priority) class.
+fn best_class(p: &[Option<f64>; CLASSES]) -> Option<usize> {
+    let mut best: Option<(usize, f64)> = None;
+    for (i, pi) in p.iter().enumerate() {
+        if let Some(pi) = *pi {
+            if best.is_none_or(|(_, bp)| pi > bp) {
+                best = Some((i, pi));
+            }
+        }
     }
+    best.map(|(i, _)| i)
+}
+
+/// How many cells of class `i`'s head run (at most `limit`, at least 1), whose head waited
+/// `w` seconds, go before HPD would choose again: sending a cell leaves every other class's
+/// priority in `p` as it is (same time, same heads) and moves only this class's average
+/// delay towards the head's wait.
+fn run_length(params: &HpdParams, sent: &ClassDelays, p: &[Option<f64>; CLASSES], i: usize, w: f64, limit: u32) -> u32 {
+    let rival = |js: std::ops::Range<usize>| js.filter_map(|j| p[j]).fold(f64::NEG_INFINITY, f64::max);
+    // The best of the classes before i (which win ties) and after i (which lose them).
+    let rivals = (rival(0..i), rival(i + 1..CLASSES));
+    let mut k = 1u32;
+    while k < limit {
+        let p = priority(params, sent, i, w, k as u64);
+        if !(p > rivals.0 && p >= rivals.1) {
+            break;
+        }
+        k += 1;
+    }
+    k
 }
 
 /// One relay-wide HPD pass at `now` over the relay's channel ends (see the module docs):
@@ -397,20 +400,12 @@ pub fn hpd_run(chans: &mut dyn HpdChannels, relay: &mut HpdRelay, now: SimTime) 
                     relay.heaps[c].pop();
                     continue;
                 }
-                *t = Some((relay.priority(c, now.saturating_since(at).as_secs_f64(), 0), at, i));
+                *t = Some((priority(&relay.params, &relay.sent, c, now.saturating_since(at).as_secs_f64(), 0), at, i));
                 break;
             }
         }
-        // The largest priority; strictly greater, so a tie keeps the earlier class.
-        let mut best: Option<(usize, f64)> = None;
-        for (c, t) in top.iter().enumerate() {
-            if let Some((p, _, _)) = *t {
-                if best.is_none_or(|(_, bp)| p > bp) {
-                    best = Some((c, p));
-                }
-            }
-        }
-        let Some((c, _)) = best else { break };
+        let p = top.map(|t| t.map(|t| t.0));
+        let Some(c) = best_class(&p) else { break };
         let (_, at, i) = top[c].expect("the best class has a head");
         let room = match chans.room(i) {
             HpdRoom::Stop => return total,
@@ -422,23 +417,10 @@ pub fn hpd_run(chans: &mut dyn HpdChannels, relay: &mut HpdRelay, now: SimTime) 
         };
         let (head_at, run) = chans.heads(i)[c].expect("a class in the heap has a head at its end");
         debug_assert_eq!(head_at, at, "the heap holds the end's current head");
-        // How many of the head run's cells go before HPD would choose again (as in
-        // `HpdScheduler::pick`): sending a cell moves only this class's average delay
-        // towards the head's wait; the other classes' heads and priorities stay, and the
-        // run's cells are the oldest of their class at the relay.
+        // The run's cells are the oldest of their class at the relay, as in
+        // `HpdScheduler::pick`.
         let w = now.saturating_since(at);
-        let ws = w.as_secs_f64();
-        let rival = |js: std::ops::Range<usize>| js.filter_map(|j| top[j].map(|t| t.0)).fold(f64::NEG_INFINITY, f64::max);
-        let rivals = (rival(0..c), rival(c + 1..CLASSES));
-        let limit = room.min(run as u64) as u32;
-        let mut k = 1u32;
-        while k < limit {
-            let p = relay.priority(c, ws, k as u64);
-            if !(p > rivals.0 && p >= rivals.1) {
-                break;
-            }
-            k += 1;
-        }
+        let k = run_length(&relay.params, &relay.sent, &p, c, w.as_secs_f64(), room.min(run as u64) as u32);
         let moved = chans.send(i, c, k, now);
         relay.sent.cells[c] += moved as u64;
         relay.sent.delay_ns[c] += moved as u128 * w.as_nanos() as u128;
