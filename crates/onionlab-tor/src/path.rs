@@ -952,9 +952,9 @@ impl PathSelector {
     /// chosen first, then the guard (excluding the exit), then the middle (excluding both).
     /// With a persistent `guard` given, it is used as the first hop and excluded from the
     /// exit and middle choices (guard-first: tor would instead skip a primary guard that
-    /// conflicts with the chosen exit, [`guard_for_exit`](Self::guard_for_exit)). `Err(Position::Guard)` if `guard` is out
-    /// of range or lacks the Guard/Fast flags; otherwise `Err` names the first position
-    /// no eligible relay was left for.
+    /// conflicts with the chosen exit, [`guard_for_exit`](Self::guard_for_exit)).
+    /// `Err(Position::Guard)` if `guard` is out of range or lacks the Guard/Fast flags;
+    /// otherwise `Err` names the first position no eligible relay was left for.
     pub fn choose_path<R: rand::Rng + ?Sized>(&self, rng: &mut R, guard: Option<usize>) -> Result<[usize; 3], Position> {
         match guard {
             Some(g) if !self.is_eligible(g, Position::Guard) => Err(Position::Guard),

@@ -9,23 +9,29 @@ use onionlab_tor::kist::{KistParams, KIST_CELL_CHARGE};
 use onionlab_tor::*;
 use proptest::prelude::*;
 
+/// guard -> `middle` -> exit (guard and exit 100 MiB/s, 20 ms apart) with `bulk + 1`
+/// clients and one server: the sim, the clients and the server.
+fn line(cfg: TorConfig, middle: RelaySpec, bulk: usize, seed: u64) -> (TorSim, Vec<NodeId>, NodeId) {
+    let mut tor =
+        TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), seed);
+    tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
+    tor.add_relay(middle).unwrap();
+    tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
+    let cs: Vec<_> = (0..=bulk).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
+    let s = tor.add_server(endpoint("server")).unwrap();
+    (TorSim::new(tor), cs, s)
+}
+
 /// A line whose middle runs `sched` with a 2.4 Mbit/s uplink (so cells queue at its
 /// circuit queues: the kernel send buffers are 256 KiB): `bulk` clients fetch 1 MiB each,
 /// one web client fetches 87 KB after 3 s. Returns the web download time and the sim.
 fn congested(sched: SchedulerKind, bulk: usize, seed: u64, mut check: impl FnMut(&TorNetwork)) -> (f64, TorSim) {
     let mut cfg = TorConfig::default();
     cfg.transport.sndbuf_bytes = 256 * KIB;
-    let mut tor =
-        TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), seed);
-    tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
     let mut m = relay("middle", 100 * MIB, RelayFlags::default());
     m.up_bits_per_sec = 2_400_000;
     m.scheduler = sched;
-    tor.add_relay(m).unwrap();
-    tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
-    let cs: Vec<_> = (0..=bulk).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
-    let s = tor.add_server(endpoint("server")).unwrap();
-    let mut sim = TorSim::new(tor);
+    let (mut sim, cs, s) = line(cfg, m, bulk, seed);
     for &c in &cs[..bulk] {
         sim.start_stream(c, s, MIB, 1).unwrap();
     }
@@ -118,16 +124,9 @@ proptest! {
             prop_assert!(web < 30.0);
             prop_assert_eq!(sim.tor.cells_in_flight(), 0);
         } else {
-            let mut tor =
-                TorNetwork::new(TorConfig::default(), onionlab_net::LatencyModel::constant(SimDuration::from_millis(20)), BandwidthWeights::uniform(), seed);
-            tor.add_relay(relay("guard", 100 * MIB, RelayFlags::GUARD)).unwrap();
             let mut m = relay("middle", 300 * KIB, RelayFlags::default());
             m.scheduler = sched;
-            tor.add_relay(m).unwrap();
-            tor.add_relay(relay("exit", 100 * MIB, RelayFlags::EXIT)).unwrap();
-            let cs: Vec<_> = (0..=bulk).map(|i| tor.add_client(endpoint(&format!("client{i}"))).unwrap()).collect();
-            let s = tor.add_server(endpoint("server")).unwrap();
-            let mut sim = TorSim::new(tor);
+            let (mut sim, cs, s) = line(TorConfig::default(), m, bulk, seed);
             for (i, &c) in cs.iter().enumerate() {
                 sim.start_stream(c, s, if i < bulk { MIB } else { 87_000 }, i as u64).unwrap();
             }

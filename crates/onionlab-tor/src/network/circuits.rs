@@ -180,10 +180,10 @@ impl TorNetwork {
     /// Run now (at a client's start-up) or from [`TorEvent::PredictCircuits`]; schedules
     /// the next check that would launch one. A launch can fail where a path was found
     /// before: the client's guard is drawn afresh for each circuit, and guard-first one
-    /// guard may leave no exit (`NoPath`; exit-first takes another guard instead). Tor logs such a failure and tries again at its next
-    /// check; so does the model, counting it (`predicted_launches_failed`). A stream that
-    /// finds no circuit builds its own, and its failure is the run's error, as without
-    /// prediction.
+    /// guard may leave no exit (`NoPath`; exit-first takes another guard instead). Tor
+    /// logs such a failure and tries again at its next check; so does the model, counting
+    /// it (`predicted_launches_failed`). A stream that finds no circuit builds its own,
+    /// and its failure is the run's error, as without prediction.
     pub(super) fn predict_and_launch(&mut self, q: &mut EventQueue<TorEvent>, client: NodeId) {
         let now = q.now();
         let launch = self.needs_predicted_circuit(client, now) || self.test_circuit_due(client).is_some_and(|due| now > due);
