@@ -132,7 +132,7 @@ def config_text(
     name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
     cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None, circ_interval: str | None = None,
-    client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
+    path_order: str = "guard-first", client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     if chan_interval:
@@ -148,6 +148,11 @@ def config_text(
         tor_extra += f'\ncongestion_control = "{congestion_control}"'
     if cellq:
         tor_extra += f"\ncellq_high = {cellq[0]}\ncellq_low = {cellq[1]}"
+    if path_order != "guard-first":
+        # Tor's order (0.2.2 as today): the exit, then a guard outside its family and /16,
+        # among every entry guard (0.2.2 used them all: num_primary_guards defaults to
+        # num_entry_guards when that is larger).
+        tor_extra += f'\npath_order = "{path_order}"'
     # The 2010 consensus has no bandwidth-weights line: uniform weights, or what tor's
     # directory authorities would compute for these relays ("computed", or "computed-v9" as
     # the paper's tor 0.2.2.15 authority did).
@@ -457,7 +462,7 @@ def tor_settings(args) -> dict:
     return {
         "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
         "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
-        "weights": args.weights or sample_in_use(args)[1].weights,
+        "path_order": args.path_order, "weights": args.weights or sample_in_use(args)[1].weights,
     }
 
 
