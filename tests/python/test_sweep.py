@@ -179,7 +179,10 @@ def test_sweep_table_and_files(swept):
     t = pd.read_csv(out / "sweep.csv")
     assert list(t["point"].unique()) == ["00-scheduler=round-robin", "01-scheduler=ewma"]
     assert sorted(t["class"].unique()) == ["bulk", "web"] and len(t) == 4
-    assert set(t["mechanisms.scheduler"]) == {"round-robin", "ewma"} and (t["seeds"] == 2).all()
+    # Every point's web class has both seeds; a bulk client (5 MiB at a time) may start no
+    # download in the 10 measured seconds, so its class may have fewer.
+    assert set(t["mechanisms.scheduler"]) == {"round-robin", "ewma"} and (t[t["class"] == "web"]["seeds"] == 2).all()
+    assert t["seeds"].between(0, 2).all()
     # Pooled medians are the points' own summaries'.
     ewma = sw.results["01-scheduler=ewma"]
     row = t[(t["point"] == "01-scheduler=ewma") & (t["class"] == "web")].iloc[0]

@@ -212,11 +212,12 @@ struct DocTor {
     circ_max_cell_queue: u64,
     num_entry_guards: u32,
     use_entry_guards: bool,
-    // The path keys are written only where they differ from their defaults, so that the
-    // resolved config of every config made before them is unchanged (`--reuse-runs`
-    // matches resolved configs byte for byte).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    path_order: Option<&'static str>,
+    // `path_order` is always written: its default changed (guard-first to exit-first,
+    // 2026-11-28), so a resolved config made before then, which has no such line and ran
+    // guard-first, must not match a new one (`--reuse-runs` matches resolved configs byte
+    // for byte). The other path keys are written only where they differ from their
+    // defaults, so that resolved configs made before them are otherwise unchanged.
+    path_order: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     num_primary_guards: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -446,7 +447,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 circ_max_cell_queue: t.circ_max_cell_queue,
                 num_entry_guards: t.num_entry_guards,
                 use_entry_guards: t.use_entry_guards,
-                path_order: (t.path_order != PathOrderConfig::GuardFirst).then(|| t.path_order.name()),
+                path_order: t.path_order.name(),
                 num_primary_guards: (t.num_primary_guards != default_num_primary_guards(t.num_entry_guards))
                     .then_some(t.num_primary_guards),
                 distinct_guard_subnets: (!t.distinct_guard_subnets).then_some(false),

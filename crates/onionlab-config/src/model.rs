@@ -80,8 +80,8 @@ pub struct TorParams {
     pub num_entry_guards: u32,
     /// `UseEntryGuards`: false picks the first hop afresh, bandwidth-weighted, per circuit.
     pub use_entry_guards: bool,
-    /// The order a client with entry guards draws a path in (default guard-first, the
-    /// model's; exit-first is tor's).
+    /// The order a client with entry guards draws a path in (default exit-first, tor's;
+    /// guard-first is the model's earlier draw).
     pub path_order: PathOrderConfig,
     /// `guard-n-primary-guards`: the guards an exit-first circuit looks among for
     /// `num_entry_guards` that obey its exit. Default: 3 (tor 0.4.8), or `num_entry_guards`
@@ -161,10 +161,10 @@ impl Default for CbtLearningConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PathOrderConfig {
-    /// A guard of the client's, then the exit outside its /16 (the model's, the default).
-    #[default]
+    /// A guard of the client's, then the exit outside its /16 (the model's earlier draw).
     GuardFirst,
-    /// The exit, then a primary guard that obeys it (tor's, path-spec 2.2).
+    /// The exit, then a primary guard that obeys it (tor's, path-spec 2.2; the default).
+    #[default]
     ExitFirst,
 }
 

@@ -236,7 +236,7 @@ pub fn default_tor_params() -> TorParams {
         circ_max_cell_queue: 2500,
         num_entry_guards: 1,
         use_entry_guards: true,
-        path_order: PathOrderConfig::GuardFirst,
+        path_order: PathOrderConfig::ExitFirst,
         num_primary_guards: default_num_primary_guards(1),
         distinct_guard_subnets: true,
         channel_per_circuit: false,

@@ -358,29 +358,31 @@ fn metrics_intervals_divide_the_run() {
 #[test]
 fn path_order_keys() {
     let tor = |s: &str| format!("{MINIMAL}\n[tor]\n{s}\n");
-    // Defaults: guard-first, tor 0.4.8's 3 primary guards (or every guard in use), /16s apart.
+    // Defaults: exit-first (tor's), tor 0.4.8's 3 primary guards (or every guard in use),
+    // /16s apart.
     let d = load(&tor("")).unwrap().tor;
-    assert_eq!((d.path_order, d.num_primary_guards, d.distinct_guard_subnets), (PathOrderConfig::GuardFirst, 3, true));
+    assert_eq!((d.path_order, d.num_primary_guards, d.distinct_guard_subnets), (PathOrderConfig::ExitFirst, 3, true));
     assert_eq!(load(&tor("num_entry_guards = 5")).unwrap().tor.num_primary_guards, 5);
-    let t = load(&tor("path_order = \"exit-first\"\nnum_entry_guards = 2\nnum_primary_guards = 4\ndistinct_guard_subnets = false"))
+    let t = load(&tor("path_order = \"guard-first\"\nnum_entry_guards = 2\nnum_primary_guards = 4\ndistinct_guard_subnets = false"))
         .unwrap()
         .tor;
     assert_eq!(
         (t.path_order, t.num_entry_guards, t.num_primary_guards, t.distinct_guard_subnets),
-        (PathOrderConfig::ExitFirst, 2, 4, false)
+        (PathOrderConfig::GuardFirst, 2, 4, false)
     );
-    // Written by to_toml only where they differ from their defaults, and read back.
-    let c = load(&tor("path_order = \"exit-first\"\nnum_primary_guards = 4\ndistinct_guard_subnets = false")).unwrap();
+    // Written by to_toml (the primary guards and subnets only where they differ from their
+    // defaults; the order always, as its default changed), and read back.
+    let c = load(&tor("path_order = \"guard-first\"\nnum_primary_guards = 4\ndistinct_guard_subnets = false")).unwrap();
     let text = to_toml(&c);
     assert!(
-        text.contains("path_order = \"exit-first\"")
+        text.contains("path_order = \"guard-first\"")
             && text.contains("num_primary_guards = 4")
             && text.contains("distinct_guard_subnets = false"),
         "{text}"
     );
     assert_eq!(load(&text).unwrap(), c);
-    let plain = to_toml(&load(&tor("path_order = \"guard-first\"\nnum_primary_guards = 3\ndistinct_guard_subnets = true")).unwrap());
-    assert!(!plain.contains("path_order") && !plain.contains("num_primary_guards") && !plain.contains("distinct_guard"), "{plain}");
+    let plain = to_toml(&load(&tor("path_order = \"exit-first\"\nnum_primary_guards = 3\ndistinct_guard_subnets = true")).unwrap());
+    assert!(plain.contains("path_order = \"exit-first\"") && !plain.contains("num_primary_guards") && !plain.contains("distinct_guard"), "{plain}");
     assert_eq!(plain, to_toml(&load(&tor("")).unwrap()));
     // Bad values name the key.
     err_at(&tor("path_order = \"exit_first\""), "tor.path_order", &["unknown value \"exit_first\""]);

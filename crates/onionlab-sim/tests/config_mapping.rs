@@ -47,7 +47,7 @@ circuit_idle_timeout = "20 min"
 circ_max_cell_queue = 1234
 num_entry_guards = 2
 use_entry_guards = false
-path_order = "exit-first"
+path_order = "guard-first"
 num_primary_guards = 4
 distinct_guard_subnets = false
 channel_per_circuit = true
@@ -75,7 +75,7 @@ rcvbuf = "500 KiB"
     assert_eq!(t.circuit_idle_timeout, SimDuration::from_secs(20 * 60));
     assert_eq!(t.circ_max_cell_queue, 1234);
     assert_eq!((t.num_entry_guards, t.use_entry_guards, t.channel_per_circuit, t.wire_waits), (2, false, true, true));
-    assert_eq!((t.path_order, t.num_primary_guards, t.distinct_guard_subnets), (onionlab_tor::PathOrder::ExitFirst, 4, false));
+    assert_eq!((t.path_order, t.num_primary_guards, t.distinct_guard_subnets), (onionlab_tor::PathOrder::GuardFirst, 4, false));
     assert_eq!((t.request_bytes, t.circ_window, t.circ_window_increment), (2048, 800, 80));
     assert_eq!(t.cell_queue_watermarks, Some((300, 20)));
     assert_eq!((t.transport.sndbuf_bytes, t.transport.rcvbuf_bytes), (300 << 10, 500 << 10));

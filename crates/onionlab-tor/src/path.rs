@@ -32,8 +32,9 @@
 //!   every position; we require [`RelayFlags::FAST`] everywhere. With entry guards,
 //!   `entrynodes.c: select_primary_guard_for_circuit` ([`PathSelector::guard_for_exit`])
 //!   picks the guard among the client's primary guards that obey the exit; the caller
-//!   keeps the guards and chooses the order (`TorConfig::path_order`: the model's
-//!   guard-first draw, [`PathSelector::choose_path`] with a guard, is the default).
+//!   keeps the guards and chooses the order (`TorConfig::path_order`: tor's exit-first by
+//!   default; the model's earlier guard-first draw is [`PathSelector::choose_path`] with
+//!   a guard).
 //!
 //! * `EnforceDistinctSubnets` (default 1; `nodelist_add_node_and_family`,
 //!   `addrs_in_same_network_family`): no two relays of a path in the same IPv4 /16.

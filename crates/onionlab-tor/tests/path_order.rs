@@ -92,10 +92,10 @@ fn exit_first_draws_the_exit_from_every_exit_and_a_primary_guard_that_obeys_it()
 
 #[test]
 fn guard_first_biases_exits_away_from_the_guards_subnet() {
-    // The default, for contrast: a guard, then the exit outside its /16. A client holding
-    // gA or gB (half of its circuits) can only exit at e2: e1 carries 3/8 of the circuits,
-    // not tor's 3/4.
-    let cfg = TorConfig { num_entry_guards: 2, ..TorConfig::default() };
+    // The model's earlier order, for contrast: a guard, then the exit outside its /16. A
+    // client holding gA or gB (half of its circuits) can only exit at e2: e1 carries 3/8
+    // of the circuits, not tor's 3/4.
+    let cfg = TorConfig { path_order: PathOrder::GuardFirst, num_entry_guards: 2, ..TorConfig::default() };
     let got = paths(cfg, &ALL, 2000, 1, 9).unwrap();
     let want = [(("gC", "e1"), 3.0 / 8.0), (("gA", "e2"), 0.25), (("gB", "e2"), 0.25), (("gC", "e2"), 0.125)];
     assert!(chi_square(&got, &want) < CHI2_3DOF_999);
@@ -106,7 +106,7 @@ fn exit_first_uses_another_guard_where_guard_first_finds_no_exit() {
     // noexit.toml: one exit, e1, in gA's /16. Guard-first, a client holding gA has no
     // exit (NoPath); exit-first, it enters at its other primary guard, gC.
     let relays = ["gA", "gC", "m1", "e1"];
-    let cfg = TorConfig { num_entry_guards: 1, ..TorConfig::default() };
+    let cfg = TorConfig { path_order: PathOrder::GuardFirst, num_entry_guards: 1, ..TorConfig::default() };
     assert!(matches!(paths(cfg.clone(), &relays, 200, 1, 3), Err(TorError::NoPath(Position::Exit))));
     let got = paths(TorConfig { path_order: PathOrder::ExitFirst, ..cfg.clone() }, &relays, 200, 3, 3).unwrap();
     assert!(got.iter().all(|(_, g, e)| g == "gC" && e == "e1"), "{got:?}");
@@ -123,7 +123,7 @@ fn guards_in_one_subnet_only_without_distinct_guard_subnets() {
     // client holds both gA and gB (one /16). Tor 0.4.8 samples them freely: a client
     // holds both with P = 2 * 3/7 * 3/4 = 9/14.
     let both = |distinct: bool| {
-        let cfg = TorConfig { num_entry_guards: 2, distinct_guard_subnets: distinct, ..TorConfig::default() };
+        let cfg = TorConfig { path_order: PathOrder::GuardFirst, num_entry_guards: 2, distinct_guard_subnets: distinct, ..TorConfig::default() };
         let mut held: BTreeMap<NodeId, BTreeSet<String>> = BTreeMap::new();
         for (c, g, _) in paths(cfg, &ALL, 200, 8, 5).unwrap() {
             held.entry(c).or_default().insert(g);
@@ -164,12 +164,12 @@ fn guard_first_golden(cfg: TorConfig) -> (String, u64) {
 }
 
 #[test]
-fn guard_first_is_the_default_and_draws_as_before() {
-    // The hash of the paths the model drew before path_order existed (commit c7a1dbd): the
-    // default, and guard-first spelled out with any number of primary guards (unused
-    // guard-first), draw every path as before, RNG draw for draw.
+fn guard_first_draws_as_before() {
+    // The hash of the paths the model drew before path_order existed (commit c7a1dbd), when
+    // guard-first was the only order: guard-first, with any number of primary guards
+    // (unused guard-first), draws every path as before, RNG draw for draw.
     const BEFORE: u64 = 0x44fd1be80bf0e4b3;
-    let (text, hash) = guard_first_golden(TorConfig::default());
+    let (text, hash) = guard_first_golden(TorConfig { path_order: PathOrder::GuardFirst, ..TorConfig::default() });
     assert_eq!(hash, BEFORE, "{text}");
     assert!(text.starts_with("gC/e2/e1 gA/gC/e2 gA/m1/e2 gA/m1/e2 gA/m1/e2 gA/m1/e2 gA/m1/e2 gC/m1/e1"), "{text}");
     for primaries in [1, 3, 5] {
@@ -181,6 +181,7 @@ fn guard_first_is_the_default_and_draws_as_before() {
         };
         assert_eq!(guard_first_golden(cfg).1, BEFORE);
     }
-    // Exit-first draws differently from the same seed.
-    assert_ne!(guard_first_golden(TorConfig { path_order: PathOrder::ExitFirst, ..TorConfig::default() }).1, BEFORE);
+    // Exit-first, now the default (tor's), draws differently from the same seed.
+    assert_eq!(TorConfig::default().path_order, PathOrder::ExitFirst);
+    assert_ne!(guard_first_golden(TorConfig::default()).1, BEFORE);
 }

@@ -176,7 +176,8 @@ fn a_launch_without_a_path_is_tried_again_a_second_later() {
     // left (NoPath); one through B exits at A. A predicted launch that draws A fails, is
     // counted, and the client tries again at its next check, as tor does. A stream that
     // finds no circuit and draws A itself fails the run's way: a clean NoPath error.
-    let cfg = TorConfig { num_entry_guards: 2, ..predicting(3600) };
+    // Guard-first (exit-first would take the other guard instead: tests/path_order.rs).
+    let cfg = TorConfig { num_entry_guards: 2, path_order: PathOrder::GuardFirst, ..predicting(3600) };
     let (mut failures, mut ok_runs) = (0, 0);
     for seed in 0..24 {
         let mut tor = TorNetwork::new(

@@ -576,8 +576,16 @@ proptest! {
 }
 
 /// First hops of `n` successive circuits of one client (each circuit dirty after 1 s).
+/// Guard-first, so that a client with a guard always enters there: exit-first, every relay
+/// here being an exit, a circuit whose exit is the guard enters at another primary guard.
 fn first_hops(use_entry_guards: bool, n: usize) -> Vec<NodeId> {
-    let cfg = TorConfig { use_entry_guards, num_entry_guards: 1, max_circuit_dirtiness: SimDuration::from_secs(1), ..TorConfig::default() };
+    let cfg = TorConfig {
+        use_entry_guards,
+        num_entry_guards: 1,
+        path_order: PathOrder::GuardFirst,
+        max_circuit_dirtiness: SimDuration::from_secs(1),
+        ..TorConfig::default()
+    };
     let mut tor = TorNetwork::new(cfg, onionlab_net::LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 3);
     for i in 0..6 {
         tor.add_relay(relay(&format!("r{i}"), MIB, RelayFlags::GUARD | RelayFlags::EXIT)).unwrap();

@@ -147,7 +147,8 @@ pub struct TorConfig {
     /// by bandwidth weight (the Tortoise paper's setup "does not utilize guard relays").
     pub use_entry_guards: bool,
     /// The order a client with entry guards draws a path in ([`PathOrder`]; default
-    /// guard-first, the model's own, which every published reproduction ran).
+    /// exit-first, tor's. Guard-first is the model's earlier draw, kept for the
+    /// throttling reproduction's published numbers).
     pub path_order: PathOrder,
     /// `guard-n-primary-guards` (tor 0.4.8, default 3): the guards, in sampled order, an
     /// exit-first circuit looks among for `num_entry_guards` that obey its exit. Tor 0.2.2
@@ -195,7 +196,7 @@ impl Default for TorConfig {
             outbuf_high_water: 32 * 1024,
             num_entry_guards: 1,
             use_entry_guards: true,
-            path_order: PathOrder::GuardFirst,
+            path_order: PathOrder::ExitFirst,
             num_primary_guards: 3,
             distinct_guard_subnets: true,
             channel_per_circuit: false,
@@ -212,17 +213,18 @@ impl Default for TorConfig {
 /// How a client with entry guards draws a circuit's path.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PathOrder {
-    /// The model's order, and the default: one of the client's `num_entry_guards` guards
-    /// uniformly, then the exit outside its /16, then the middle. Exits are biased away
-    /// from the /16s of a client's guards, and a guard that leaves no exit fails the
+    /// The model's earlier order (the default until 2026-11-28, which the throttling
+    /// reproduction's published numbers ran): one of the client's `num_entry_guards`
+    /// guards uniformly, then the exit outside its /16, then the middle. Exits are biased
+    /// away from the /16s of a client's guards, and a guard that leaves no exit fails the
     /// circuit (`TorError::NoPath`).
-    #[default]
     GuardFirst,
     /// Tor's (path-spec 2.2, `onion_pick_cpath_exit` then `select_primary_guard_for_circuit`):
     /// the exit from the whole exit distribution, then one of the first `num_entry_guards`
     /// of the client's `num_primary_guards` guards that do not conflict with it
     /// (same relay or /16), uniformly; if every primary conflicts, the first further
     /// guard in sampled order that does not, sampling another when none does; then the
-    /// middle outside both.
+    /// middle outside both. The default.
+    #[default]
     ExitFirst,
 }

@@ -148,11 +148,12 @@ def config_text(
         tor_extra += f'\ncongestion_control = "{congestion_control}"'
     if cellq:
         tor_extra += f"\ncellq_high = {cellq[0]}\ncellq_low = {cellq[1]}"
-    if path_order != "guard-first":
-        # Tor's order (0.2.2 as today): the exit, then a guard outside its family and /16,
-        # among every entry guard (0.2.2 used them all: num_primary_guards defaults to
-        # num_entry_guards when that is larger).
-        tor_extra += f'\npath_order = "{path_order}"'
+    # Always written: the model's default is tor's exit-first (since 2026-11-28), and this
+    # reproduction's published numbers ran guard-first, its default until they are
+    # regenerated. Exit-first is tor 0.2.2's order: the exit, then a guard outside its
+    # family and /16 among every entry guard (num_primary_guards defaults to
+    # num_entry_guards when that is larger, so all three are used, as 0.2.2 did).
+    tor_extra += f'\npath_order = "{path_order}"'
     # The 2010 consensus has no bandwidth-weights line: uniform weights, or what tor's
     # directory authorities would compute for these relays ("computed", or "computed-v9" as
     # the paper's tor 0.2.2.15 authority did).
