@@ -382,7 +382,10 @@ fn path_order_keys() {
     );
     assert_eq!(load(&text).unwrap(), c);
     let plain = to_toml(&load(&tor("path_order = \"exit-first\"\nnum_primary_guards = 3\ndistinct_guard_subnets = true")).unwrap());
-    assert!(plain.contains("path_order = \"exit-first\"") && !plain.contains("num_primary_guards") && !plain.contains("distinct_guard"), "{plain}");
+    assert!(
+        plain.contains("path_order = \"exit-first\"") && !plain.contains("num_primary_guards") && !plain.contains("distinct_guard"),
+        "{plain}"
+    );
     assert_eq!(plain, to_toml(&load(&tor("")).unwrap()));
     // Bad values name the key.
     err_at(&tor("path_order = \"exit_first\""), "tor.path_order", &["unknown value \"exit_first\""]);

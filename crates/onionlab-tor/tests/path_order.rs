@@ -123,7 +123,8 @@ fn guards_in_one_subnet_only_without_distinct_guard_subnets() {
     // client holds both gA and gB (one /16). Tor 0.4.8 samples them freely: a client
     // holds both with P = 2 * 3/7 * 3/4 = 9/14.
     let both = |distinct: bool| {
-        let cfg = TorConfig { path_order: PathOrder::GuardFirst, num_entry_guards: 2, distinct_guard_subnets: distinct, ..TorConfig::default() };
+        let cfg =
+            TorConfig { path_order: PathOrder::GuardFirst, num_entry_guards: 2, distinct_guard_subnets: distinct, ..TorConfig::default() };
         let mut held: BTreeMap<NodeId, BTreeSet<String>> = BTreeMap::new();
         for (c, g, _) in paths(cfg, &ALL, 200, 8, 5).unwrap() {
             held.entry(c).or_default().insert(g);
