@@ -1388,11 +1388,19 @@ def _parsed(argv: list[str]):
 PARAMS_DIR = Path(__file__).resolve().parents[2] / "examples" / "throttling-params"
 
 
-@pytest.mark.parametrize("name", ["builtin", "builtin-once", "builtin-once-mean", "paper-mean", "paper-once", "paper-once-static300"])
+SHIPPED_PARAMS = ["builtin", "builtin-once", "builtin-once-mean", "paper-mean", "paper-once", "paper-once-static300",
+                  "builtin-exit-first", "builtin-once-exit-first", "builtin-once-mean-exit-first"]
+
+
+def test_every_shipped_params_file_is_tested():
+    assert sorted(p.stem for p in PARAMS_DIR.glob("*.json")) == sorted(SHIPPED_PARAMS)
+
+
+@pytest.mark.parametrize("name", SHIPPED_PARAMS)
 def test_every_shipped_choice_passes_params_on_its_sample(name):
     from onionlab.reproduce.throttling.configs import load_params
 
-    args = _parsed(["--sample", "paper"] if name.startswith("paper") else [])
+    args = _parsed((["--sample", "paper"] if name.startswith("paper") else []) + (["--path-order", "exit-first"] if name.endswith("exit-first") else []))
     chosen = load_params(str(PARAMS_DIR / f"{name}.json"), relay_sample_text(None, args.sample), args)
     assert sorted(chosen) == sorted(T.ALGORITHMS) and chosen["vanilla"] == {} and chosen["split"] == {}
     # Each file is named in the README with the command that regenerates its column.
