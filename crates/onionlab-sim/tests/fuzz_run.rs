@@ -1,7 +1,9 @@
 //! Property tests of whole runs: random valid experiment configs (relays with random rates,
-//! bursts, links, flags and weights; per-relay schedulers, guard throttling, Tortoise and
-//! PerConnBW; client groups of every workload type, some operating relays; servers; random
-//! tor parameters and latency models) load, build and run a few simulated seconds without
+//! bursts, links, flags and weights; per-relay schedulers, HPD among them, guard throttling,
+//! Tortoise and PerConnBW; BRAIDS's tickets wherever a relay runs HPD, with client groups
+//! asking for its classes; client groups of every workload type, some operating relays;
+//! servers; random tor parameters, the path order and guard keys among them, and latency
+//! models) load, build and run a few simulated seconds without
 //! a panic, with the Tor model's invariants holding after every event, result tables that
 //! add up, and the same results when run again with the same seed.
 //!
@@ -123,7 +125,74 @@ fn scheduler(w: bool) -> impl Strategy<Value = String> {
         )),
         (dur(w, 1_000, 100_000), ewma_halflife_tick(w))
             .prop_map(|(r, (h, t))| format!("{{ kind = \"kist-lite\", run_interval = {r}, halflife = {h}, tick = {t} }}")),
+        Just("\"hpd\"".to_string()),
+        // BRAIDS's HPD: delays positive and strictly increasing, PAD weight f in [0, 1].
+        (0.01..5.0f64, 0.01..5.0f64, 0.01..5.0f64, prop_oneof![9 => 0.0..1.0f64, 1 => Just(1.0)]).prop_map(|(a, b, c, f)| format!(
+            "{{ kind = \"hpd\", delay = [{a:?}, {:?}, {:?}], f = {f:?} }}",
+            a + b,
+            a + b + c
+        )),
     ]
+}
+
+/// `[mechanisms.braids]`: every key optional, in the validator's ranges. Written only
+/// where some relay runs HPD (the config refuses tickets that buy nothing).
+#[derive(Debug, Clone)]
+struct GenBraids {
+    ticket_cells: Option<u64>,
+    free_tickets: Option<u32>,
+    free_period_us: Option<u64>,
+    spending_us: Option<u64>,
+    tax: Option<f64>,
+    low_latency_limit: Option<u64>,
+    low_latency_window_us: Option<u64>,
+    need_exchange: Option<bool>,
+}
+
+fn braids(w: bool) -> impl Strategy<Value = GenBraids> {
+    use proptest::option::of;
+    (
+        of(typ(w, 1, 16, 1_024, pick(w, 4_096, 1 << 31))),
+        of(0..pick(w, 10, 100) as u32),
+        of(logu(pick(w, 1_000_000, 100_000), 1_200_000_000)),
+        of(logu(pick(w, 1_000_000, 100_000), 3_600_000_000)),
+        of(prop_oneof![9 => 0.0..1.0f64, 1 => Just(1.0)]),
+        of(prop_oneof![1 => Just(0), 9 => typ(w, 1, 64, 100_000, pick(w, 1_000_000, 1 << 60))]),
+        of(logu(pick(w, 1_000_000, 1_000), 3_600_000_000)),
+        of(any::<bool>()),
+    )
+        .prop_map(
+            |(ticket_cells, free_tickets, free_period_us, spending_us, tax, low_latency_limit, low_latency_window_us, need_exchange)| {
+                GenBraids {
+                    ticket_cells,
+                    free_tickets,
+                    free_period_us,
+                    spending_us,
+                    tax,
+                    low_latency_limit,
+                    low_latency_window_us,
+                    need_exchange,
+                }
+            },
+        )
+}
+
+fn braids_table(b: &GenBraids) -> String {
+    let mut s = String::from("\n[mechanisms.braids]\n");
+    let mut opt = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            writeln!(s, "{k} = {v}").unwrap();
+        }
+    };
+    opt("ticket_cells", b.ticket_cells.map(|n| n.to_string()));
+    opt("free_tickets", b.free_tickets.map(|n| n.to_string()));
+    opt("free_period", b.free_period_us.map(dur_us));
+    opt("spending_interval", b.spending_us.map(dur_us));
+    opt("tax", b.tax.map(|x| format!("{x:?}")));
+    opt("low_latency_limit", b.low_latency_limit.map(|n| n.to_string()));
+    opt("low_latency_window", b.low_latency_window_us.map(dur_us));
+    opt("free_tickets_need_exchange", b.need_exchange.map(|x| x.to_string()));
+    s
 }
 
 fn denominator() -> impl Strategy<Value = &'static str> {
@@ -287,6 +356,8 @@ struct GenClient {
     operators: Option<GenOperators>,
     /// `start` as a per-mille of the run's duration, and `start_spread` (us).
     start: Option<(u32, Option<u64>)>,
+    /// BRAIDS's class, written where `[mechanisms.braids]` is.
+    service: Option<&'static str>,
 }
 
 fn client(w: bool) -> impl Strategy<Value = GenClient> {
@@ -300,14 +371,16 @@ fn client(w: bool) -> impl Strategy<Value = GenClient> {
         proptest::option::of(proptest::option::of(0..4u32)),
         proptest::option::weighted(0.2, (0..3u32, any::<bool>(), any::<bool>())),
         proptest::option::weighted(0.25, (0..1000u32, proptest::option::of(1..5_000_000u64))),
+        proptest::option::of(select(vec!["normal", "low-latency", "high-throughput"])),
     )
-        .prop_map(|(workload, count, link, placement, ops, start)| GenClient {
+        .prop_map(|(workload, count, link, placement, ops, start, service)| GenClient {
             workload,
             count,
             link,
             placement,
             operators: ops.map(|(n, exit, exempt)| GenOperators { count: n.min(count), exit, exempt }),
             start,
+            service,
         })
 }
 
@@ -334,6 +407,10 @@ struct GenTor {
     vegas: bool,
     /// (`cellq_high`, `cellq_low`).
     cellq: Option<(u64, u64)>,
+    /// `path_order` exit-first (true) or guard-first; `num_primary_guards` as how many
+    /// beyond `num_entry_guards` (never fewer, or the config refuses it);
+    /// `distinct_guard_subnets`.
+    path: (Option<bool>, Option<u32>, Option<bool>),
 }
 
 /// `cbt_learning`: `None` is `true` (tor 0.4.8's), else a table of test frequency (us) and
@@ -360,6 +437,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
             any::<bool>(),
             of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
             any::<bool>(),
+            (of(any::<bool>()), of(0..pick(w, 4, 20) as u32), of(any::<bool>())),
         ),
     )
         .prop_map(
@@ -375,7 +453,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
                 window,
                 sndbuf,
                 rcvbuf,
-                (predicted, vegas, cellq, idle_ranges),
+                (predicted, vegas, cellq, idle_ranges, path),
             )| {
                 GenTor {
                     refill_us,
@@ -393,6 +471,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
                     predicted,
                     vegas,
                     cellq,
+                    path,
                 }
             },
         )
@@ -477,6 +556,7 @@ struct Gen {
     workloads: GenWorkloads,
     scheduler: Option<String>,
     mech: Mech,
+    braids: Option<GenBraids>,
 }
 
 /// Bandwidth weights a consensus line must give, and those it may.
@@ -515,7 +595,7 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
         proptest::collection::vec(client(w), 1..pick(w, 4, 6) as usize),
         (1..pick(w, 4, 20) as u32, of(typ(w, 1_000, 10_000_000, 10_000_000_000, pick(w, 10_000_000_000, 1 << 55))), of(of(0..4u32))),
         workloads(w),
-        (of(scheduler(w)), mechanism(w)),
+        (of(scheduler(w)), mechanism(w), proptest::option::weighted(0.6, braids(w))),
     )
         .prop_map(
             |(
@@ -527,7 +607,7 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
                 clients,
                 (servers, server_link, server_placement),
                 workloads,
-                (scheduler, mech),
+                (scheduler, mech, braids),
             )| Gen {
                 duration_ms,
                 warmup,
@@ -549,6 +629,7 @@ fn config(w: bool) -> impl Strategy<Value = Gen> {
                 workloads,
                 scheduler,
                 mech,
+                braids,
             },
         )
 }
@@ -664,6 +745,9 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("circ_max_cell_queue", t.max_queue.map(|n| n.to_string()));
     opt("num_entry_guards", t.entry_guards.map(|n| n.to_string()));
     opt("use_entry_guards", t.use_entry_guards.map(|b| b.to_string()));
+    opt("path_order", t.path.0.map(|e| if e { "\"exit-first\"" } else { "\"guard-first\"" }.to_string()));
+    opt("num_primary_guards", t.path.1.map(|extra| (t.entry_guards.unwrap_or(1) + extra).to_string()));
+    opt("distinct_guard_subnets", t.path.2.map(|b| b.to_string()));
     opt("request_size", t.request.map(size_b));
     opt("circ_window", t.window.map(|w| w.0.to_string()));
     opt("circ_window_increment", t.window.map(|w| w.1.to_string()));
@@ -710,6 +794,11 @@ fn render(g: &Gen) -> (String, Option<String>) {
         writeln!(s, "scheduler = {sch}").unwrap();
     }
     s += &mech_lines(&g.mech);
+    let hpd = |sch: &Option<String>| sch.as_deref().is_some_and(|x| x.contains("hpd"));
+    let braids = g.braids.as_ref().filter(|_| hpd(&g.scheduler) || g.relays.iter().any(|r| hpd(&r.scheduler)));
+    if let Some(b) = braids {
+        s += &braids_table(b);
+    }
 
     for (i, r) in g.relays.iter().enumerate() {
         let mut flags = r.flags.clone();
@@ -771,6 +860,9 @@ fn render(g: &Gen) -> (String, Option<String>) {
             let entry = if o.exempt { "exempt" } else { "bridge" };
             let mtbf = if g.compute_flags { ", mtbf = \"30 days\"" } else { "" };
             writeln!(s, "relay_operators = {{ count = {}, exit = {}, entry = \"{entry}\"{mtbf} }}", o.count, o.exit).unwrap();
+        }
+        if let (Some(service), Some(_)) = (c.service, braids) {
+            writeln!(s, "service = \"{service}\"").unwrap();
         }
         if let Some((permille, spread)) = c.start {
             // Before the end of the run: a group that joins late.
@@ -868,8 +960,11 @@ fn check_run(cfg: &ExperimentConfig) -> Result<(), TestCaseError> {
             "streams_completed",
             "streams_failed",
             "cells_dropped",
+            "braids_tickets_spent",
+            "braids_cells_low_latency",
+            "braids_cells_high_throughput",
         ];
-        let nz: Vec<&str> = k.iter().copied().filter(|k| c[*k] > 0).collect();
+        let nz: Vec<&str> = k.iter().copied().filter(|k| c.get(*k).is_some_and(|&n| n > 0)).collect();
         let throttled = out.relays.iter().any(|r| r.throttled_connections > 0);
         eprintln!(
             "ok: {} events, {} downloads, {} relays, throttled {throttled}, {nz:?}",
