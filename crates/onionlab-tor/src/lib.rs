@@ -79,6 +79,7 @@ mod layout {
             (offset_of!(Circuit, cells_out), 4),
             (offset_of!(Circuit, built), size_of::<usize>()),
             (offset_of!(Circuit, lower_initiates), 3),
+            (offset_of!(Circuit, limited), 1),
         ] {
             assert_eq!(lines(offset, size), (0, 0), "circuit header field past the first line");
         }
