@@ -61,8 +61,12 @@ pub struct PeerConnection {
     pub write_limit: Option<(u64, u64)>,
     /// The (read, write) buckets each circuit over the connection gets of its own
     /// ([`RelayControl::set_circuit_limits`]), if any.
-    pub circuit_limits: (Option<(u64, u64)>, Option<(u64, u64)>),
+    pub circuit_limits: ReadWriteLimits,
 }
+
+/// A (read, write) pair of bucket settings, (rate bytes/s, burst bytes) each; `None`: no
+/// bucket in that direction.
+pub type ReadWriteLimits = (Option<(u64, u64)>, Option<(u64, u64)>);
 
 /// One open circuit through a relay, in the direction data flows (exit towards client),
 /// as a per-circuit controller sees it ([`RelayControl::circuits`]).

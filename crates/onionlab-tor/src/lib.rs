@@ -39,7 +39,7 @@ pub mod wait;
 pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord, UNFINISHED};
 pub use flow_control::CongestionControlKind;
-pub use hooks::{ClientConnection, PeerConnection, RelayCircuit, RelayControl, RelayHook};
+pub use hooks::{ClientConnection, PeerConnection, ReadWriteLimits, RelayCircuit, RelayControl, RelayHook};
 pub use hpd::{HpdParams, HpdScheduler};
 pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
 pub use network::{

@@ -157,7 +157,7 @@ pub(crate) struct TorNode {
 
 /// The (read, write) buckets, (rate bytes/s, burst bytes) each, that a connection's
 /// circuits get one by one.
-pub(crate) type CircuitLimitSpec = (Option<(u64, u64)>, Option<(u64, u64)>);
+pub(crate) type CircuitLimitSpec = crate::hooks::ReadWriteLimits;
 
 /// A relay's relay-wide HPD scheduler ([`crate::hpd::HpdRelay`]) and the list of its
 /// channel ends a run goes over (the write ring's ends, kept to reuse its allocation).
