@@ -543,6 +543,34 @@ mod tests {
     }
 
     #[test]
+    fn a_held_circuit_leaves_the_fifos_and_comes_back_at_its_arrival_times() {
+        // Circuit 1 is held (its own bucket is empty): its cells, queued before and while
+        // held, are out of the FIFO, so circuit 2's later cells go first; released, its
+        // cells go back by arrival time, ahead of circuit 2's later ones.
+        let mut s = sched(0.0);
+        let d = &mut CircPolicyData::default();
+        s.on_cells_queued(1, 2, ServiceClass::Normal, t(0));
+        s.on_cells_queued(2, 1, ServiceClass::Normal, t(100));
+        s.hold(1, d);
+        s.on_cells_queued(1, 1, ServiceClass::Normal, t(200));
+        s.on_cells_queued(2, 1, ServiceClass::Normal, t(300));
+        assert_eq!(s.active(), 1, "a held circuit is not active");
+        assert_eq!(step(&mut s, t(400)), Some((2, 1)));
+        s.release(1, t(500), d);
+        assert_eq!(s.active(), 2);
+        let order: Vec<_> = std::iter::from_fn(|| step(&mut s, t(600))).collect();
+        assert_eq!(order, vec![(1, 2), (1, 1), (2, 1)], "by arrival: 0 ms, 200 ms, then 300 ms");
+        s.deactivate(1, d);
+        s.deactivate(2, d);
+        // Closing a held circuit drops its cells.
+        s.on_cells_queued(3, 5, ServiceClass::Normal, t(700));
+        s.hold(3, d);
+        s.deactivate(3, d);
+        s.release(3, t(800), d);
+        assert_eq!((s.active(), s.pick(t(900))), (0, None));
+    }
+
+    #[test]
     fn pad_counts_the_delay_a_class_already_suffered() {
         // f = 1 (pure PAD). HT has sent one cell with 1 s delay (a = 1, p = 0.5); LL none
         // (a = 0, p = 0). With both waiting, HT goes first, whatever the heads' waits.
