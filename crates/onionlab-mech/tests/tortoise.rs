@@ -369,3 +369,60 @@ fn per_circuit_limits_lose_no_cell_and_finish_every_download() {
         assert_eq!(k.cells_dropped, k.circuit_sendmes_dropped + k.stream_sendmes_dropped, "{sched:?}");
     }
 }
+
+#[test]
+fn a_per_circuit_read_limit_holds_back_the_clients_sendmes() {
+    // Only the read direction, per circuit, at 1,000 B/s with a 1,000 B burst: one 543-byte
+    // cell a second leaves the guard towards the exit. The client sends only SENDMEs (3
+    // cells per 100 delivered), so after the first window the download runs at about 100
+    // cells (49,800 B of payload) per 3 s.
+    let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
+    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
+    let sf = RelayFlags::STABLE | RelayFlags::FAST;
+    let g = tor.add_relay(relay("guard", 20 * MIB, RelayFlags::GUARD | sf)).unwrap();
+    let m = tor.add_relay(relay("middle", 20 * MIB, sf)).unwrap();
+    let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
+    let c = tor.add_client(endpoint("client")).unwrap();
+    let s = tor.add_server(endpoint("server")).unwrap();
+    tor.use_fixed_path(c, [g, m, e]).unwrap();
+    let mut sim = TorSim::new(tor);
+    let h = Tortoise::new(1000, 1000, Directions::Read, DEFAULT_CHECK_INTERVAL).unwrap().with_limit_unit(LimitUnit::Circuit);
+    sim.tor.set_relay_hook(&mut sim.q, g, Box::new(h)).unwrap();
+    sim.start_stream(c, s, 100 * MIB, 0).unwrap();
+    let mut got = vec![];
+    for sec in 1..=60 {
+        sim.run_until(t(sec), |_| {});
+        sim.tor.check_invariants().unwrap_or_else(|e| panic!("at {sec} s: {e}"));
+        got.push(received(&sim)[0]);
+    }
+    let rate = (got[59] - got[9]) as f64 / 50.0;
+    assert!((14_000.0..=18_000.0).contains(&rate), "download at {rate} B/s behind one SENDME cell a second");
+}
+
+#[test]
+fn a_cell_that_comes_to_an_empty_queue_behind_an_empty_bucket_waits_for_the_refill() {
+    // Write direction, per circuit, one cell a second (rate = burst = 543 B). A second
+    // circuit joins the client's limited connection at 2 s and gets its buckets at once:
+    // the guard's CREATED empties its bucket, and the EXTENDED the middle sends back
+    // ~20 ms later comes to an empty queue behind an empty bucket. It must wait, held, for
+    // the refill at 3 s, never offered to the scheduler meanwhile (HPD's run, finding a
+    // head it may not send, would stop serving the whole channel end; under debug
+    // assertions it panics). Then one cell a second: the second EXTENDED at 4 s, the
+    // CONNECTED at 5 s, the first DATA cell at 6 s.
+    for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
+        let (mut sim, [g, ..], c) = circuits_network(543, LimitUnit::Circuit, sched, 1, 100 * MIB);
+        sim.run_until(t(2), |_| {});
+        let limits = sim.tor.connections(g).into_iter().find(|x| x.peer == c).unwrap().circuit_limits;
+        assert_eq!(limits, (Some((543, 543)), Some((543, 543))));
+        let server = sim.tor.num_nodes() as NodeId - 1;
+        sim.start_stream(c, server, 100 * MIB, 1).unwrap();
+        assert_eq!(sim.tor.client_circuits(c).len(), 2);
+        for sec in 3..=15 {
+            sim.run_until(t(sec), |_| {});
+            sim.tor.check_invariants().unwrap_or_else(|e| panic!("{sched:?} at {sec} s: {e}"));
+        }
+        let second = sim.tor.unfinished_records().into_iter().find(|r| r.tag == 1).unwrap();
+        let ttfb = second.ttfb.expect("the second circuit was built and its stream started").as_secs_f64();
+        assert!((3.9..=4.2).contains(&ttfb), "{sched:?}: first byte {ttfb} s after the stream started at 2 s");
+    }
+}
