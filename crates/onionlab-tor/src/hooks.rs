@@ -3,7 +3,7 @@
 //! **Owns:** the [`RelayHook`] trait (a periodic per-relay tick) and [`RelayControl`], the
 //! narrow view a hook gets: the relay's client connections with their byte counters, and
 //! the per-connection throttle (rate and burst of the connection's token buckets) it may
-//! set. Guard throttling (static, bit-splitting, flagging, threshold) and Tortoise are
+//! set, or buckets for each circuit over a connection ([`RelayControl::set_circuit_limits`]). Guard throttling (static, bit-splitting, flagging, threshold) and Tortoise are
 //! hooks. **Must not touch:** queues, schedulers or the transport.
 
 use onionlab_core::{SimDuration, SimTime};
