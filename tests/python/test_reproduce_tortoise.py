@@ -123,3 +123,35 @@ def test_the_bucket_burst_and_refill_interval_are_options(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["reproduce", "tortoise", "--quick", "--burst-seconds", "0", "-o", str(tmp_path / "x")])
     assert "--burst-seconds: must be a positive number" in capsys.readouterr().err
+
+
+def test_the_limit_unit_is_an_option_that_reaches_the_config(tmp_path, capsys):
+    """Spec 1.2's switch: per connection by default (not written out, so earlier configs and
+    their reused runs are unchanged), per circuit with --limit-unit circuit, on every
+    enforcing relay of the resolved config."""
+    from onionlab import config as config_mod
+    from onionlab.config import tomllib
+    from onionlab.reproduce import tortoise
+
+    spec = {"rate": 100, "share": 1.0, "ops": 0, "scale": 1.0}
+    default = tomllib.loads(tortoise.config_text("E1", spec, "6 min", "1 min", 0.5))
+    assert default["mechanisms"]["tortoise"] == {"rate": "100 KBps"}
+    assert tortoise.config_text("E1", spec, "6 min", "1 min", 0.5, limit_unit="connection") == tortoise.config_text(
+        "E1", spec, "6 min", "1 min", 0.5)
+    path = tmp_path / "E1.toml"
+    path.write_text(tortoise.config_text("E1", spec, "6 min", "1 min", 0.5, limit_unit="circuit"))
+    resolved = tomllib.loads(config_mod.check(path))
+    assert {r["tortoise"]["limit_unit"] for r in resolved["relays"]} == {"circuit"}
+    path.write_text(tortoise.config_text("E1", spec, "6 min", "1 min", 0.5))
+    resolved_default = tomllib.loads(config_mod.check(path))
+    assert all("limit_unit" not in r["tortoise"] for r in resolved_default["relays"])
+    # From the command line to the configs it writes (E0 has no limit to set it on).
+    out = tmp_path / "circ"
+    args = ["reproduce", "tortoise", "--quick", "--duration", "30 s", "--warmup", "10 s", "--only", "E1", "--limit-unit", "circuit"]
+    assert main(args + ["-o", str(out), "--jobs", "1"]) == 0
+    written = tomllib.loads((out / "configs" / "E1.toml").read_text())
+    assert written["mechanisms"]["tortoise"]["limit_unit"] == "circuit"
+    assert json.loads((out / "summary.json").read_text())["limit_unit"] == "circuit"
+    with pytest.raises(SystemExit):
+        main(["reproduce", "tortoise", "--quick", "--limit-unit", "client", "-o", str(tmp_path / "x")])
+    assert "--limit-unit" in capsys.readouterr().err

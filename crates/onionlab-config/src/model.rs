@@ -557,6 +557,15 @@ pub struct TortoiseConfig {
     pub directions: &'static str,
     #[serde(serialize_with = "ser_duration")]
     pub check_interval: SimDuration,
+    /// What one bucket pair limits: "connection" (the default: each limited connection) or
+    /// "circuit" (each circuit over a limited connection; spec 1.2's sensitivity switch).
+    /// Written out only when not the default, so configs of earlier runs read the same.
+    #[serde(skip_serializing_if = "is_connection_unit")]
+    pub limit_unit: &'static str,
+}
+
+fn is_connection_unit(u: &&'static str) -> bool {
+    *u == "connection"
 }
 
 /// Clients of a group that also run a relay (Tortoise's client-relays): the first `count`

@@ -2195,12 +2195,12 @@ impl Ctx<'_> {
         Some(x)
     }
 
-    /// Tortoise: `"off"`, or `{ rate, burst, directions, check_interval }`. `Some(None)` is
+    /// Tortoise: `"off"`, or `{ rate, burst, directions, check_interval, limit_unit }`. `Some(None)` is
     /// a valid "off"; `None` an error (reported).
     fn tortoise(&mut self, v: &Value, p: &str) -> Option<Option<TortoiseConfig>> {
         let example = "tortoise = { rate = \"100 KBps\" } (burst defaults to one second of rate), or \"off\"";
         let Some(t) = self.off_or_table(v, p, example)? else { return Some(None) };
-        self.keys(t, p, &["rate", "burst", "directions", "check_interval"]);
+        self.keys(t, p, &["rate", "burst", "directions", "check_interval", "limit_unit"]);
         let rate = self.req(t, p, "rate", Ctx::byte_rate, example);
         let burst = match t.get("burst") {
             None => rate,
@@ -2214,7 +2214,17 @@ impl Ctx<'_> {
             None => Some(SimDuration::from_millis(100)),
             Some(v) => self.pos_duration(v, &join(p, "check_interval")),
         };
-        Some(Some(TortoiseConfig { rate: rate?, burst: burst?, directions: directions?, check_interval: check_interval? }))
+        let limit_unit = match t.get("limit_unit") {
+            None => Some("connection"),
+            Some(v) => self.choice(v, &join(p, "limit_unit"), &["connection", "circuit"]),
+        };
+        Some(Some(TortoiseConfig {
+            rate: rate?,
+            burst: burst?,
+            directions: directions?,
+            check_interval: check_interval?,
+            limit_unit: limit_unit?,
+        }))
     }
 
     /// `cellq_high` and `cellq_low` (cells), both or neither, low below high.

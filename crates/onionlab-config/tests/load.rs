@@ -998,7 +998,13 @@ fn connection_and_channel_metrics_intervals() {
 fn tortoise_client_relays_and_computed_flags() {
     let with = |m: &str| format!("{MINIMAL}\n[mechanisms]\n{m}\n");
     let c = load(&with("tortoise = { rate = \"100 KBps\" }")).unwrap();
-    let t = TortoiseConfig { rate: 100_000, burst: 100_000, directions: "both", check_interval: SimDuration::from_millis(100) };
+    let t = TortoiseConfig {
+        rate: 100_000,
+        burst: 100_000,
+        directions: "both",
+        check_interval: SimDuration::from_millis(100),
+        limit_unit: "connection",
+    };
     assert_eq!(c.mechanisms.tortoise, Some(t), "burst defaults to one second of rate");
     assert!(c.relays.iter().all(|r| r.tortoise == Some(t)));
     assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
@@ -1015,6 +1021,16 @@ fn tortoise_client_relays_and_computed_flags() {
 
     err_at(&with("tortoise = { }"), "mechanisms.tortoise.rate", &["missing"]);
     err_at(&with("tortoise = { rate = \"100 KBps\", directions = \"up\" }"), "mechanisms.tortoise.directions", &["unknown value"]);
+    // The unit of limiting (spec 1.2): the connection by default, not written out then
+    // (configs of earlier runs read the same); the circuit on request, and survives the
+    // round trip.
+    assert!(!to_toml(&c).contains("limit_unit"), "the default unit is not written out");
+    let c = load(&with("tortoise = { rate = \"100 KBps\", limit_unit = \"circuit\" }")).unwrap();
+    assert_eq!(c.mechanisms.tortoise.unwrap().limit_unit, "circuit");
+    assert!(c.relays.iter().all(|r| r.tortoise.unwrap().limit_unit == "circuit"));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c, "the circuit unit survives the round trip");
+    err_at(&with("tortoise = { rate = \"100 KBps\", limit_unit = \"client\" }"), "mechanisms.tortoise.limit_unit", &["unknown value"]);
+    err_at(&with("tortoise = { rate = \"100 KBps\", limit_unit = 2 }"), "mechanisms.tortoise.limit_unit", &[]);
     err_at(&with("tortoise = \"on\""), "mechanisms.tortoise", &["expected \"off\""]);
     // Both as defaults: one problem at [mechanisms], not one per relay (a network file's
     // relays were blamed for what an override set).

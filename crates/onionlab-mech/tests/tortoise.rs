@@ -4,8 +4,9 @@ mod common;
 
 use common::*;
 use onionlab_core::SimDuration;
-use onionlab_mech::tortoise::{Directions, Tortoise, DEFAULT_CHECK_INTERVAL};
+use onionlab_mech::tortoise::{Directions, LimitUnit, Tortoise, DEFAULT_CHECK_INTERVAL};
 use onionlab_net::LatencyModel;
+use onionlab_tor::kist::KistParams;
 use onionlab_tor::*;
 
 const KB: u64 = 1000;
@@ -145,6 +146,7 @@ fn inbound(peer: NodeId, peer_kind: NodeKind, peer_flags: Option<RelayFlags>) ->
         bytes_written: 0,
         read_limit: None,
         write_limit: None,
+        circuit_limits: (None, None),
     }
 }
 
@@ -225,4 +227,202 @@ fn a_new_client_connection_is_limited_within_one_check_interval() {
     sim.run_until(ms(now + 101), |_| {});
     let conn = sim.tor.connections(g).into_iter().find(|x| x.peer == c[0]).unwrap();
     assert_eq!(conn.write_limit, Some((rate, rate)), "opened at {now} ms, still unlimited 100 ms later");
+}
+
+// ---------------------------------------------------------------- limit_unit = "circuit"
+
+/// guard -> middle -> exit, all Stable+Fast and running Tortoise at `rate` (burst one
+/// second) with `unit`; the guard runs `sched`. One plain client whose `streams` bulk
+/// downloads of `bytes` each take one circuit apiece over its one connection to the guard
+/// (MaxCircuitDirtiness 1 ms: a stream started later takes a new circuit; the fixed path
+/// keeps every circuit on the same connections). 1 s refills, as in tor 0.2.1.
+fn circuits_network(rate: u64, unit: LimitUnit, sched: SchedulerKind, streams: usize, bytes: u64) -> (TorSim, [NodeId; 3], NodeId) {
+    let cfg = TorConfig {
+        refill_interval: SimDuration::from_secs(1),
+        max_circuit_dirtiness: SimDuration::from_millis(1),
+        ..TorConfig::default()
+    };
+    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
+    let sf = RelayFlags::STABLE | RelayFlags::FAST;
+    let g = tor.add_relay(RelaySpec { scheduler: sched, ..relay("guard", 20 * MIB, RelayFlags::GUARD | sf) }).unwrap();
+    let m = tor.add_relay(relay("middle", 20 * MIB, sf)).unwrap();
+    let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
+    let c = tor.add_client(endpoint("client")).unwrap();
+    let s = tor.add_server(endpoint("server")).unwrap();
+    tor.use_fixed_path(c, [g, m, e]).unwrap();
+    let mut sim = TorSim::new(tor);
+    for r in [g, m, e] {
+        let h = Tortoise::new(rate, rate, Directions::Both, DEFAULT_CHECK_INTERVAL).unwrap().with_limit_unit(unit);
+        sim.tor.set_relay_hook(&mut sim.q, r, Box::new(h)).unwrap();
+    }
+    for i in 0..streams {
+        sim.run_until(onionlab_core::SimTime::ZERO + SimDuration::from_millis(10 * i as u64 + 1), |_| {});
+        sim.start_stream(c, s, bytes, i as u64).unwrap();
+    }
+    (sim, [g, m, e], c)
+}
+
+/// Bytes each stream of the run has received, by tag.
+fn received(sim: &TorSim) -> Vec<u64> {
+    let mut r: Vec<(u64, u64)> = sim.tor.unfinished_records().iter().map(|r| (r.tag, r.received)).collect();
+    r.sort();
+    r.into_iter().map(|(_, b)| b).collect()
+}
+
+/// Runs [`circuits_network`] with two bulk circuits from 10 s to 40 s, checking the
+/// invariants (cells conserved, held circuits exactly those behind an empty bucket) every
+/// second: the guard's rate to the client and each circuit's (B/s).
+fn two_circuits(rate: u64, unit: LimitUnit, sched: SchedulerKind) -> (f64, Vec<f64>, TorSim, [NodeId; 3], NodeId) {
+    let (mut sim, relays, c) = circuits_network(rate, unit, sched, 2, 100 * MIB);
+    assert_eq!(sim.tor.client_circuits(c).len(), 2, "two circuits");
+    let mut at10 = (0, vec![]);
+    for sec in 1..=40 {
+        sim.run_until(t(sec), |_| {});
+        sim.tor.check_invariants().unwrap_or_else(|e| panic!("{unit:?} {sched:?} at {sec} s: {e}"));
+        if sec == 10 {
+            at10 = (sim.tor.client_connections(relays[0])[0].bytes_written, received(&sim));
+        }
+    }
+    let total = (sim.tor.client_connections(relays[0])[0].bytes_written - at10.0) as f64 / 30.0;
+    let per: Vec<f64> = received(&sim).iter().zip(&at10.1).map(|(b, a)| (b - a) as f64 / 30.0).collect();
+    (total, per, sim, relays, c)
+}
+
+#[test]
+fn per_circuit_limits_give_each_circuit_the_rate_and_the_connection_the_sum() {
+    // Spec 1.2's switch. Connection unit: the client's two circuits share one bucket pair
+    // at the guard, R in all. Circuit unit: each circuit has its own, R each, 2R in all
+    // (section 6: "each circuit may be individually rate limited"). Hand-worked: R =
+    // 100,000 B/s, 543 B a cell on the wire: 184 whole cells a second a circuit (99,912 B;
+    // the 88 B left are lost at the cap of a one-second burst), so 0.999 R at most; the
+    // client's payload (498 B a cell) is 91.7 % of that.
+    let rate = 100 * KB;
+    let (conn, conn_per, ..) = two_circuits(rate, LimitUnit::Connection, SchedulerKind::RoundRobin);
+    assert!(conn <= rate as f64 * 1.01 && conn >= rate as f64 * 0.95, "connection unit: {conn} B/s");
+    let (circ, per, sim, [g, m, e], c) = two_circuits(rate, LimitUnit::Circuit, SchedulerKind::RoundRobin);
+    assert!(circ <= 2.0 * rate as f64 * 1.01 && circ >= 2.0 * rate as f64 * 0.95, "circuit unit: {circ} B/s");
+    for (i, p) in per.iter().enumerate() {
+        // Received payload: 498 of every 543 bytes, less SENDMEs' and others' share.
+        let wire = p * 543.0 / 498.0;
+        assert!(wire <= rate as f64 * 1.01 && wire >= rate as f64 * 0.9, "circuit {i}: {wire} B/s on the wire");
+    }
+    let conn_sum: f64 = conn_per.iter().sum::<f64>() * 543.0 / 498.0;
+    assert!(conn_sum <= rate as f64 * 1.01, "connection unit, the circuits together: {conn_sum} B/s");
+    // The connection itself has no buckets under the circuit unit; its circuits do.
+    let cc = sim.tor.connections(g).into_iter().find(|x| x.peer == c).unwrap();
+    assert_eq!((cc.read_limit, cc.write_limit), (None, None));
+    assert_eq!(cc.circuit_limits, (Some((rate, rate)), Some((rate, rate))));
+    // Exempt peers (Stable+Fast relays) are left alone, connection and circuits.
+    for (r, peer) in [(m, g), (e, m), (g, m), (m, e)] {
+        let x = sim.tor.connections(r).into_iter().find(|x| x.peer == peer).unwrap();
+        assert_eq!((x.read_limit, x.write_limit, x.circuit_limits), (None, None, (None, None)), "relay {r} to {peer}");
+    }
+}
+
+#[test]
+fn every_scheduler_holds_a_circuit_whose_bucket_is_empty() {
+    // The bucket gates cells where the guard's scheduler picks circuits, so it must work
+    // under each: round robin (its whole-refill fill), EWMA, KIST's runs, HPD's relay-wide
+    // runs. Each circuit at about R, none above.
+    let rate = 100 * KB;
+    let h = SimDuration::from_secs(30);
+    let tick = SimDuration::from_secs(10);
+    for sched in [
+        SchedulerKind::RoundRobin,
+        SchedulerKind::Ewma { halflife: h, tick },
+        SchedulerKind::EwmaExact { halflife: h },
+        SchedulerKind::Kist { params: KistParams::default(), halflife: h, tick },
+        SchedulerKind::Hpd(HpdParams::default()),
+    ] {
+        let (total, per, ..) = two_circuits(rate, LimitUnit::Circuit, sched);
+        assert!(total <= 2.0 * rate as f64 * 1.01 && total >= 2.0 * rate as f64 * 0.95, "{sched:?}: {total} B/s");
+        for (i, p) in per.iter().enumerate() {
+            let wire = p * 543.0 / 498.0;
+            assert!(wire <= rate as f64 * 1.01 && wire >= rate as f64 * 0.9, "{sched:?} circuit {i}: {wire} B/s");
+        }
+    }
+}
+
+#[test]
+fn per_circuit_limits_lose_no_cell_and_finish_every_download() {
+    // Three 1 MiB downloads on three circuits, limited one by one at 100 KB/s: each takes
+    // about 10.5 s (1 MiB = 2,106 cells of payload at 184 cells/s, one burst ahead), so by 20 s
+    // all are complete, every byte delivered, and every cell emitted is accounted for.
+    let rate = 100 * KB;
+    for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
+        let (mut sim, ..) = circuits_network(rate, LimitUnit::Circuit, sched, 3, MIB);
+        for sec in 1..=20 {
+            sim.run_until(t(sec), |_| {});
+            sim.tor.check_invariants().unwrap_or_else(|e| panic!("{sched:?} at {sec} s: {e}"));
+        }
+        let recs = sim.tor.take_records();
+        assert_eq!(recs.len(), 3, "{sched:?}: every download finished");
+        for r in &recs {
+            assert_eq!((r.error, r.received), (None, MIB), "{sched:?}");
+            let ttlb = r.ttlb.unwrap().as_secs_f64();
+            // Slower than 1 MiB in a burst plus 9.5 s at R; as fast as R allows.
+            assert!((8.0..=12.5).contains(&ttlb), "{sched:?}: 1 MiB in {ttlb} s at {rate} B/s per circuit");
+        }
+        // The only cells dropped are the client's last SENDMEs, which meet their circuit
+        // closed (it closes with its stream: MaxCircuitDirtiness is over); no DATA cell.
+        let k = &sim.tor.counters;
+        assert_eq!(k.cells_dropped, k.circuit_sendmes_dropped + k.stream_sendmes_dropped, "{sched:?}");
+    }
+}
+
+#[test]
+fn a_per_circuit_read_limit_holds_back_the_clients_sendmes() {
+    // Only the read direction, per circuit, at 1,000 B/s with a 1,000 B burst: one 543-byte
+    // cell a second leaves the guard towards the exit. The client sends only SENDMEs (3
+    // cells per 100 delivered), so after the first window the download runs at about 100
+    // cells (49,800 B of payload) per 3 s.
+    let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
+    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
+    let sf = RelayFlags::STABLE | RelayFlags::FAST;
+    let g = tor.add_relay(relay("guard", 20 * MIB, RelayFlags::GUARD | sf)).unwrap();
+    let m = tor.add_relay(relay("middle", 20 * MIB, sf)).unwrap();
+    let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
+    let c = tor.add_client(endpoint("client")).unwrap();
+    let s = tor.add_server(endpoint("server")).unwrap();
+    tor.use_fixed_path(c, [g, m, e]).unwrap();
+    let mut sim = TorSim::new(tor);
+    let h = Tortoise::new(1000, 1000, Directions::Read, DEFAULT_CHECK_INTERVAL).unwrap().with_limit_unit(LimitUnit::Circuit);
+    sim.tor.set_relay_hook(&mut sim.q, g, Box::new(h)).unwrap();
+    sim.start_stream(c, s, 100 * MIB, 0).unwrap();
+    let mut got = vec![];
+    for sec in 1..=60 {
+        sim.run_until(t(sec), |_| {});
+        sim.tor.check_invariants().unwrap_or_else(|e| panic!("at {sec} s: {e}"));
+        got.push(received(&sim)[0]);
+    }
+    let rate = (got[59] - got[9]) as f64 / 50.0;
+    assert!((14_000.0..=18_000.0).contains(&rate), "download at {rate} B/s behind one SENDME cell a second");
+}
+
+#[test]
+fn a_cell_that_comes_to_an_empty_queue_behind_an_empty_bucket_waits_for_the_refill() {
+    // Write direction, per circuit, one cell a second (rate = burst = 543 B). A second
+    // circuit joins the client's limited connection at 2 s and gets its buckets at once:
+    // the guard's CREATED empties its bucket, and the EXTENDED the middle sends back
+    // ~20 ms later comes to an empty queue behind an empty bucket. It must wait, held, for
+    // the refill at 3 s, never offered to the scheduler meanwhile (HPD's run, finding a
+    // head it may not send, would stop serving the whole channel end; under debug
+    // assertions it panics). Then one cell a second: the second EXTENDED at 4 s, the
+    // CONNECTED at 5 s, the first DATA cell at 6 s.
+    for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
+        let (mut sim, [g, ..], c) = circuits_network(543, LimitUnit::Circuit, sched, 1, 100 * MIB);
+        sim.run_until(t(2), |_| {});
+        let limits = sim.tor.connections(g).into_iter().find(|x| x.peer == c).unwrap().circuit_limits;
+        assert_eq!(limits, (Some((543, 543)), Some((543, 543))));
+        let server = sim.tor.num_nodes() as NodeId - 1;
+        sim.start_stream(c, server, 100 * MIB, 1).unwrap();
+        assert_eq!(sim.tor.client_circuits(c).len(), 2);
+        for sec in 3..=15 {
+            sim.run_until(t(sec), |_| {});
+            sim.tor.check_invariants().unwrap_or_else(|e| panic!("{sched:?} at {sec} s: {e}"));
+        }
+        let second = sim.tor.unfinished_records().into_iter().find(|r| r.tag == 1).unwrap();
+        let ttfb = second.ttfb.expect("the second circuit was built and its stream started").as_secs_f64();
+        assert!((3.9..=4.2).contains(&ttfb), "{sched:?}: first byte {ttfb} s after the stream started at 2 s");
+    }
 }

@@ -14,7 +14,7 @@ use onionlab_config::model::{
 use onionlab_core::SimDuration;
 use onionlab_mech::predictor::{PredictorHook, PredictorParams, RMax, SharedExchange};
 use onionlab_mech::throttling::*;
-use onionlab_mech::tortoise::{Directions, Tortoise};
+use onionlab_mech::tortoise::{Directions, LimitUnit, Tortoise};
 use onionlab_mech::{Braids, BraidsParams};
 use onionlab_net::latency::LatencyMatrix;
 use onionlab_net::{LatencyModel, TransportConfig};
@@ -393,8 +393,13 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                     "write" => Directions::Write,
                     _ => Directions::Both,
                 };
+                let unit = match t.limit_unit {
+                    "circuit" => LimitUnit::Circuit,
+                    _ => LimitUnit::Connection,
+                };
                 let mut h = Tortoise::new(t.rate, t.burst, dirs, t.check_interval)
-                    .map_err(|e| SimError::Build(format!("{}.tortoise.{e}", p.path)))?;
+                    .map_err(|e| SimError::Build(format!("{}.tortoise.{e}", p.path)))?
+                    .with_limit_unit(unit);
                 if let Some(op) = operator {
                     h = h.with_operator(op);
                 }

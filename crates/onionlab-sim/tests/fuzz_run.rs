@@ -244,8 +244,9 @@ fn tortoise(w: bool) -> impl Strategy<Value = String> {
         proptest::option::of(typ(w, 1, 64 << 10, 4 << 20, pick(w, 8 << 20, 1 << 60))),
         proptest::option::of(select(vec!["both", "read", "write"])),
         proptest::option::of(dur(w, 1_000, 2_000_000)),
+        proptest::option::of(select(vec!["connection", "circuit"])),
     )
-        .prop_map(|(r, b, d, c)| {
+        .prop_map(|(r, b, d, c, u)| {
             let mut s = format!("{{ rate = {}", rate_bps(r));
             if let Some(b) = b {
                 write!(s, ", burst = {}", size_b(b)).unwrap();
@@ -255,6 +256,9 @@ fn tortoise(w: bool) -> impl Strategy<Value = String> {
             }
             if let Some(c) = c {
                 write!(s, ", check_interval = {c}").unwrap();
+            }
+            if let Some(u) = u {
+                write!(s, ", limit_unit = \"{u}\"").unwrap();
             }
             s + " }"
         })

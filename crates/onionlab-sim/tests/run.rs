@@ -786,6 +786,12 @@ fn tortoise_takes_its_burst_directions_and_check_interval_from_the_config() {
     assert!(late.range(30..).all(|(_, v)| v.1 == Some(rate)), "{late:?}");
     let first = late[&30].0;
     assert!(first > 1_000_000 && first <= 2_000_000 + 11 * rate, "{first} B in the 10 s after the limit landed");
+    // limit_unit = "circuit": the connection gets no bucket (no throttle rate in the
+    // connections table) and each circuit over it one of its own; bulk0 downloads over
+    // one circuit at a time, so it is held at the rate all the same.
+    let circ = bulk0(&with("{ rate = \"50 KBps\", directions = \"write\", limit_unit = \"circuit\" }"));
+    assert!(after(&circ) <= 1.05 * rate as f64 && after(&circ) > 0.8 * rate as f64, "per circuit: download at {} B/s", after(&circ));
+    assert!(circ.values().all(|v| v.1.is_none()), "no per-connection bucket under the circuit unit: {circ:?}");
 }
 
 #[test]

@@ -108,6 +108,10 @@ pub(crate) struct Circuit {
     /// channel may have been opened by the other node, for another circuit). Kept here so
     /// that queueing a run on a channel does not read the channel's header for its side.
     pub lower_initiates: [bool; CIRCUIT_NODES - 1],
+    /// `limits` is set: some relay of the circuit gives it buckets of its own (kept in
+    /// this line, in what was padding, so that the hot path tests it without reading
+    /// `limits`).
+    pub limited: bool,
     /// `queues[queue_index(p, dir)]`: cells at position p waiting to leave in direction
     /// dir, and the relay's count of cells it queued there ([`queue_index`]).
     pub queues: [HopQueue; HOP_QUEUES],
@@ -128,6 +132,9 @@ pub(crate) struct Circuit {
     pub cc_exit: Box<dyn CongestionControl>,
     /// Optional packaging rate limit at the exit edge (hook for congestion controllers).
     pub rate_limit: Option<TokenBucket>,
+    /// Per-circuit buckets at relays that limit circuits one by one
+    /// ([`crate::RelayControl::set_circuit_limits`]); `None` almost always.
+    pub limits: Option<Box<CircuitLimits>>,
     /// Streams waiting for the circuit to open before sending BEGIN.
     pub pending_begins: Vec<u16>,
     pub created_at: SimTime,
@@ -141,7 +148,44 @@ pub(crate) struct Circuit {
     pub in_overlay: TransitLedger,
 }
 
+/// A circuit's own token buckets at the relays that limit it (Tortoise with
+/// `limit_unit = "circuit"`), by queue: the bucket of queue `qi` is charged for every cell
+/// that leaves it for its channel's outbuf, and while it holds less than one cell
+/// ([`CELL_WIRE_BYTES`]) the circuit is held off that channel's scheduler until the
+/// relay's next refill.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CircuitLimits {
+    pub buckets: [Option<TokenBucket>; HOP_QUEUES],
+    /// The circuit has cells in queue `qi` and is held off its channel's scheduler
+    /// ([`crate::scheduler::CircuitScheduler::hold`]).
+    pub held: [bool; HOP_QUEUES],
+}
+
+impl CircuitLimits {
+    /// Whole cells queue `qi` may still send (`u64::MAX` without a bucket).
+    #[inline]
+    pub fn allowance(&self, qi: usize) -> u64 {
+        self.buckets[qi].as_ref().map_or(u64::MAX, |b| b.tokens() / crate::cell::CELL_WIRE_BYTES)
+    }
+}
+
 impl Circuit {
+    /// Whole cells the queue `qi` may still send under the circuit's own bucket there
+    /// (`u64::MAX`: no such bucket, the case of every circuit a relay does not limit).
+    #[inline]
+    pub fn allowance(&self, qi: usize) -> u64 {
+        if !self.limited {
+            return u64::MAX;
+        }
+        self.limits.as_ref().map_or(u64::MAX, |l| l.allowance(qi))
+    }
+
+    /// Whether the circuit is held off the channel queue `qi` feeds.
+    #[inline]
+    pub fn held(&self, qi: usize) -> bool {
+        self.limited && self.limits.as_ref().is_some_and(|l| l.held[qi])
+    }
+
     /// Position of `node` in the path.
     #[inline]
     pub fn position(&self, node: NodeId) -> usize {

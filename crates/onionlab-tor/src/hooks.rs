@@ -3,7 +3,7 @@
 //! **Owns:** the [`RelayHook`] trait (a periodic per-relay tick) and [`RelayControl`], the
 //! narrow view a hook gets: the relay's client connections with their byte counters, and
 //! the per-connection throttle (rate and burst of the connection's token buckets) it may
-//! set. Guard throttling (static, bit-splitting, flagging, threshold) and Tortoise are
+//! set, or buckets for each circuit over a connection ([`RelayControl::set_circuit_limits`]). Guard throttling (static, bit-splitting, flagging, threshold) and Tortoise are
 //! hooks. **Must not touch:** queues, schedulers or the transport.
 
 use onionlab_core::{SimDuration, SimTime};
@@ -59,7 +59,14 @@ pub struct PeerConnection {
     /// Per-connection read and write buckets (rate bytes/s, burst bytes), if any.
     pub read_limit: Option<(u64, u64)>,
     pub write_limit: Option<(u64, u64)>,
+    /// The (read, write) buckets each circuit over the connection gets of its own
+    /// ([`RelayControl::set_circuit_limits`]), if any.
+    pub circuit_limits: ReadWriteLimits,
 }
+
+/// A (read, write) pair of bucket settings, (rate bytes/s, burst bytes) each; `None`: no
+/// bucket in that direction.
+pub type ReadWriteLimits = (Option<(u64, u64)>, Option<(u64, u64)>);
 
 /// One open circuit through a relay, in the direction data flows (exit towards client),
 /// as a per-circuit controller sees it ([`RelayControl::circuits`]).
@@ -126,6 +133,20 @@ impl<'a> RelayControl<'a> {
                 (_, None) => *b = None,
             }
         }
+    }
+
+    /// Gives each circuit over connection `chan` at this relay, those on it now and those
+    /// that come, a read and a write bucket of its own, (rate bytes/s, burst bytes) each, or
+    /// with `None` removes them: the unit of limiting is the circuit, not the connection
+    /// (Tortoise's `limit_unit = "circuit"`). A circuit whose bucket for a direction holds
+    /// less than a cell is held off the scheduler of the channel it leaves on until the
+    /// relay's next refill: read, cells that came in over `chan`, as they leave for the
+    /// next hop; write, cells for `chan`, as they leave for its outbuf. Independent of the
+    /// connection's own buckets ([`Self::set_limits`]). Walks every circuit of the network
+    /// once: call it when a connection's setting changes, not at every tick.
+    pub fn set_circuit_limits(&mut self, chan: u32, read: Option<(u64, u64)>, write: Option<(u64, u64)>) {
+        let _ = self.side_of(chan);
+        self.net.set_circuit_limits(self.now, self.node, chan, (read, write));
     }
 
     fn side_of(&mut self, chan: u32) -> onionlab_net::Side {

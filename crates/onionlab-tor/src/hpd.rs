@@ -134,11 +134,21 @@ pub struct HpdScheduler {
     circuits: BTreeMap<u32, u64>,
     /// The class of the last pick, which `on_cells_sent` charges.
     last: Option<usize>,
+    /// Circuits held off this end by their own empty bucket ([`CircuitScheduler::hold`]):
+    /// their runs (class index, run) in arrival order, out of the FIFOs until released.
+    held: BTreeMap<u32, Vec<(usize, ClassRun)>>,
 }
 
 impl HpdScheduler {
     pub fn new(params: HpdParams) -> Self {
-        HpdScheduler { params, fifo: Default::default(), sent: ClassDelays::default(), circuits: BTreeMap::new(), last: None }
+        HpdScheduler {
+            params,
+            fifo: Default::default(),
+            sent: ClassDelays::default(),
+            circuits: BTreeMap::new(),
+            last: None,
+            held: BTreeMap::new(),
+        }
     }
 
     /// Mean queueing delay (s) of class `i`'s cells sent so far; 0 before the first.
@@ -169,7 +179,8 @@ impl CircuitScheduler for HpdScheduler {
 
     fn deactivate(&mut self, circ: u32, _data: &mut CircPolicyData) {
         // Emptied (nothing of it left in the FIFOs) or closed with cells queued: those are
-        // dropped, and leave without counting as sent.
+        // dropped, and leave without counting as sent (a held circuit's too).
+        self.held.remove(&circ);
         if self.circuits.remove(&circ).is_some_and(|n| n > 0) {
             for q in &mut self.fifo {
                 q.retain(|r| r.circ != circ);
@@ -177,8 +188,42 @@ impl CircuitScheduler for HpdScheduler {
         }
     }
 
+    /// Sets the circuit's runs aside, with their arrival times: HPD's FIFOs hold only
+    /// cells that may leave now, so a held circuit's head never stands in front of the
+    /// class at this end.
+    fn hold(&mut self, circ: u32, _data: &mut CircPolicyData) {
+        let runs = self.held.entry(circ).or_default();
+        if self.circuits.remove(&circ).is_some_and(|n| n > 0) {
+            for (i, q) in self.fifo.iter_mut().enumerate() {
+                q.retain(|r| {
+                    if r.circ == circ {
+                        runs.push((i, *r));
+                    }
+                    r.circ != circ
+                });
+            }
+            runs.sort_by_key(|(_, r)| r.at);
+        }
+    }
+
+    /// Puts the held runs back in their classes' FIFOs at their arrival times: they have
+    /// waited all along, and go before cells that came later.
+    fn release(&mut self, circ: u32, _now: SimTime, _data: &mut CircPolicyData) {
+        let Some(runs) = self.held.remove(&circ) else { return };
+        for (i, r) in runs {
+            let q = &mut self.fifo[i];
+            let at = q.partition_point(|x| x.at <= r.at);
+            q.insert(at, r);
+            *self.circuits.entry(circ).or_insert(0) += r.count as u64;
+        }
+    }
+
     fn on_cells_queued(&mut self, circ: u32, n: u32, class: ServiceClass, now: SimTime) {
         if n == 0 {
+            return;
+        }
+        if let Some(runs) = self.held.get_mut(&circ) {
+            runs.push((class.index(), ClassRun { circ, count: n, at: now }));
             return;
         }
         *self.circuits.entry(circ).or_insert(0) += n as u64;
@@ -495,6 +540,34 @@ mod tests {
         s.on_cells_queued(1, 1, ServiceClass::HighThroughput, t(0));
         s.on_cells_queued(2, 1, ServiceClass::LowLatency, t(250));
         assert_eq!(s.pick(t(500)).map(|p| p.0), Some(2));
+    }
+
+    #[test]
+    fn a_held_circuit_leaves_the_fifos_and_comes_back_at_its_arrival_times() {
+        // Circuit 1 is held (its own bucket is empty): its cells, queued before and while
+        // held, are out of the FIFO, so circuit 2's later cells go first; released, its
+        // cells go back by arrival time, ahead of circuit 2's later ones.
+        let mut s = sched(0.0);
+        let d = &mut CircPolicyData::default();
+        s.on_cells_queued(1, 2, ServiceClass::Normal, t(0));
+        s.on_cells_queued(2, 1, ServiceClass::Normal, t(100));
+        s.hold(1, d);
+        s.on_cells_queued(1, 1, ServiceClass::Normal, t(200));
+        s.on_cells_queued(2, 1, ServiceClass::Normal, t(300));
+        assert_eq!(s.active(), 1, "a held circuit is not active");
+        assert_eq!(step(&mut s, t(400)), Some((2, 1)));
+        s.release(1, t(500), d);
+        assert_eq!(s.active(), 2);
+        let order: Vec<_> = std::iter::from_fn(|| step(&mut s, t(600))).collect();
+        assert_eq!(order, vec![(1, 2), (1, 1), (2, 1)], "by arrival: 0 ms, 200 ms, then 300 ms");
+        s.deactivate(1, d);
+        s.deactivate(2, d);
+        // Closing a held circuit drops its cells.
+        s.on_cells_queued(3, 5, ServiceClass::Normal, t(700));
+        s.hold(3, d);
+        s.deactivate(3, d);
+        s.release(3, t(800), d);
+        assert_eq!((s.active(), s.pick(t(900))), (0, None));
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub mod wait;
 pub use channel::RelayChannelEnd;
 pub use circuit::{CircuitState, StreamRecord, UNFINISHED};
 pub use flow_control::CongestionControlKind;
-pub use hooks::{ClientConnection, PeerConnection, RelayCircuit, RelayControl, RelayHook};
+pub use hooks::{ClientConnection, PeerConnection, ReadWriteLimits, RelayCircuit, RelayControl, RelayHook};
 pub use hpd::{HpdParams, HpdScheduler};
 pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
 pub use network::{
@@ -79,6 +79,7 @@ mod layout {
             (offset_of!(Circuit, cells_out), 4),
             (offset_of!(Circuit, built), size_of::<usize>()),
             (offset_of!(Circuit, lower_initiates), 3),
+            (offset_of!(Circuit, limited), 1),
         ] {
             assert_eq!(lines(offset, size), (0, 0), "circuit header field past the first line");
         }

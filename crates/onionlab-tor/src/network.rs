@@ -37,7 +37,7 @@ use onionlab_net::{HostSpec, LatencyModel, NetEvent, NetNotice, Network, Side};
 use crate::cell::{CellKind, CellRun, Direction, RELAY_PAYLOAD_SIZE};
 use crate::channel::{ChanEnd, Channel, RelayChannelEnd};
 use crate::circuit::{
-    queue_index, queue_slot, Circuit, CircuitState, CloseReason, Stream, StreamRecord, HOP_QUEUES, NO_STREAM, UNFINISHED,
+    queue_index, queue_slot, Circuit, CircuitState, CloseReason, Stream, StreamRecord, CIRCUIT_NODES, HOP_QUEUES, NO_STREAM, UNFINISHED,
 };
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
@@ -323,6 +323,8 @@ impl TorNetwork {
             rng: (kind == NodeKind::Client).then(|| self.rng_streams.parked("tor-client", name)),
             stats: NodeStats::default(),
             waits: (kind == NodeKind::Relay).then(Box::default),
+            circuit_limits: Vec::new(),
+            limited_circs: Vec::new(),
         });
         self.hooks.push(None);
         Ok(id)
@@ -496,6 +498,11 @@ impl TorNetwork {
                     bytes_written: end.bytes_written,
                     read_limit: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
                     write_limit: end.conn_write.as_ref().map(|b| (b.rate(), b.burst())),
+                    circuit_limits: self.nodes[node as usize]
+                        .circuit_limits
+                        .iter()
+                        .find(|(c, _)| *c == chan)
+                        .map_or((None, None), |&(_, l)| l),
                 }
             })
             .collect()
@@ -766,7 +773,10 @@ impl TorNetwork {
         let node = c.nodes[pos];
         let side = c.queue_side(pos, run.dir);
         let end = &mut self.chans[chan as usize].ends[side_index(side)];
-        if was_empty {
+        // A circuit whose own bucket here holds less than a cell waits for the refill
+        // off the scheduler (held), its cells queued behind it.
+        let hold = was_empty && c.limited && c.allowance(qi) == 0;
+        if was_empty && !hold {
             end.sched.activate(circ, now, &mut c.policy[qi]);
         }
         if end.sched.wants_classes() {
@@ -780,6 +790,10 @@ impl TorNetwork {
                     end.sched.on_cells_queued(circ, k, class, now);
                 }
             }
+        }
+        if hold {
+            c.limits.as_mut().expect("a limited circuit has limits").held[qi] = true;
+            end.sched.hold(circ, &mut c.policy[qi]);
         }
         let n = &mut self.nodes[node as usize];
         if n.kist.is_some() {
@@ -1060,6 +1074,12 @@ impl TorNetwork {
         if c.rate_limit.take().is_some() {
             self.rate_limited.retain(|&x| x != circ);
         }
+        if std::mem::take(&mut c.limited) {
+            c.limits = None;
+            for p in 1..CIRCUIT_NODES {
+                self.nodes[c.nodes[p] as usize].limited_circs.retain(|&x| x != circ);
+            }
+        }
         if c.cells_out == 0 {
             self.free_circuits.push(circ);
         }
@@ -1229,7 +1249,11 @@ impl TorNetwork {
             self.chan_by_pair.remove(&key);
         }
         for n in nodes {
-            self.nodes[n as usize].chans.retain(|&(c, _)| c != chan);
+            let node = &mut self.nodes[n as usize];
+            node.chans.retain(|&(c, _)| c != chan);
+            if !node.circuit_limits.is_empty() {
+                node.circuit_limits.retain(|&(c, _)| c != chan);
+            }
         }
         self.counters.channels_closed_idle += 1;
     }
@@ -1430,9 +1454,158 @@ impl TorNetwork {
                 self.wake_circuit_streams(node, circ as u32);
             }
         }
+        if !self.nodes[node as usize].limited_circs.is_empty() {
+            self.refill_circuit_limits(q.now(), node);
+        }
         // A relay with finite buckets refills forever, as tor's timer does.
         self.ensure_refill(q, node);
         self.mark_dirty(node);
+    }
+
+    // ------------------------------------------------------------------ per-circuit buckets
+
+    /// Refills the buckets circuits have of their own at `node` and releases the circuits
+    /// they held (their schedulers offer them again).
+    fn refill_circuit_limits(&mut self, now: SimTime, node: NodeId) {
+        let iv = self.cfg.refill_interval;
+        let circs = std::mem::take(&mut self.nodes[node as usize].limited_circs);
+        for &circ in &circs {
+            let c = &mut self.circuits[circ as usize];
+            let Some(l) = c.limits.as_mut() else { continue };
+            for qi in 0..HOP_QUEUES {
+                if c.nodes[queue_slot(qi).0] != node {
+                    continue;
+                }
+                if let Some(b) = l.buckets[qi].as_mut() {
+                    b.refill(iv);
+                }
+            }
+            let nodes = c.nodes;
+            for qi in 0..HOP_QUEUES {
+                if nodes[queue_slot(qi).0] == node {
+                    self.reconcile_hold(now, circ, qi);
+                }
+            }
+        }
+        self.nodes[node as usize].limited_circs = circs;
+    }
+
+    /// Brings queue `qi` of `circ` in line with its bucket: held while it has cells and
+    /// its bucket holds less than a cell, offered to its scheduler (and its channel end
+    /// woken) otherwise.
+    fn reconcile_hold(&mut self, now: SimTime, circ: u32, qi: usize) {
+        let c = &mut self.circuits[circ as usize];
+        let (pos, dir) = queue_slot(qi);
+        let Some(chan) = c.queue_chan(pos, dir) else { return };
+        let queued = !c.queues[qi].cells.is_empty();
+        let allowance = c.allowance(qi);
+        let side = c.queue_side(pos, dir);
+        let node = c.nodes[pos];
+        let Some(l) = c.limits.as_mut() else { return };
+        let held = l.held[qi];
+        let end = &mut self.chans[chan as usize].ends[side_index(side)];
+        if held && (allowance > 0 || !queued) {
+            l.held[qi] = false;
+            if queued {
+                end.sched.release(circ, now, &mut c.policy[qi]);
+                let n = &mut self.nodes[node as usize];
+                if n.kist.is_some() {
+                    n.kist_wanted = true;
+                    if !end.in_kist_ends {
+                        end.in_kist_ends = true;
+                        n.kist_ends.push((chan, side));
+                    }
+                } else if end.open && !end.in_write_ring {
+                    end.in_write_ring = true;
+                    n.write_ring.push_back(IoRef::Chan(chan, side));
+                }
+                self.mark_dirty(node);
+            }
+        } else if !held && queued && allowance == 0 {
+            l.held[qi] = true;
+            end.sched.hold(circ, &mut c.policy[qi]);
+        }
+    }
+
+    /// Gives every circuit over channel `chan` at relay `node`, now and later, buckets of
+    /// its own: `read` for the cells the relay reads from the connection (charged as they
+    /// leave for the circuit's next hop), `write` for those it writes to it (charged as
+    /// they leave for this connection's outbuf); `None` removes them. A new bucket starts
+    /// full; a changed one keeps its tokens, capped at the new burst. Walks every circuit
+    /// once: call it when a connection's setting changes, not per tick.
+    pub(crate) fn set_circuit_limits(&mut self, now: SimTime, node: NodeId, chan: u32, spec: crate::node::CircuitLimitSpec) {
+        let n = &mut self.nodes[node as usize];
+        n.circuit_limits.retain(|&(c, _)| c != chan);
+        if spec != (None, None) {
+            n.circuit_limits.push((chan, spec));
+        }
+        for circ in 0..self.circuits.len() as u32 {
+            let c = &self.circuits[circ as usize];
+            if c.state != CircuitState::Closed && c.chans.contains(&Some(chan)) && c.nodes.contains(&node) {
+                self.apply_circuit_limits(now, node, circ, chan, spec);
+            }
+        }
+    }
+
+    /// A circuit that starts to use channel `chan` gets the buckets either end has set for
+    /// the circuits of that connection.
+    fn on_circuit_joins_channel(&mut self, now: SimTime, circ: u32, chan: u32) {
+        for node in self.chans[chan as usize].nodes {
+            let limits = &self.nodes[node as usize].circuit_limits;
+            if limits.is_empty() {
+                continue;
+            }
+            if let Some(&(_, spec)) = limits.iter().find(|(c, _)| *c == chan) {
+                self.apply_circuit_limits(now, node, circ, chan, spec);
+            }
+        }
+    }
+
+    /// Sets `circ`'s buckets at relay `node` for channel `chan` (one of its hops there).
+    fn apply_circuit_limits(&mut self, now: SimTime, node: NodeId, circ: u32, chan: u32, (read, write): crate::node::CircuitLimitSpec) {
+        let c = &mut self.circuits[circ as usize];
+        let pos = c.position(node);
+        // The peer is the lower neighbour (a client's connection to its guard) or, on a
+        // connection the next hop opened, the upper one. Read: cells from the peer, which
+        // leave in the other direction; write: cells towards the peer.
+        let (towards_peer, from_peer) =
+            if pos > 0 && c.chans[pos - 1] == Some(chan) { (Direction::In, Direction::Out) } else { (Direction::Out, Direction::In) };
+        let last = CIRCUIT_NODES - 1;
+        let has_queue = |dir| !((pos == 0 && dir == Direction::In) || (pos == last && dir == Direction::Out));
+        let limits = c.limits.get_or_insert_with(Box::default);
+        let mut touched = [None; 2];
+        for (k, (dir, want)) in [(from_peer, read), (towards_peer, write)].into_iter().enumerate() {
+            // Cells from the peer that end here (at the exit, from the middle) have no
+            // queue: nothing to limit.
+            if !has_queue(dir) {
+                continue;
+            }
+            let qi = queue_index(pos, dir);
+            let b = &mut limits.buckets[qi];
+            match (b.as_mut(), want) {
+                (Some(b), Some((rate, burst))) => b.set(rate, burst),
+                (None, Some((rate, burst))) => *b = Some(TokenBucket::new(rate, burst)),
+                (_, None) => *b = None,
+            }
+            touched[k] = Some(qi);
+        }
+        let any_here = (0..HOP_QUEUES).any(|qi| queue_slot(qi).0 == pos && limits.buckets[qi].is_some());
+        let any = limits.buckets.iter().any(|b| b.is_some());
+        c.limited = true;
+        let listed = self.nodes[node as usize].limited_circs.contains(&circ);
+        if any_here && !listed {
+            self.nodes[node as usize].limited_circs.push(circ);
+        } else if !any_here && listed {
+            self.nodes[node as usize].limited_circs.retain(|&x| x != circ);
+        }
+        for qi in touched.into_iter().flatten() {
+            self.reconcile_hold(now, circ, qi);
+        }
+        let c = &mut self.circuits[circ as usize];
+        if !any && !c.limits.as_ref().is_some_and(|l| l.held.iter().any(|&h| h)) {
+            c.limits = None;
+            c.limited = false;
+        }
     }
 }
 

@@ -147,7 +147,17 @@ pub(crate) struct TorNode {
     /// Relays: where their cells wait ([`crate::wait`]); boxed and only on relays, so a
     /// client costs a pointer (a full network has millions).
     pub waits: Option<Box<crate::wait::WaitLedger>>,
+    /// Relays: connections whose circuits get buckets of their own here
+    /// ([`crate::RelayControl::set_circuit_limits`]): channel, (read, write) (rate, burst).
+    /// Empty unless a hook limits circuits.
+    pub circuit_limits: Vec<(u32, CircuitLimitSpec)>,
+    /// Relays: circuits with buckets of their own here, refilled with the relay's.
+    pub limited_circs: Vec<u32>,
 }
+
+/// The (read, write) buckets, (rate bytes/s, burst bytes) each, that a connection's
+/// circuits get one by one.
+pub(crate) type CircuitLimitSpec = crate::hooks::ReadWriteLimits;
 
 /// A relay's relay-wide HPD scheduler ([`crate::hpd::HpdRelay`]) and the list of its
 /// channel ends a run goes over (the write ring's ends, kept to reuse its allocation).

@@ -41,6 +41,12 @@ pub trait CellSource {
     fn take(&mut self, circ: u32, n: u64) -> u64;
     /// The policy data of `circ` on this channel end (for [`CircuitScheduler::deactivate`]).
     fn policy_data(&mut self, circ: u32) -> &mut CircPolicyData;
+    /// Whether `circ`, for which [`queued`](Self::queued) says 0, still has cells that its
+    /// own per-circuit bucket holds back until the next refill: the scheduler must
+    /// [`hold`](CircuitScheduler::hold) it rather than deactivate it.
+    fn held(&self, _circ: u32) -> bool {
+        false
+    }
 }
 
 /// [`CircuitScheduler::fill`] by repeated [`pick`](CircuitScheduler::pick)s: the exact
@@ -52,7 +58,11 @@ pub fn fill_by_picks<S: CircuitScheduler + ?Sized>(s: &mut S, room: u64, now: Si
         let n = src.take(circ, (room - moved).min(quantum as u64));
         s.on_cells_sent(circ, n as u32, now);
         if src.queued(circ) == 0 {
-            s.deactivate(circ, src.policy_data(circ));
+            if src.held(circ) {
+                s.hold(circ, src.policy_data(circ));
+            } else {
+                s.deactivate(circ, src.policy_data(circ));
+            }
         }
         if n == 0 {
             break;
@@ -70,6 +80,21 @@ pub trait CircuitScheduler {
     /// `circ` has no more cells for this channel, or was closed; the policy saves what it
     /// needs at the next activation in `data`.
     fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData);
+    /// `circ` still has cells queued for this channel but may send none until
+    /// [`release`](Self::release): its own per-circuit bucket is empty (Tortoise's
+    /// `limit_unit = "circuit"`). The policy stops offering it, like a circuit without
+    /// cells, and keeps what it needs to resume. Also called for a circuit that is not
+    /// active (its queue was empty when its first cells came behind an empty bucket). The
+    /// default is [`deactivate`](Self::deactivate) (a no-op for a circuit not active);
+    /// a policy that keeps the cells' order itself (HPD's class FIFOs) must set them aside.
+    fn hold(&mut self, circ: u32, data: &mut CircPolicyData) {
+        self.deactivate(circ, data)
+    }
+    /// A circuit [`hold`](Self::hold) stopped, which still has cells, may send again (its
+    /// bucket refilled). The default is [`activate`](Self::activate).
+    fn release(&mut self, circ: u32, now: SimTime, data: &mut CircPolicyData) {
+        self.activate(circ, now, data)
+    }
     /// The circuit whose cells go next and how many of them at most before the scheduler
     /// must be asked again; `None` when no circuit is active.
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)>;
@@ -241,6 +266,12 @@ impl CircuitScheduler for CircuitMux {
     #[inline]
     fn deactivate(&mut self, circ: u32, data: &mut CircPolicyData) {
         with_policy!(self, s => s.deactivate(circ, data))
+    }
+    fn hold(&mut self, circ: u32, data: &mut CircPolicyData) {
+        with_policy!(self, s => s.hold(circ, data))
+    }
+    fn release(&mut self, circ: u32, now: SimTime, data: &mut CircPolicyData) {
+        with_policy!(self, s => s.release(circ, now, data))
     }
     #[inline]
     fn pick(&mut self, now: SimTime) -> Option<(u32, u32)> {

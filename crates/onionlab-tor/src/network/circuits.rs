@@ -289,6 +289,8 @@ impl TorNetwork {
             policy: Default::default(),
             built: 0,
             lower_initiates: [false; CIRCUIT_NODES - 1],
+            limited: false,
+            limits: None,
             state: CircuitState::Building,
             close_reason: None,
             cells_out: 0,
@@ -338,6 +340,10 @@ impl TorNetwork {
         self.circuits[circ as usize].chans[pos] = Some(chan);
         self.circuits[circ as usize].lower_initiates[pos] = self.chans[chan as usize].nodes[0] == a;
         self.chans[chan as usize].circuits += 1;
+        let ends = self.chans[chan as usize].nodes;
+        if !self.nodes[ends[0] as usize].circuit_limits.is_empty() || !self.nodes[ends[1] as usize].circuit_limits.is_empty() {
+            self.on_circuit_joins_channel(q.now(), circ, chan);
+        }
         let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Create, target: (pos + 1) as u8, stream: 0 };
         self.emit(q.now(), circ, pos, run);
     }

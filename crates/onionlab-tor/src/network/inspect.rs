@@ -266,15 +266,52 @@ impl TorNetwork {
     /// active, and a KIST relay lists every end with active circuits or outbuf bytes.
     fn check_scheduler_invariants(&self) -> Result<(), String> {
         let mut queued = vec![[0usize; 2]; self.chans.len()];
-        for circ in &self.circuits {
+        for (ci, circ) in self.circuits.iter().enumerate() {
             for (i, q) in circ.queues.iter().enumerate() {
-                if q.cells.is_empty() {
+                // A circuit is held off its channel exactly while it has cells there and its
+                // own bucket holds less than a cell.
+                let (pos, dir) = queue_slot(i);
+                let behind_empty_bucket = !q.cells.is_empty() && circ.allowance(i) == 0 && circ.queue_chan(pos, dir).is_some();
+                if circ.held(i) != behind_empty_bucket {
+                    return Err(format!(
+                        "circuit {ci} queue {i}: held {} with {} cells queued and room for {} under its own bucket",
+                        circ.held(i),
+                        q.cells.len(),
+                        circ.allowance(i)
+                    ));
+                }
+                if q.cells.is_empty() || circ.held(i) {
                     continue;
                 }
-                let (pos, dir) = queue_slot(i);
                 if let Some(ch) = circ.queue_chan(pos, dir) {
                     let side = side_index(self.chans[ch as usize].side_of(circ.nodes[pos]));
                     queued[ch as usize][side] += 1;
+                }
+            }
+            if circ.limited != circ.limits.is_some() {
+                return Err(format!("circuit {ci}: limited flag {} but limits {}", circ.limited, circ.limits.is_some()));
+            }
+            if let Some(l) = circ.limits.as_ref() {
+                if circ.state == CircuitState::Closed {
+                    return Err(format!("closed circuit {ci} keeps its own buckets"));
+                }
+                for (i, b) in l.buckets.iter().enumerate() {
+                    let node = circ.nodes[queue_slot(i).0];
+                    if b.is_some() && !self.nodes[node as usize].limited_circs.contains(&(ci as u32)) {
+                        return Err(format!("circuit {ci}: a bucket at node {node}, which does not refill it"));
+                    }
+                }
+            }
+        }
+        for (n, node) in self.nodes.iter().enumerate() {
+            for &c in &node.limited_circs {
+                let circ = &self.circuits[c as usize];
+                let here = circ
+                    .limits
+                    .as_ref()
+                    .is_some_and(|l| l.buckets.iter().enumerate().any(|(i, b)| b.is_some() && circ.nodes[queue_slot(i).0] == n as NodeId));
+                if !here {
+                    return Err(format!("node {n} refills circuit {c}, which has no bucket there"));
                 }
             }
         }

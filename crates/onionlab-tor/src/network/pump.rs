@@ -439,13 +439,37 @@ impl ChannelCells<'_> {
 }
 
 impl crate::scheduler::CellSource for ChannelCells<'_> {
+    /// The cells `circ` may send now: its queue, or fewer where the circuit's own bucket
+    /// ([`crate::circuit::CircuitLimits`]) allows fewer.
     fn queued(&self, circ: u32) -> u64 {
         let (_, qi) = self.locate(circ);
-        self.circuits[circ as usize].queues[qi].cells.len()
+        let c = &self.circuits[circ as usize];
+        c.queues[qi].cells.len().min(c.allowance(qi))
     }
 
     fn take(&mut self, circ: u32, n: u64) -> u64 {
         let (pos, qi) = self.locate(circ);
+        if self.circuits[circ as usize].limited {
+            return self.take_limited(circ, pos, qi, n);
+        }
+        self.move_cells(circ, pos, qi, n)
+    }
+
+    fn policy_data(&mut self, circ: u32) -> &mut crate::scheduler::CircPolicyData {
+        let (_, qi) = self.locate(circ);
+        &mut self.circuits[circ as usize].policy[qi]
+    }
+
+    fn held(&self, circ: u32) -> bool {
+        let (_, qi) = self.locate(circ);
+        self.circuits[circ as usize].held(qi)
+    }
+}
+
+impl ChannelCells<'_> {
+    /// Moves up to `n` cells of `circ`'s queue `qi` (at `pos`) to the outbuf.
+    #[inline]
+    fn move_cells(&mut self, circ: u32, pos: usize, qi: usize, n: u64) -> u64 {
         let c = &mut self.circuits[circ as usize];
         // DATA cells the exit forwards enter the overlay (only the exit's queue towards
         // the client holds them at that position).
@@ -467,9 +491,25 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
         moved
     }
 
-    fn policy_data(&mut self, circ: u32) -> &mut crate::scheduler::CircPolicyData {
-        let (_, qi) = self.locate(circ);
-        &mut self.circuits[circ as usize].policy[qi]
+    /// [`CellSource::take`](crate::scheduler::CellSource::take) for a circuit with
+    /// buckets of its own: at most the whole cells its bucket for queue `qi` holds,
+    /// charged to it; once it holds less than a cell while cells remain, the circuit is
+    /// held off this channel ([`crate::circuit::CircuitLimits::held`]) until the relay's
+    /// next refill. Out of line: the unlimited path stays as it was.
+    #[inline(never)]
+    fn take_limited(&mut self, circ: u32, pos: usize, qi: usize, n: u64) -> u64 {
+        let n = n.min(self.circuits[circ as usize].allowance(qi));
+        let moved = self.move_cells(circ, pos, qi, n);
+        let c = &mut self.circuits[circ as usize];
+        if let Some(l) = c.limits.as_mut() {
+            if let Some(b) = l.buckets[qi].as_mut() {
+                b.take(moved * CELL_WIRE_BYTES);
+            }
+            if l.allowance(qi) == 0 && !c.queues[qi].cells.is_empty() {
+                l.held[qi] = true;
+            }
+        }
+        moved
     }
 }
 
@@ -672,7 +712,11 @@ impl crate::hpd::HpdChannels for HpdView<'_> {
         let moved = src.take(circ, u64::from(n.min(run))) as u32;
         sched.on_cells_sent(circ, moved, now);
         if src.queued(circ) == 0 {
-            sched.deactivate(circ, src.policy_data(circ));
+            if src.held(circ) {
+                sched.hold(circ, src.policy_data(circ));
+            } else {
+                sched.deactivate(circ, src.policy_data(circ));
+            }
         }
         if let (true, Some(w)) = (moved > 0, self.relay.waits.as_mut()) {
             w.cross(Crossing::Picked, now, u64::from(moved));
@@ -705,6 +749,8 @@ mod tests {
             cells_out: 0,
             built: CIRCUIT_NODES - 1,
             lower_initiates: [true; CIRCUIT_NODES - 1],
+            limited: false,
+            limits: None,
             queues: Default::default(),
             policy: Default::default(),
             streams: vec![0],
