@@ -418,7 +418,10 @@ def _figures(pers: dict, out: Path) -> None:
             ax.set_xlabel(f"client bandwidth (KBps), {kind} clients")
             ax.set_ylabel("cumulative fraction of clients")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            if ax.get_legend_handles_labels()[1]:  # a short run may have no client of a kind
+                ax.legend(fontsize=8)
+            else:
+                ax.text(0.5, 0.5, f"no {kind} client measured", ha="center", va="center", transform=ax.transAxes)
         fig.suptitle(title)
         fig.tight_layout()
         fig.savefig(out / fname, dpi=110)
