@@ -231,26 +231,31 @@ fn a_new_client_connection_is_limited_within_one_check_interval() {
 
 // ---------------------------------------------------------------- limit_unit = "circuit"
 
+/// guard -> middle -> exit (20 MiB/s each, all Stable+Fast), one client on that fixed path
+/// and one server, with `cfg`'s 1 s refills (tor 0.2.1's); the guard runs `guard_sched`
+/// (or the relays' default). Returns the relays, the client and the server.
+fn fixed_line(cfg: TorConfig, guard_sched: Option<SchedulerKind>) -> (TorSim, [NodeId; 3], NodeId, NodeId) {
+    let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..cfg };
+    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
+    let sf = RelayFlags::STABLE | RelayFlags::FAST;
+    let guard = relay("guard", 20 * MIB, RelayFlags::GUARD | sf);
+    let g = tor.add_relay(RelaySpec { scheduler: guard_sched.unwrap_or(guard.scheduler), ..guard }).unwrap();
+    let m = tor.add_relay(relay("middle", 20 * MIB, sf)).unwrap();
+    let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
+    let c = tor.add_client(endpoint("client")).unwrap();
+    let s = tor.add_server(endpoint("server")).unwrap();
+    tor.use_fixed_path(c, [g, m, e]).unwrap();
+    (TorSim::new(tor), [g, m, e], c, s)
+}
+
 /// guard -> middle -> exit, all Stable+Fast and running Tortoise at `rate` (burst one
 /// second) with `unit`; the guard runs `sched`. One plain client whose `streams` bulk
 /// downloads of `bytes` each take one circuit apiece over its one connection to the guard
 /// (MaxCircuitDirtiness 1 ms: a stream started later takes a new circuit; the fixed path
 /// keeps every circuit on the same connections). 1 s refills, as in tor 0.2.1.
 fn circuits_network(rate: u64, unit: LimitUnit, sched: SchedulerKind, streams: usize, bytes: u64) -> (TorSim, [NodeId; 3], NodeId) {
-    let cfg = TorConfig {
-        refill_interval: SimDuration::from_secs(1),
-        max_circuit_dirtiness: SimDuration::from_millis(1),
-        ..TorConfig::default()
-    };
-    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
-    let sf = RelayFlags::STABLE | RelayFlags::FAST;
-    let g = tor.add_relay(RelaySpec { scheduler: sched, ..relay("guard", 20 * MIB, RelayFlags::GUARD | sf) }).unwrap();
-    let m = tor.add_relay(relay("middle", 20 * MIB, sf)).unwrap();
-    let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
-    let c = tor.add_client(endpoint("client")).unwrap();
-    let s = tor.add_server(endpoint("server")).unwrap();
-    tor.use_fixed_path(c, [g, m, e]).unwrap();
-    let mut sim = TorSim::new(tor);
+    let cfg = TorConfig { max_circuit_dirtiness: SimDuration::from_millis(1), ..TorConfig::default() };
+    let (mut sim, [g, m, e], c, s) = fixed_line(cfg, Some(sched));
     for r in [g, m, e] {
         let h = Tortoise::new(rate, rate, Directions::Both, DEFAULT_CHECK_INTERVAL).unwrap().with_limit_unit(unit);
         sim.tor.set_relay_hook(&mut sim.q, r, Box::new(h)).unwrap();
@@ -376,16 +381,7 @@ fn a_per_circuit_read_limit_holds_back_the_clients_sendmes() {
     // cell a second leaves the guard towards the exit. The client sends only SENDMEs (3
     // cells per 100 delivered), so after the first window the download runs at about 100
     // cells (49,800 B of payload) per 3 s.
-    let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
-    let mut tor = TorNetwork::new(cfg, LatencyModel::constant(SimDuration::from_millis(5)), BandwidthWeights::uniform(), 1);
-    let sf = RelayFlags::STABLE | RelayFlags::FAST;
-    let g = tor.add_relay(relay("guard", 20 * MIB, RelayFlags::GUARD | sf)).unwrap();
-    let m = tor.add_relay(relay("middle", 20 * MIB, sf)).unwrap();
-    let e = tor.add_relay(relay("exit", 20 * MIB, RelayFlags::EXIT | sf)).unwrap();
-    let c = tor.add_client(endpoint("client")).unwrap();
-    let s = tor.add_server(endpoint("server")).unwrap();
-    tor.use_fixed_path(c, [g, m, e]).unwrap();
-    let mut sim = TorSim::new(tor);
+    let (mut sim, [g, ..], c, s) = fixed_line(TorConfig::default(), None);
     let h = Tortoise::new(1000, 1000, Directions::Read, DEFAULT_CHECK_INTERVAL).unwrap().with_limit_unit(LimitUnit::Circuit);
     sim.tor.set_relay_hook(&mut sim.q, g, Box::new(h)).unwrap();
     sim.start_stream(c, s, 100 * MIB, 0).unwrap();

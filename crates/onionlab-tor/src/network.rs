@@ -795,18 +795,7 @@ impl TorNetwork {
             c.limits.as_mut().expect("a limited circuit has limits").held[qi] = true;
             end.sched.hold(circ, &mut c.policy[qi]);
         }
-        let n = &mut self.nodes[node as usize];
-        if n.kist.is_some() {
-            // KIST moves cells to outbufs in its own runs; the write pass only writes them.
-            n.kist_wanted = true;
-            if !end.in_kist_ends {
-                end.in_kist_ends = true;
-                n.kist_ends.push((chan, side));
-            }
-        } else if end.open && !end.in_write_ring {
-            end.in_write_ring = true;
-            self.nodes[node as usize].write_ring.push_back(IoRef::Chan(chan, side));
-        }
+        wake_for_cells(&mut self.nodes[node as usize], end, chan, side);
         self.mark_dirty(node);
     }
 
@@ -1508,17 +1497,7 @@ impl TorNetwork {
             l.held[qi] = false;
             if queued {
                 end.sched.release(circ, now, &mut c.policy[qi]);
-                let n = &mut self.nodes[node as usize];
-                if n.kist.is_some() {
-                    n.kist_wanted = true;
-                    if !end.in_kist_ends {
-                        end.in_kist_ends = true;
-                        n.kist_ends.push((chan, side));
-                    }
-                } else if end.open && !end.in_write_ring {
-                    end.in_write_ring = true;
-                    n.write_ring.push_back(IoRef::Chan(chan, side));
-                }
+                wake_for_cells(&mut self.nodes[node as usize], end, chan, side);
                 self.mark_dirty(node);
             }
         } else if !held && queued && allowance == 0 {
@@ -1634,5 +1613,22 @@ impl TorSim {
 
     pub fn start_stream(&mut self, client: NodeId, server: NodeId, bytes: u64, tag: u64) -> Result<u32, TorError> {
         self.tor.start_stream(&mut self.q, client, server, bytes, tag)
+    }
+}
+
+/// Channel end `end` (of `chan`, on `side`) at node `n` has cells its scheduler may send:
+/// under KIST the node's next run visits it (KIST moves cells to outbufs in its own runs;
+/// the write pass only writes them), otherwise its write pass does, once the channel is
+/// open.
+fn wake_for_cells(n: &mut TorNode, end: &mut ChanEnd, chan: u32, side: Side) {
+    if n.kist.is_some() {
+        n.kist_wanted = true;
+        if !end.in_kist_ends {
+            end.in_kist_ends = true;
+            n.kist_ends.push((chan, side));
+        }
+    } else if end.open && !end.in_write_ring {
+        end.in_write_ring = true;
+        n.write_ring.push_back(IoRef::Chan(chan, side));
     }
 }
