@@ -1459,21 +1459,13 @@ impl TorNetwork {
         let iv = self.cfg.refill_interval;
         let circs = std::mem::take(&mut self.nodes[node as usize].limited_circs);
         for &circ in &circs {
-            let c = &mut self.circuits[circ as usize];
-            let Some(l) = c.limits.as_mut() else { continue };
-            for qi in 0..HOP_QUEUES {
-                if c.nodes[queue_slot(qi).0] != node {
-                    continue;
-                }
-                if let Some(b) = l.buckets[qi].as_mut() {
+            let nodes = self.circuits[circ as usize].nodes;
+            for qi in (0..HOP_QUEUES).filter(|&qi| nodes[queue_slot(qi).0] == node) {
+                let limits = self.circuits[circ as usize].limits.as_mut();
+                if let Some(b) = limits.and_then(|l| l.buckets[qi].as_mut()) {
                     b.refill(iv);
                 }
-            }
-            let nodes = c.nodes;
-            for qi in 0..HOP_QUEUES {
-                if nodes[queue_slot(qi).0] == node {
-                    self.reconcile_hold(now, circ, qi);
-                }
+                self.reconcile_hold(now, circ, qi);
             }
         }
         self.nodes[node as usize].limited_circs = circs;
