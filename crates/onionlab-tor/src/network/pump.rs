@@ -461,6 +461,10 @@ impl crate::scheduler::CellSource for ChannelCells<'_> {
     }
 
     fn held(&self, circ: u32) -> bool {
+        // Most circuits have no buckets of their own: no need to find the queue.
+        if !self.circuits[circ as usize].limited {
+            return false;
+        }
         let (_, qi) = self.locate(circ);
         self.circuits[circ as usize].held(qi)
     }
