@@ -99,6 +99,7 @@ CONNECTIONS_SCHEMA = pa.schema(
         ("bytes_read", pa.int64()),
         ("throttle_rate", pa.float64()),
         ("bucket_empty_s", pa.float64()),
+        ("circuit_throttle_rate", pa.float64()),
     ]
 )
 

@@ -10,7 +10,15 @@ use onionlab_net::LatencyModel;
 use onionlab_tor::*;
 
 fn conn(chan: u32, written: u64) -> ClientConnection {
-    ClientConnection { chan, client: chan, bytes_read: 0, bytes_written: written, throttle: None, bucket_empty_intervals: 0 }
+    ClientConnection {
+        chan,
+        client: chan,
+        bytes_read: 0,
+        bytes_written: written,
+        throttle: None,
+        bucket_empty_intervals: 0,
+        circuit_throttle: None,
+    }
 }
 
 fn state(now: SimTime, b: u64, n: usize, clients: &[ClientConnection]) -> GuardState<'_> {
@@ -293,6 +301,7 @@ fn run_threshold(p: &mut Threshold, secs: u64) -> Vec<ThrottleDecision> {
                 bytes_written: (i as u64 + 1) * 10 * KIB * s,
                 throttle: None,
                 bucket_empty_intervals: 0,
+                circuit_throttle: None,
             })
             .collect();
         let d = p.tick(&state(t(s + 1), MIB, 12, &clients));
@@ -332,7 +341,15 @@ fn threshold_rate_of_a_throttled_kth_connection_creeps_holds_or_halves_by_what_i
         let (mut written, mut read, mut rate, mut out) = (0u64, 0u64, 100 * KIB, Vec::new());
         for s in 0..=40u64 {
             let clients = [
-                ClientConnection { chan: 0, client: 0, bytes_read: 0, bytes_written: 0, throttle: None, bucket_empty_intervals: 0 },
+                ClientConnection {
+                    chan: 0,
+                    client: 0,
+                    bytes_read: 0,
+                    bytes_written: 0,
+                    throttle: None,
+                    bucket_empty_intervals: 0,
+                    circuit_throttle: None,
+                },
                 ClientConnection {
                     chan: 1,
                     client: 1,
@@ -340,6 +357,7 @@ fn threshold_rate_of_a_throttled_kth_connection_creeps_holds_or_halves_by_what_i
                     bytes_written: written,
                     throttle: None,
                     bucket_empty_intervals: 0,
+                    circuit_throttle: None,
                 },
             ];
             for (chan, th) in p.tick(&state(t(s + 1), MIB, 2, &clients)) {

@@ -252,9 +252,17 @@ fn fixed_line(cfg: TorConfig, guard_sched: Option<SchedulerKind>) -> (TorSim, [N
 /// second) with `unit`; the guard runs `sched`. One plain client whose `streams` bulk
 /// downloads of `bytes` each take one circuit apiece over its one connection to the guard
 /// (MaxCircuitDirtiness 1 ms: a stream started later takes a new circuit; the fixed path
-/// keeps every circuit on the same connections). 1 s refills, as in tor 0.2.1.
-fn circuits_network(rate: u64, unit: LimitUnit, sched: SchedulerKind, streams: usize, bytes: u64) -> (TorSim, [NodeId; 3], NodeId) {
-    let cfg = TorConfig { max_circuit_dirtiness: SimDuration::from_millis(1), ..TorConfig::default() };
+/// keeps every circuit on the same connections). 1 s refills, as in tor 0.2.1. `base` gives
+/// the rest of the Tor settings (the congestion control).
+fn circuits_network(
+    base: TorConfig,
+    rate: u64,
+    unit: LimitUnit,
+    sched: SchedulerKind,
+    streams: usize,
+    bytes: u64,
+) -> (TorSim, [NodeId; 3], NodeId) {
+    let cfg = TorConfig { max_circuit_dirtiness: SimDuration::from_millis(1), ..base };
     let (mut sim, [g, m, e], c, s) = fixed_line(cfg, Some(sched));
     for r in [g, m, e] {
         let h = Tortoise::new(rate, rate, Directions::Both, DEFAULT_CHECK_INTERVAL).unwrap().with_limit_unit(unit);
@@ -278,7 +286,11 @@ fn received(sim: &TorSim) -> Vec<u64> {
 /// invariants (cells conserved, held circuits exactly those behind an empty bucket) every
 /// second: the guard's rate to the client and each circuit's (B/s).
 fn two_circuits(rate: u64, unit: LimitUnit, sched: SchedulerKind) -> (f64, Vec<f64>, TorSim, [NodeId; 3], NodeId) {
-    let (mut sim, relays, c) = circuits_network(rate, unit, sched, 2, 100 * MIB);
+    two_circuits_with(TorConfig::default(), rate, unit, sched)
+}
+
+fn two_circuits_with(base: TorConfig, rate: u64, unit: LimitUnit, sched: SchedulerKind) -> (f64, Vec<f64>, TorSim, [NodeId; 3], NodeId) {
+    let (mut sim, relays, c) = circuits_network(base, rate, unit, sched, 2, 100 * MIB);
     assert_eq!(sim.tor.client_circuits(c).len(), 2, "two circuits");
     let mut at10 = (0, vec![]);
     for sec in 1..=40 {
@@ -349,13 +361,31 @@ fn every_scheduler_holds_a_circuit_whose_bucket_is_empty() {
 }
 
 #[test]
+fn per_circuit_limits_hold_under_vegas_congestion_control() {
+    // Proposal 324's Vegas sizes each circuit's window from its RTT; a circuit held at the
+    // guard by its own bucket sees its queue there as delay and backs off, but the bucket,
+    // not the window, sets the rate: each circuit at about R, never above, the connection
+    // at 2R, no cell lost (the invariants, every second).
+    let rate = 100 * KB;
+    let vegas = TorConfig { congestion_control: CongestionControlKind::Vegas(VegasParams::default().into()), ..TorConfig::default() };
+    for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
+        let (total, per, ..) = two_circuits_with(vegas.clone(), rate, LimitUnit::Circuit, sched);
+        assert!(total <= 2.0 * rate as f64 * 1.01 && total >= 2.0 * rate as f64 * 0.95, "{sched:?}: {total} B/s");
+        for (i, p) in per.iter().enumerate() {
+            let wire = p * 543.0 / 498.0;
+            assert!(wire <= rate as f64 * 1.01 && wire >= rate as f64 * 0.95, "{sched:?} circuit {i}: {wire} B/s");
+        }
+    }
+}
+
+#[test]
 fn per_circuit_limits_lose_no_cell_and_finish_every_download() {
     // Three 1 MiB downloads on three circuits, limited one by one at 100 KB/s: each takes
     // about 10.5 s (1 MiB = 2,106 cells of payload at 184 cells/s, one burst ahead), so by 20 s
     // all are complete, every byte delivered, and every cell emitted is accounted for.
     let rate = 100 * KB;
     for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
-        let (mut sim, ..) = circuits_network(rate, LimitUnit::Circuit, sched, 3, MIB);
+        let (mut sim, ..) = circuits_network(TorConfig::default(), rate, LimitUnit::Circuit, sched, 3, MIB);
         for sec in 1..=20 {
             sim.run_until(t(sec), |_| {});
             sim.tor.check_invariants().unwrap_or_else(|e| panic!("{sched:?} at {sec} s: {e}"));
@@ -406,7 +436,7 @@ fn a_cell_that_comes_to_an_empty_queue_behind_an_empty_bucket_waits_for_the_refi
     // assertions it panics). Then one cell a second: the second EXTENDED at 4 s, the
     // CONNECTED at 5 s, the first DATA cell at 6 s.
     for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
-        let (mut sim, [g, ..], c) = circuits_network(543, LimitUnit::Circuit, sched, 1, 100 * MIB);
+        let (mut sim, [g, ..], c) = circuits_network(TorConfig::default(), 543, LimitUnit::Circuit, sched, 1, 100 * MIB);
         sim.run_until(t(2), |_| {});
         let limits = sim.tor.connections(g).into_iter().find(|x| x.peer == c).unwrap().circuit_limits;
         assert_eq!(limits, (Some((543, 543)), Some((543, 543))));

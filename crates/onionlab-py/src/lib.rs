@@ -278,6 +278,7 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     i64_column(&cl, "bytes_read", c.iter().map(|x| x.bytes_read))?;
     f64_column(&cl, "throttle_rate", c.iter().map(|x| x.throttle_rate.map(|v| v as f64)))?;
     f64_column(&cl, "bucket_empty_s", c.iter().map(|x| Some(x.bucket_empty_s)))?;
+    f64_column(&cl, "circuit_throttle_rate", c.iter().map(|x| x.circuit_throttle_rate.map(|v| v as f64)))?;
 
     let ch = PyDict::new(py);
     let c = &out.channels;

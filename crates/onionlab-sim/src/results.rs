@@ -98,6 +98,10 @@ pub struct ConnectionRow {
     /// at which its own read or write bucket was empty, times the refill interval. Zero
     /// while a throttle rate sits above what the connection sends.
     pub bucket_empty_s: f64,
+    /// The rate of the buckets each circuit over the connection has at the relay at the
+    /// end of the interval, bytes/s (Tortoise's `limit_unit = "circuit"`); `None`: its
+    /// circuits are not limited one by one.
+    pub circuit_throttle_rate: Option<u64>,
 }
 
 /// One relay's end of a channel to another relay over one channel-metrics interval: the

@@ -230,6 +230,7 @@ pub fn run_inspected(
                             bytes_read: c.bytes_read.saturating_sub(last.1),
                             throttle_rate: c.throttle.map(|(rate, _)| rate),
                             bucket_empty_s: c.bucket_empty_intervals.saturating_sub(last.2) as f64 * refill_s,
+                            circuit_throttle_rate: c.circuit_throttle.map(|(rate, _)| rate),
                         });
                     }
                 }

@@ -1056,6 +1056,13 @@ fn check_tables(cfg: &ExperimentConfig, out: &RunOutput) -> Result<(), TestCaseE
             .find(|c| c.name == name)
             .is_none_or(|c| c.perconn.is_some() || c.throttling != ThrottlingConfig::None || c.tortoise.is_some())
     };
+    // Circuits are limited one by one only by Tortoise with limit_unit = "circuit".
+    let per_circuit = |name: &str| {
+        cfg.relays.iter().find(|c| c.name == name).is_none_or(|c| c.tortoise.as_ref().is_some_and(|t| t.limit_unit == "circuit"))
+    };
+    for c in &out.connections {
+        prop_assert!(c.circuit_throttle_rate.is_none() || per_circuit(&c.relay), "{c:?}");
+    }
     // A connection is held back by its own bucket only where there is one, and for at most
     // one refill interval per refill in the sample.
     let civ = cfg.experiment.connection_metrics_interval.map_or(0.0, |d| d.as_secs_f64());

@@ -286,6 +286,18 @@ fn tortoise_limits_plain_bulk_clients_and_client_relays_escape_it() {
     assert!(mine.iter().all(|c| &*c.relay != "bulk0-relay" && c.throttle_rate.is_none()), "ordinary entry, never limited");
     let plain: Vec<_> = out.connections.iter().filter(|c| &*c.client == "bulk1").collect();
     assert!(plain.iter().filter(|c| c.interval_start >= 10.0).all(|c| c.throttle_rate == Some(50_000)));
+    assert!(out.connections.iter().all(|c| c.circuit_throttle_rate.is_none()), "connection unit: no circuit limits");
+
+    // limit_unit = "circuit": the connection has no bucket, its circuits have one each,
+    // and the connections table says so.
+    let per_circuit =
+        load(&text.replace("tortoise = { rate = \"50 KBps\" }", "tortoise = { rate = \"50 KBps\", limit_unit = \"circuit\" }"));
+    let out = run(&per_circuit, 5, None).unwrap();
+    let plain: Vec<_> = out.connections.iter().filter(|c| &*c.client == "bulk1" && c.interval_start >= 10.0).collect();
+    assert!(!plain.is_empty());
+    assert!(plain.iter().all(|c| c.throttle_rate.is_none() && c.circuit_throttle_rate == Some(50_000)), "{plain:?}");
+    let op: Vec<_> = out.connections.iter().filter(|c| &*c.client == "bulk0").collect();
+    assert!(op.iter().all(|c| c.throttle_rate.is_none() && c.circuit_throttle_rate.is_none()), "the operator is exempt: {op:?}");
 }
 
 /// `entry = "exempt"` exempts an operator as its relay would be: only while that relay is

@@ -42,6 +42,10 @@ pub struct ClientConnection {
     /// often its throttle actually held it back (a throttle above what the connection
     /// sends never does).
     pub bucket_empty_intervals: u64,
+    /// Buckets each circuit over the connection has at this relay (rate bytes/s, burst
+    /// bytes; [`RelayControl::set_circuit_limits`], Tortoise's `limit_unit = "circuit"`),
+    /// if any: the read buckets', or the write buckets' where only writes are limited.
+    pub circuit_throttle: Option<(u64, u64)>,
 }
 
 /// Any connection of this relay (to a relay or a client), as a hook sees it.

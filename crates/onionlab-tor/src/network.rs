@@ -441,6 +441,11 @@ impl TorNetwork {
                 // Throttling sets both buckets alike; Tortoise may limit writes only.
                 throttle: end.conn_read.as_ref().or(end.conn_write.as_ref()).map(|b| (b.rate(), b.burst())),
                 bucket_empty_intervals: u64::from(ch.conn_bucket_empty_intervals[side_index(side)]),
+                circuit_throttle: self.nodes[node as usize]
+                    .circuit_limits
+                    .iter()
+                    .find(|(c, _)| *c == chan)
+                    .and_then(|&(_, (read, write))| read.or(write)),
             });
         }
         out

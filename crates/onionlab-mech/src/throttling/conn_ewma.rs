@@ -128,7 +128,15 @@ mod tests {
     use super::*;
 
     fn conn(chan: u32, bytes_written: u64) -> ClientConnection {
-        ClientConnection { chan, client: 0, bytes_read: 0, bytes_written, throttle: None, bucket_empty_intervals: 0 }
+        ClientConnection {
+            chan,
+            client: 0,
+            bytes_read: 0,
+            bytes_written,
+            throttle: None,
+            bucket_empty_intervals: 0,
+            circuit_throttle: None,
+        }
     }
 
     fn t(s: u64) -> SimTime {
