@@ -561,7 +561,6 @@ impl TorNetwork {
         out
     }
 
-    /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
     /// The open circuits through relay `node`, in the direction data flows (from the exit
     /// towards the client), as a per-circuit controller (PredicTor) sees them. Walks every
     /// circuit slot: O(circuits) per call.
@@ -674,6 +673,7 @@ impl TorNetwork {
         total
     }
 
+    /// The installed hook's [`RelayHook::throttle_threshold`] on relay `node`, if any.
     pub fn hook_throttle_threshold(&self, node: NodeId) -> Option<u64> {
         self.hooks.get(node as usize).and_then(|h| h.as_ref()).and_then(|h| h.throttle_threshold())
     }
@@ -1507,20 +1507,29 @@ impl TorNetwork {
     /// its own: `read` for the cells the relay reads from the connection (charged as they
     /// leave for the circuit's next hop), `write` for those it writes to it (charged as
     /// they leave for this connection's outbuf); `None` removes them. A new bucket starts
-    /// full; a changed one keeps its tokens, capped at the new burst. Walks every circuit
-    /// once: call it when a connection's setting changes, not per tick.
+    /// full; a changed one keeps its tokens, capped at the new burst. Walks the circuit
+    /// slots until it has found the channel's circuits (none: no walk; a new connection's
+    /// few: about half of them): call it when a connection's setting changes, not per tick.
     pub(crate) fn set_circuit_limits(&mut self, now: SimTime, node: NodeId, chan: u32, spec: crate::node::CircuitLimitSpec) {
         let n = &mut self.nodes[node as usize];
         n.circuit_limits.retain(|&(c, _)| c != chan);
         if spec != (None, None) {
             n.circuit_limits.push((chan, spec));
         }
+        // Every circuit over the channel has a hop at `node`, one of its two ends.
+        let mut left = self.chans[chan as usize].circuits;
         for circ in 0..self.circuits.len() as u32 {
+            if left == 0 {
+                break;
+            }
             let c = &self.circuits[circ as usize];
-            if c.state != CircuitState::Closed && c.chans.contains(&Some(chan)) && c.nodes.contains(&node) {
+            if c.state != CircuitState::Closed && c.chans.contains(&Some(chan)) {
+                debug_assert!(c.nodes.contains(&node));
+                left -= 1;
                 self.apply_circuit_limits(now, node, circ, chan, spec);
             }
         }
+        debug_assert_eq!(left, 0, "channel {chan} counts circuits it does not carry");
     }
 
     /// A circuit that starts to use channel `chan` gets the buckets either end has set for
