@@ -305,6 +305,18 @@ fn two_circuits_with(base: TorConfig, rate: u64, unit: LimitUnit, sched: Schedul
     (total, per, sim, relays, c)
 }
 
+/// Checks [`two_circuits`]' rates under the circuit unit: the connection at 2R (within
+/// -5 %/+1 %), each circuit at R on the wire (its received payload is 498 of every 543
+/// bytes), from `floor` times R up to 1 % above it.
+fn assert_two_circuits_at_rate(label: &str, rate: u64, total: f64, per: &[f64], floor: f64) {
+    let r = rate as f64;
+    assert!(total <= 2.0 * r * 1.01 && total >= 2.0 * r * 0.95, "{label}: {total} B/s");
+    for (i, p) in per.iter().enumerate() {
+        let wire = p * 543.0 / 498.0;
+        assert!(wire <= r * 1.01 && wire >= r * floor, "{label} circuit {i}: {wire} B/s on the wire");
+    }
+}
+
 #[test]
 fn per_circuit_limits_give_each_circuit_the_rate_and_the_connection_the_sum() {
     // Spec 1.2's switch. Connection unit: the client's two circuits share one bucket pair
@@ -317,12 +329,7 @@ fn per_circuit_limits_give_each_circuit_the_rate_and_the_connection_the_sum() {
     let (conn, conn_per, ..) = two_circuits(rate, LimitUnit::Connection, SchedulerKind::RoundRobin);
     assert!(conn <= rate as f64 * 1.01 && conn >= rate as f64 * 0.95, "connection unit: {conn} B/s");
     let (circ, per, sim, [g, m, e], c) = two_circuits(rate, LimitUnit::Circuit, SchedulerKind::RoundRobin);
-    assert!(circ <= 2.0 * rate as f64 * 1.01 && circ >= 2.0 * rate as f64 * 0.95, "circuit unit: {circ} B/s");
-    for (i, p) in per.iter().enumerate() {
-        // Received payload: 498 of every 543 bytes, less SENDMEs' and others' share.
-        let wire = p * 543.0 / 498.0;
-        assert!(wire <= rate as f64 * 1.01 && wire >= rate as f64 * 0.9, "circuit {i}: {wire} B/s on the wire");
-    }
+    assert_two_circuits_at_rate("circuit unit", rate, circ, &per, 0.9);
     let conn_sum: f64 = conn_per.iter().sum::<f64>() * 543.0 / 498.0;
     assert!(conn_sum <= rate as f64 * 1.01, "connection unit, the circuits together: {conn_sum} B/s");
     // The connection itself has no buckets under the circuit unit; its circuits do.
@@ -352,11 +359,7 @@ fn every_scheduler_holds_a_circuit_whose_bucket_is_empty() {
         SchedulerKind::Hpd(HpdParams::default()),
     ] {
         let (total, per, ..) = two_circuits(rate, LimitUnit::Circuit, sched);
-        assert!(total <= 2.0 * rate as f64 * 1.01 && total >= 2.0 * rate as f64 * 0.95, "{sched:?}: {total} B/s");
-        for (i, p) in per.iter().enumerate() {
-            let wire = p * 543.0 / 498.0;
-            assert!(wire <= rate as f64 * 1.01 && wire >= rate as f64 * 0.9, "{sched:?} circuit {i}: {wire} B/s");
-        }
+        assert_two_circuits_at_rate(&format!("{sched:?}"), rate, total, &per, 0.9);
     }
 }
 
@@ -370,11 +373,7 @@ fn per_circuit_limits_hold_under_vegas_congestion_control() {
     let vegas = TorConfig { congestion_control: CongestionControlKind::Vegas(VegasParams::default().into()), ..TorConfig::default() };
     for sched in [SchedulerKind::RoundRobin, SchedulerKind::Hpd(HpdParams::default())] {
         let (total, per, ..) = two_circuits_with(vegas.clone(), rate, LimitUnit::Circuit, sched);
-        assert!(total <= 2.0 * rate as f64 * 1.01 && total >= 2.0 * rate as f64 * 0.95, "{sched:?}: {total} B/s");
-        for (i, p) in per.iter().enumerate() {
-            let wire = p * 543.0 / 498.0;
-            assert!(wire <= rate as f64 * 1.01 && wire >= rate as f64 * 0.95, "{sched:?} circuit {i}: {wire} B/s");
-        }
+        assert_two_circuits_at_rate(&format!("Vegas, {sched:?}"), rate, total, &per, 0.95);
     }
 }
 

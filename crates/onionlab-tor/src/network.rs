@@ -441,11 +441,7 @@ impl TorNetwork {
                 // Throttling sets both buckets alike; Tortoise may limit writes only.
                 throttle: end.conn_read.as_ref().or(end.conn_write.as_ref()).map(|b| (b.rate(), b.burst())),
                 bucket_empty_intervals: u64::from(ch.conn_bucket_empty_intervals[side_index(side)]),
-                circuit_throttle: self.nodes[node as usize]
-                    .circuit_limits
-                    .iter()
-                    .find(|(c, _)| *c == chan)
-                    .and_then(|&(_, (read, write))| read.or(write)),
+                circuit_throttle: self.nodes[node as usize].circuit_limit_spec(chan).and_then(|(read, write)| read.or(write)),
             });
         }
         out
@@ -503,11 +499,7 @@ impl TorNetwork {
                     bytes_written: end.bytes_written,
                     read_limit: end.conn_read.as_ref().map(|b| (b.rate(), b.burst())),
                     write_limit: end.conn_write.as_ref().map(|b| (b.rate(), b.burst())),
-                    circuit_limits: self.nodes[node as usize]
-                        .circuit_limits
-                        .iter()
-                        .find(|(c, _)| *c == chan)
-                        .map_or((None, None), |&(_, l)| l),
+                    circuit_limits: self.nodes[node as usize].circuit_limit_spec(chan).unwrap_or((None, None)),
                 }
             })
             .collect()
@@ -1536,11 +1528,7 @@ impl TorNetwork {
     /// the circuits of that connection.
     fn on_circuit_joins_channel(&mut self, now: SimTime, circ: u32, chan: u32) {
         for node in self.chans[chan as usize].nodes {
-            let limits = &self.nodes[node as usize].circuit_limits;
-            if limits.is_empty() {
-                continue;
-            }
-            if let Some(&(_, spec)) = limits.iter().find(|(c, _)| *c == chan) {
+            if let Some(spec) = self.nodes[node as usize].circuit_limit_spec(chan) {
                 self.apply_circuit_limits(now, node, circ, chan, spec);
             }
         }

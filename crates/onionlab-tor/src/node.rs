@@ -187,6 +187,11 @@ pub(crate) struct Prediction {
 }
 
 impl TorNode {
+    /// The buckets this relay gives each circuit over channel `chan`, if it limits them.
+    pub fn circuit_limit_spec(&self, chan: u32) -> Option<CircuitLimitSpec> {
+        self.circuit_limits.iter().find(|(c, _)| *c == chan).map(|&(_, spec)| spec)
+    }
+
     pub fn finite_buckets(&self) -> bool {
         !self.read_bucket.is_unlimited() || !self.write_bucket.is_unlimited() || self.perconn.is_some()
     }
