@@ -578,16 +578,16 @@ def test_path_order_option_reaches_the_tor_section():
 
     p = argparse.ArgumentParser()
     T.add_arguments(p)
-    default, tors = client_settings(p.parse_args([])), client_settings(p.parse_args(["--path-order", "exit-first"]))
-    assert (default["path_order"], tors["path_order"]) == ("guard-first", "exit-first")
-    off = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", **default)
+    tors, old = client_settings(p.parse_args([])), client_settings(p.parse_args(["--path-order", "guard-first"]))
+    assert (tors["path_order"], old["path_order"]) == ("exit-first", "guard-first"), "tor's order is the default"
     on = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", **tors)
-    assert tomllib.loads(off)["tor"]["path_order"] == "guard-first", "written: the model's default is exit-first"
-    assert tomllib.loads(on)["tor"]["path_order"] == "exit-first"
-    assert off.replace('path_order = "guard-first"', 'path_order = "exit-first"') == on
-    args = p.parse_args(["--path-order", "exit-first"])
+    off = config_text("x", 50, mechanism_line("vanilla", {}), "20 min", "4 min", "r.toml", **old)
+    assert tomllib.loads(on)["tor"]["path_order"] == "exit-first", "written, though it is the model's default too"
+    assert tomllib.loads(off)["tor"]["path_order"] == "guard-first"
+    assert on.replace('path_order = "exit-first"', 'path_order = "guard-first"') == off
+    args = p.parse_args(["--path-order", "guard-first"])
     resolved = config_mod.parse(T.configs._check_config(mechanism_line("vanilla", {}), relay_sample_text(None), args))
-    assert resolved["tor"]["path_order"] == "exit-first", "the option passes the config's own check"
+    assert resolved["tor"]["path_order"] == "guard-first", "the option passes the config's own check"
     with pytest.raises(SystemExit):
         p.parse_args(["--path-order", "exit_first"])
 
@@ -1389,7 +1389,12 @@ PARAMS_DIR = Path(__file__).resolve().parents[2] / "examples" / "throttling-para
 
 
 SHIPPED_PARAMS = ["builtin", "builtin-once", "builtin-once-mean", "paper-mean", "paper-once", "paper-once-static300",
-                  "builtin-exit-first", "builtin-once-exit-first", "builtin-once-mean-exit-first"]
+                  "builtin-exit-first", "builtin-once-exit-first", "builtin-once-mean-exit-first", "paper-mean-exit-first"]
+
+
+def shipped_path_order(name: str) -> str:
+    """The order a shipped file's sweep ran: every file not named for tor's order was tuned guard-first."""
+    return "exit-first" if name.endswith("exit-first") else "guard-first"
 
 
 def test_every_shipped_params_file_is_tested():
@@ -1400,11 +1405,12 @@ def test_every_shipped_params_file_is_tested():
 def test_every_shipped_choice_passes_params_on_its_sample(name):
     from onionlab.reproduce.throttling.configs import load_params
 
-    args = _parsed((["--sample", "paper"] if name.startswith("paper") else []) + (["--path-order", "exit-first"] if name.endswith("exit-first") else []))
+    args = _parsed((["--sample", "paper"] if name.startswith("paper") else []) + ["--path-order", shipped_path_order(name)])
     chosen = load_params(str(PARAMS_DIR / f"{name}.json"), relay_sample_text(None, args.sample), args)
     assert sorted(chosen) == sorted(T.ALGORITHMS) and chosen["vanilla"] == {} and chosen["split"] == {}
-    # Each file is named in the README with the command that regenerates its column.
-    assert f"--params examples/throttling-params/{name}.json" in (PARAMS_DIR / "README.md").read_text()
+    # Each file is named in the README with the command that regenerates its column, in
+    # the path order its sweep ran.
+    assert f"--path-order {shipped_path_order(name)} --no-sweep --params examples/throttling-params/{name}.json" in (PARAMS_DIR / "README.md").read_text()
 
 
 def test_a_bad_params_file_fails_before_any_run_naming_every_problem(tmp_path):

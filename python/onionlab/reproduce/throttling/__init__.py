@@ -149,11 +149,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--entry-guards", type=int, default=3, help="entry guards per client (default 3, tor 0.2.2's NumEntryGuards; spec M14 says one is enough)")
     p.add_argument(
-        "--path-order", choices=("guard-first", "exit-first"), default="guard-first",
-        help="the order a client draws a circuit's relays in: the model's earlier guard first (this reproduction's "
-        "default, which every number in docs/reproductions/throttling.md ran) or tor's exit first, then one of its entry "
-        "guards outside the exit's family and /16 (tor 0.2.2's choose_random_entry, the tor of the paper's Shadow runs; "
-        "the model's default elsewhere)",
+        "--path-order", choices=("guard-first", "exit-first"), default="exit-first",
+        help="the order a client draws a circuit's relays in: tor's exit first, then one of its entry guards outside the "
+        "exit's family and /16 (default; tor 0.2.2's choose_random_entry, the tor of the paper's Shadow runs, and the "
+        "model's default), or the model's earlier guard first, then an exit outside it (this reproduction's default until "
+        "2026-11-28, which the guard-first sections of docs/reproductions/throttling.md ran)",
     )
     p.add_argument(
         "--predicted-circuits", action="store_true",

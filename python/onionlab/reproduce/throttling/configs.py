@@ -132,7 +132,7 @@ def config_text(
     name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
     cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None, circ_interval: str | None = None,
-    path_order: str = "guard-first", client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
+    path_order: str = "exit-first", client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     if chan_interval:
@@ -148,10 +148,10 @@ def config_text(
         tor_extra += f'\ncongestion_control = "{congestion_control}"'
     if cellq:
         tor_extra += f"\ncellq_high = {cellq[0]}\ncellq_low = {cellq[1]}"
-    # Always written: the model's default is tor's exit-first (since 2026-11-28), and this
-    # reproduction's published numbers ran guard-first, its default until they are
-    # regenerated. Exit-first is tor 0.2.2's order: the exit, then a guard outside its
-    # family and /16 among every entry guard (num_primary_guards defaults to
+    # Always written, so a config says which order it ran: this reproduction's numbers
+    # until 2026-11-28 ran guard-first, and `--path-order guard-first` still runs it.
+    # Exit-first (the default, as the model's) is tor 0.2.2's order: the exit, then a guard
+    # outside its family and /16 among every entry guard (num_primary_guards defaults to
     # num_entry_guards when that is larger, so all three are used, as 0.2.2 did).
     tor_extra += f'\npath_order = "{path_order}"'
     # The 2010 consensus has no bandwidth-weights line: uniform weights, or what tor's
