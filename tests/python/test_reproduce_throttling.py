@@ -1389,7 +1389,8 @@ PARAMS_DIR = Path(__file__).resolve().parents[2] / "examples" / "throttling-para
 
 
 SHIPPED_PARAMS = ["builtin", "builtin-once", "builtin-once-mean", "paper-mean", "paper-once", "paper-once-static300",
-                  "builtin-exit-first", "builtin-once-exit-first", "builtin-once-mean-exit-first", "paper-mean-exit-first"]
+                  "builtin-exit-first", "builtin-once-exit-first", "builtin-once-mean-exit-first", "paper-mean-exit-first",
+                  "paper-once-exit-first", "paper-once-static300-exit-first"]
 
 
 def shipped_path_order(name: str) -> str:
