@@ -13,6 +13,7 @@ prints the median at which the share crosses the target, interpolated linearly b
 two candidates that bracket it.
 
 Usage: tools/calibrate_think_time.py --sample paper --medians "0.8 s,1 s,1.3 s" -o DIR
+       [--path-order guard-first]   (default: tor's order, the reproduction's)
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT)
     return None
 
 
-def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: str) -> list[tuple[str, Path]]:
+def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = "exit-first") -> list[tuple[str, Path]]:
     """Writes one vanilla medium-load config per median under `out/configs` (with the
     sample beside them) and returns (name, path) pairs."""
     from onionlab.reproduce import write_config
@@ -66,14 +67,15 @@ def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: s
     from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, relay_sample_text
 
     # The reproduction's own parser, so each run has exactly the settings `--sample SAMPLE
-    # --think-median M` gives the main runs (the sample's weights and links, the shape's sigma).
+    # --think-median M --path-order O` gives the main runs (the sample's weights and links,
+    # the shape's sigma, the path order).
     p = argparse.ArgumentParser()
     T.add_arguments(p)
     (out / "configs").mkdir(parents=True, exist_ok=True)
     (out / "configs" / RELAYS_FILE).write_text(relay_sample_text(None, sample), encoding="utf-8")
     made = []
     for m in medians:
-        settings = client_settings(p.parse_args(["--sample", sample, "--think-median", m]))
+        settings = client_settings(p.parse_args(["--sample", sample, "--think-median", m, "--path-order", path_order]))
         name = "vanilla-medium-think-" + m.replace(" ", "")
         text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, **settings)
         made.append((name, write_config(out, name, text)))
@@ -89,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=2, help="seeds per median (default 2)")
     ap.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per run (default "20 min", as the main runs)')
     ap.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from the split (default "4 min")')
+    ap.add_argument("--path-order", choices=("exit-first", "guard-first"), default="exit-first",
+                    help="the clients' path order (default exit-first, tor's and the reproduction's; guard-first: the order the docs' guard-first sections ran)")
     ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     ap.add_argument("-o", "--out", required=True, help="output directory")
     a = ap.parse_args(argv)
@@ -105,11 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     from onionlab.reproduce.throttling.metrics import data_by_class
 
     out = Path(a.out)
-    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup)
+    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup, a.path_order)
     results = run_many([(name, path, list(range(1, a.seeds + 1))) for name, path in made], out, a.jobs)
     warmup_s = float(parse_duration(a.warmup))
     points = []
-    print(f"{a.sample}: vanilla, medium load, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
+    print(f"{a.sample}: vanilla, medium load, {a.path_order}, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
     for (m, secs), (name, _) in zip(medians, made):
         d = data_by_class(results[name], warmup_s)
         total = sum(d.values())

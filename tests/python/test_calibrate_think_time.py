@@ -51,6 +51,9 @@ def test_each_median_gets_a_vanilla_medium_load_config_with_the_samples_settings
         assert cfg["network"]["bandwidth_weights"] == "computed-v9"
         assert {(c["name"], c["count"], c["link_down"]) for c in cfg["clients"]} == {("web", 950, "3584 KiB/s"), ("bulk", 50, "3584 KiB/s")}
         assert cfg["workloads"]["web"]["think"] == {"dist": "lognormal", "median": median, "sigma": 2.0}
+        assert cfg["tor"]["path_order"] == "exit-first"
+    (name, path), = tool.configs(tmp_path / "gf", "deciles", ["1.8 s"], "1 min", "0 s", "guard-first")
+    assert tomllib.loads(path.read_text())["tor"]["path_order"] == "guard-first"
 
 
 def test_a_short_calibration_runs_and_prints_each_share(tmp_path):
@@ -61,7 +64,7 @@ def test_a_short_calibration_runs_and_prints_each_share(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("quantiles: vanilla, medium load, seeds 1-1; target 34.2 % bulk")
+    assert lines[0].startswith("quantiles: vanilla, medium load, exit-first, seeds 1-1; target 34.2 % bulk")
     assert lines[1].startswith("  median 2 s: ") and lines[2].startswith("  median 8 s: ")
     shares = [float(l.split(": ")[1].split(" %")[0]) for l in lines[1:3]]
     assert all(0 < s < 100 for s in shares)

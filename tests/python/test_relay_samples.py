@@ -136,15 +136,26 @@ def test_the_deciles_method_names_a_bad_request(n, args, message):
 
 def test_the_deciles_sample_is_built_in_with_its_own_think_time():
     """`--sample deciles` runs the package's copy of the tool's deciles draw with the think time
-    calibrated on it; a shape never calibrated there, or --sample beside --relays, is an error."""
+    calibrated on it in the path order in use (2.5 s in tor's order, 1.8 s guard-first, which
+    its guard-first section ran); --think-median overrides either; a shape never calibrated
+    there, or --sample beside --relays, is an error."""
     from onionlab.reproduce.throttling.configs import SAMPLES, client_settings
 
     assert SAMPLES["deciles"].path.read_text() == derive("--method", "deciles", "--seed", "1")
     args = parsed_args("--sample", "deciles")
     relays = check_relay_sample(relay_sample_text(args.relays, args.sample), args)
     assert len(relays) == 50 and sum("Exit" in r["flags"] for r in relays) == 20
-    assert client_settings(args)["think"] == '{ dist = "lognormal", median = "1.8 s", sigma = 2.0 }'
-    assert client_settings(parsed_args("--sample", "deciles", "--think-median", "3 s"))["think"].startswith('{ dist = "lognormal", median = "3 s"')
+    assert client_settings(args)["think"] == '{ dist = "lognormal", median = "2.5 s", sigma = 2.0 }'
+    guard_first = parsed_args("--sample", "deciles", "--path-order", "guard-first")
+    assert client_settings(guard_first)["think"] == '{ dist = "lognormal", median = "1.8 s", sigma = 2.0 }'
+    for order in ("exit-first", "guard-first"):
+        given = parsed_args("--sample", "deciles", "--path-order", order, "--think-median", "3 s")
+        assert client_settings(given)["think"].startswith('{ dist = "lognormal", median = "3 s"')
+    # Samples calibrated to one median in both orders keep it guard-first.
+    for sample, median in (("quantiles", "8 s"), ("shadow", "1.7 s"), ("paper", "1 s")):
+        for order in ("exit-first", "guard-first"):
+            think = client_settings(parsed_args("--sample", sample, "--path-order", order))["think"]
+            assert f'median = "{median}"' in think, (sample, order, think)
     with pytest.raises(ValueError, match="--think smooth: not calibrated on --sample deciles; give --think-median"):
         client_settings(parsed_args("--sample", "deciles", "--think", "smooth"))
 

@@ -113,7 +113,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--think", choices=sorted(THINK), default="heavy", help="web think-time distribution (default heavy; smooth is the earlier, narrower lognormal)")
     p.add_argument(
         "--think-median", metavar="DURATION", type=positive_duration,
-        help="the think time's median, its sigma kept (default: the one calibrated on the sample, for heavy 8 s on quantiles, 1.8 s on deciles); to recalibrate the "
+        help="the think time's median, its sigma kept (default: the one calibrated on the sample in the path order in use, for heavy 8 s on quantiles, 2.5 s on deciles, 1.8 s on deciles guard-first); to recalibrate the "
         "vanilla split after --capacity-scale",
     )
     p.add_argument(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: Bulk clients per load (950 web clients at every load).
@@ -238,12 +238,18 @@ class RelaySample:
     """A built-in relay sample (`--sample`) and the web think-time medians calibrated on it.
 
     A median is calibrated so that vanilla at medium load splits as table 1 does (65.8 % web
-    / 34.2 % bulk); a network of another capacity needs another median for the same split.
+    / 34.2 % bulk); a network of another capacity needs another median for the same split,
+    and so may the other path order (`--path-order`), which moves load between relays.
     `tools/calibrate_think_time.py --sample NAME --medians ...` runs that calibration."""
 
     path: Path
-    #: The think time's median per `--think` shape; a shape missing here was not calibrated.
+    #: The think time's median per `--think` shape, calibrated in tor's path order (the
+    #: default); a shape missing here was not calibrated.
     think_medians: dict
+    #: Where guard-first (`--path-order guard-first`) was calibrated to another median: that
+    #: median per shape, so that the guard-first runs of the docs rerun as they were made.
+    #: A shape missing here keeps `think_medians`' median.
+    guard_first_think_medians: dict = field(default_factory=dict)
     #: The path-selection weights (`--weights` overrides them): "uniform", "computed" or
     #: "computed-v9".
     weights: str = "uniform"
@@ -269,12 +275,18 @@ class RelaySample:
 #:   the same way as "shadow" (`... --method deciles --seed 1 --flags voted --authority` on
 #:   `consensus-2011-04-27-03-00-00`); 51 relays, 360 MiB/s, 21 guards.
 SAMPLES = {
+    # "heavy", vanilla, medium load, seeds 1-2, tor's path order (2026-11-29): 28.4 % bulk with
+    # a 6 s median, 31.6 % with 7 s, 34.9 % with 8 s (guard-first calibrated to 8 s as well).
     "quantiles": RelaySample(_DATA / "throttling-relays.toml", {shape: median for shape, (median, _) in THINK_SHAPES.items()}),
-    # Vanilla, medium load, seeds 1-2: 22.9 % bulk with a 1 s median, 36.0 % with 2 s.
-    "deciles": RelaySample(_DATA / "throttling-relays-deciles.toml", {"heavy": "1.8 s"}),
-    # Vanilla, medium load, seeds 1-2: 26.9 % bulk with a 1.4 s median, 42.3 % with 2 s.
+    # Vanilla, medium load, seeds 1-2, tor's path order (2026-11-29): 26.5 % bulk with a
+    # 1.8 s median, 28.7 % with 2 s, 33.7 % with 2.5 s, 38.4 % with 3 s. Guard-first: 22.9 %
+    # with 1 s, 36.0 % with 2 s, so 1.8 s.
+    "deciles": RelaySample(_DATA / "throttling-relays-deciles.toml", {"heavy": "2.5 s"}, guard_first_think_medians={"heavy": "1.8 s"}),
+    # Vanilla, medium load, seeds 1-2: guard-first 26.9 % bulk with a 1.4 s median, 42.3 %
+    # with 2 s; tor's order 32.6 % with 1.7 s, 35.5 % with 1.8 s (2026-11-29), so 1.7 s in both.
     "shadow": RelaySample(_DATA / "throttling-relays-shadow.toml", {"heavy": "1.7 s"}, weights="computed-v9", client_links=("1024 KiB/s", "3584 KiB/s")),
-    # Vanilla, medium load, seeds 1-2: 25.6 % bulk with 0.8 s, 33.8 % with 1 s, 43.3 % with 1.3 s.
+    # Vanilla, medium load, seeds 1-2: 25.6 % bulk with 0.8 s, 33.8 % with 1 s, 43.3 % with 1.3 s
+    # guard-first; 27.3, 33.4 and 43.6 % in tor's order (2026-11-29).
     "paper": RelaySample(_DATA / "throttling-relays-paper.toml", {"heavy": "1 s"}, weights="computed-v9", client_links=("1024 KiB/s", "3584 KiB/s")),
 }
 BUILTIN_RELAYS = SAMPLES["quantiles"].path
@@ -447,13 +459,16 @@ def sample_in_use(args) -> tuple[str, RelaySample]:
 
 def think_median(args) -> str:
     """The web think time's median: `--think-median`, else the one calibrated on the built-in
-    sample in use (`--sample`; a `--relays` file keeps the default sample's). Raises
-    ValueError for a `--think` shape never calibrated on that sample."""
+    sample in use (`--sample`; a `--relays` file keeps the default sample's) in the path
+    order in use (`--path-order`). Raises ValueError for a `--think` shape never calibrated
+    on that sample."""
     if args.think_median:
         return args.think_median
     name, sample = sample_in_use(args)
     if args.think not in sample.think_medians:
         raise ValueError(f"--think {args.think}: not calibrated on --sample {name}; give --think-median")
+    if args.path_order == "guard-first" and args.think in sample.guard_first_think_medians:
+        return sample.guard_first_think_medians[args.think]
     return sample.think_medians[args.think]
 
 
