@@ -24,6 +24,7 @@ from pathlib import Path
 
 from onionlab.argtypes import check_whole_steps, duration, positive_duration
 from onionlab.reproduce.throttling import PAPER_TABLE1
+from onionlab.reproduce.throttling.configs import DEFAULT_PATH_ORDER, PATH_ORDERS
 
 #: Table 1's vanilla bulk share at medium load (%).
 TARGET_BULK_PCT = PAPER_TABLE1["medium"]["vanilla"][2]
@@ -59,7 +60,7 @@ def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT)
     return None
 
 
-def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = "exit-first") -> list[tuple[str, Path]]:
+def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = DEFAULT_PATH_ORDER) -> list[tuple[str, Path]]:
     """Writes one vanilla medium-load config per median under `out/configs` (with the
     sample beside them) and returns (name, path) pairs."""
     from onionlab.reproduce import write_config
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=2, help="seeds per median (default 2)")
     ap.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per run (default "20 min", as the main runs)')
     ap.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from the split (default "4 min")')
-    ap.add_argument("--path-order", choices=("exit-first", "guard-first"), default="exit-first",
+    ap.add_argument("--path-order", choices=PATH_ORDERS, default=DEFAULT_PATH_ORDER,
                     help="the clients' path order (default exit-first, tor's and the reproduction's; guard-first: the order the docs' guard-first sections ran)")
     ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     ap.add_argument("-o", "--out", required=True, help="output directory")

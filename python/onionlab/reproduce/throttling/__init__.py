@@ -37,7 +37,7 @@ from onionlab.reproduce import Given, quick_settings, reuse_options, reuse_sourc
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, ATTACK_POOLS, LOADS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings, config_text,
+    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LOADS, PATH_ORDERS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings, config_text,
     load_params, mechanism_line, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
@@ -149,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--entry-guards", type=int, default=3, help="entry guards per client (default 3, tor 0.2.2's NumEntryGuards; spec M14 says one is enough)")
     p.add_argument(
-        "--path-order", choices=("guard-first", "exit-first"), default="exit-first",
+        "--path-order", choices=PATH_ORDERS, default=DEFAULT_PATH_ORDER,
         help="the order a client draws a circuit's relays in: tor's exit first, then one of its entry guards outside the "
         "exit's family and /16 (default; tor 0.2.2's choose_random_entry, the tor of the paper's Shadow runs, and the "
         "model's default), or the model's earlier guard first, then an exit outside it (this reproduction's default until "

@@ -20,6 +20,11 @@ from pathlib import Path
 LOADS = {"light": 25, "medium": 50, "heavy": 100}
 ALGORITHMS = ["vanilla", "static", "split", "flag", "thresh"]
 
+#: The clients' path orders (`--path-order`): the model's earlier guard first, and tor's
+#: exit first, the default.
+PATH_ORDERS = ("guard-first", "exit-first")
+DEFAULT_PATH_ORDER = "exit-first"
+
 #: PerConnBWBurst of every algorithm, static included (the paper's footnote 3; spec 3).
 BURST = "2 MiB"
 
@@ -132,7 +137,7 @@ def config_text(
     name: str, bulk: int, throttling: str, duration: str, warmup: str, relays_file: str, conn_metrics: bool = True, extra_clients: str = "", conn_interval: str = "60 s",
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
     cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None, circ_interval: str | None = None,
-    path_order: str = "exit-first", client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
+    path_order: str = DEFAULT_PATH_ORDER, client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"),
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     if chan_interval:
