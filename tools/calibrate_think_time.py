@@ -14,6 +14,8 @@ two candidates that bracket it.
 
 Usage: tools/calibrate_think_time.py --sample paper --medians "0.8 s,1 s,1.3 s" -o DIR
        [--path-order guard-first]   (default: tor's order, the reproduction's)
+       [--capacity-scale K]         (every relay's bandwidth times K, as the reproduction's
+                                     option; the median to give it with --think-median)
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from onionlab.argtypes import check_whole_steps, duration, positive_duration
+from onionlab.argtypes import check_whole_steps, duration, positive_duration, positive_float
 from onionlab.reproduce.throttling import PAPER_TABLE1
 from onionlab.reproduce.throttling.configs import DEFAULT_PATH_ORDER, PATH_ORDERS
 
@@ -60,12 +62,17 @@ def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT)
     return None
 
 
-def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = DEFAULT_PATH_ORDER) -> list[tuple[str, Path]]:
+def configs(
+    out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = DEFAULT_PATH_ORDER, capacity_scale: float = 1.0,
+) -> list[tuple[str, Path]]:
     """Writes one vanilla medium-load config per median under `out/configs` (with the
-    sample beside them) and returns (name, path) pairs."""
+    sample beside them, its bandwidths times `capacity_scale` as `--capacity-scale` scales
+    them) and returns (name, path) pairs."""
     from onionlab.reproduce import write_config
     from onionlab.reproduce import throttling as T
-    from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, relay_sample_text
+    from onionlab.reproduce.throttling.configs import (
+        LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity,
+    )
 
     # The reproduction's own parser, so each run has exactly the settings `--sample SAMPLE
     # --think-median M --path-order O` gives the main runs (the sample's weights and links,
@@ -73,7 +80,10 @@ def configs(out: Path, sample: str, medians: list[str], duration: str, warmup: s
     p = argparse.ArgumentParser()
     T.add_arguments(p)
     (out / "configs").mkdir(parents=True, exist_ok=True)
-    (out / "configs" / RELAYS_FILE).write_text(relay_sample_text(None, sample), encoding="utf-8")
+    relays_text = relay_sample_text(None, sample)
+    if capacity_scale != 1.0:
+        relays_text = scale_capacity(relays_text, capacity_scale)
+    (out / "configs" / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
     made = []
     for m in medians:
         settings = client_settings(p.parse_args(["--sample", sample, "--think-median", m, "--path-order", path_order]))
@@ -94,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from the split (default "4 min")')
     ap.add_argument("--path-order", choices=PATH_ORDERS, default=DEFAULT_PATH_ORDER,
                     help="the clients' path order (default exit-first, tor's and the reproduction's; guard-first: the order the docs' guard-first sections ran)")
+    ap.add_argument("--capacity-scale", metavar="K", type=positive_float, default=1.0,
+                    help="multiply every relay's bandwidth by K, as the reproduction's --capacity-scale (default 1)")
     ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     ap.add_argument("-o", "--out", required=True, help="output directory")
     a = ap.parse_args(argv)
@@ -110,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     from onionlab.reproduce.throttling.metrics import data_by_class
 
     out = Path(a.out)
-    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup, a.path_order)
+    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup, a.path_order, a.capacity_scale)
     results = run_many([(name, path, list(range(1, a.seeds + 1))) for name, path in made], out, a.jobs)
     warmup_s = float(parse_duration(a.warmup))
     points = []
-    print(f"{a.sample}: vanilla, medium load, {a.path_order}, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
+    scale = f", capacity x{a.capacity_scale:g}" if a.capacity_scale != 1.0 else ""
+    print(f"{a.sample}{scale}: vanilla, medium load, {a.path_order}, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
     for (m, secs), (name, _) in zip(medians, made):
         d = data_by_class(results[name], warmup_s)
         total = sum(d.values())

@@ -88,3 +88,20 @@ def test_a_run_too_short_to_measure_is_an_error(tmp_path):
     assert not (tmp_path / "90s").exists()
     r = calibrate("abc", "30 s")
     assert r.returncode == 2 and "argument --duration" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_capacity_scale_multiplies_every_relays_bandwidth_as_the_reproduction_does(tmp_path):
+    from onionlab.reproduce.throttling.configs import RELAYS_FILE, relay_bandwidths
+
+    def bandwidths(out):
+        return relay_bandwidths(tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"])
+
+    tool.configs(tmp_path / "x1", "quantiles", ["8 s"], "1 min", "0 s")
+    tool.configs(tmp_path / "x2", "quantiles", ["2 s"], "1 min", "0 s", capacity_scale=2.0)
+    one, two = bandwidths(tmp_path / "x1"), bandwidths(tmp_path / "x2")
+    assert one.keys() == two.keys() and len(one) == 50
+    assert all(two[r] == pytest.approx(2 * one[r], abs=0.5) for r in one)
+    r = subprocess.run([sys.executable, str(TOOL), "--sample", "paper", "--medians", "1 s,2 s", "--capacity-scale", "0", "-o", str(tmp_path / "bad")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--capacity-scale" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "bad").exists()
