@@ -301,6 +301,7 @@ impl<'a> From<&'a Option<TortoiseConfig>> for DocTortoise<'a> {
 enum DocPlacement {
     Named(&'static str),
     At(u32),
+    Cycle(Vec<u32>),
 }
 
 #[derive(Serialize)]
@@ -386,6 +387,7 @@ fn doc_placement(p: &Placement) -> DocPlacement {
     match p {
         Placement::At(l) => DocPlacement::At(*l),
         Placement::RoundRobin => DocPlacement::Named("round_robin"),
+        Placement::Cycle(l) => DocPlacement::Cycle(l.clone()),
     }
 }
 

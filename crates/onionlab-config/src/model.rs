@@ -336,6 +336,9 @@ pub enum Placement {
     At(u32),
     /// Host i at location i mod number of locations.
     RoundRobin,
+    /// Host i at `locations[i mod locations.len()]`: round robin over some locations only
+    /// (say, servers in a few regions of a geographic matrix). Never empty.
+    Cycle(Vec<u32>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -1625,7 +1625,8 @@ impl Ctx<'_> {
     }
 
     fn placement(&mut self, v: &Value, path: &str) -> Option<Placement> {
-        let hint = "placement = \"round_robin\" or a location number such as placement = 0";
+        let hint =
+            "placement = \"round_robin\", a location number such as placement = 0, or a list of locations such as placement = [0, 2]";
         match v {
             Value::String(s) if s == "round_robin" => Some(Placement::RoundRobin),
             Value::String(s) => {
@@ -1633,8 +1634,20 @@ impl Ctx<'_> {
                 None
             }
             Value::Integer(_) => self.u32(v, path).map(Placement::At),
+            Value::Array(items) if items.is_empty() => {
+                self.err_hint(path, "an empty list places no host", hint);
+                None
+            }
+            Value::Array(items) => {
+                let locs: Vec<Option<u32>> = items.iter().enumerate().map(|(i, x)| self.u32(x, &format!("{path}[{i}]"))).collect();
+                locs.into_iter().collect::<Option<Vec<u32>>>().map(Placement::Cycle)
+            }
             other => {
-                self.err_hint(path, format!("expected \"round_robin\" or a location number, found {}", describe(other)), hint);
+                self.err_hint(
+                    path,
+                    format!("expected \"round_robin\", a location number or a list of them, found {}", describe(other)),
+                    hint,
+                );
                 None
             }
         }
@@ -1642,8 +1655,14 @@ impl Ctx<'_> {
 
     fn placement_field(&mut self, t: &Table, p: &str, default: Placement, locations: Option<usize>) -> Placement {
         let pl = self.opt(t, p, "placement", Ctx::placement).unwrap_or(default);
-        if let Placement::At(loc) = pl {
-            self.check_location(loc, &join(p, "placement"), locations);
+        match &pl {
+            Placement::At(loc) => self.check_location(*loc, &join(p, "placement"), locations),
+            Placement::Cycle(locs) => {
+                for (i, loc) in locs.iter().enumerate() {
+                    self.check_location(*loc, &format!("{}[{i}]", join(p, "placement")), locations);
+                }
+            }
+            Placement::RoundRobin => {}
         }
         pl
     }

@@ -544,6 +544,15 @@ fn locations_must_exist_in_the_matrix() {
     let e = err_at(&text, "relays[0].location", &["location 3", "3 locations"]);
     assert!(hint(&e).contains("from 0 to 2"), "{e}");
     err_at(&text, "clients[0].placement", &["location 7"]);
+    // A list of locations: each checked, the bad one named by its index.
+    let listed = text.replace("placement = 7", "placement = [0, 2]").replace("location = 3", "location = 1");
+    assert_eq!(load(&listed).unwrap().clients[0].placement, Placement::Cycle(vec![0, 2]));
+    let e = err_at(
+        &text.replace("placement = 7", "placement = [0, 5]").replace("location = 3", "location = 1"),
+        "clients[0].placement[1]",
+        &["location 5"],
+    );
+    assert!(hint(&e).contains("from 0 to 2"), "{e}");
 }
 
 #[test]
@@ -707,6 +716,11 @@ fn servers() {
     err_at(&srv("count = 0"), "servers.count", &["at least 1"]);
     err_at(&srv("link = 1000"), "servers.link", &["bare number"]);
     err_at(&srv("placement = true"), "servers.placement", &["round_robin"]);
+    err_at(&srv("placement = []"), "servers.placement", &["empty list"]);
+    err_at(&srv("placement = [0, -1]"), "servers.placement[1]", &["negative"]);
+    err_at(&srv("placement = [0, \"near\"]"), "servers.placement[1]", &["integer"]);
+    let c = load(&srv("placement = [0]")).unwrap();
+    assert_eq!(c.servers.placement, Placement::Cycle(vec![0]));
     let c = load(&srv("count = 3\nlink_up = \"100 Mbit\"\nplacement = 0")).unwrap();
     assert_eq!(c.servers, ServerGroup { count: 3, link_up: 100_000_000, link_down: 1_000_000_000, placement: Placement::At(0) });
 }

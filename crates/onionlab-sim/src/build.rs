@@ -60,6 +60,7 @@ fn place(p: &Placement, i: usize, locations: usize) -> u32 {
     match p {
         Placement::At(l) => *l,
         Placement::RoundRobin => (i % locations.max(1)) as u32,
+        Placement::Cycle(l) => l[i % l.len()],
     }
 }
 

@@ -372,3 +372,24 @@ fn round_robin_placement_puts_clients_and_servers_at_successive_locations() {
     assert!(web1.iter().all(|&t| t > 0.4), "web1 is far from every relay: {web1:?}");
     assert!(web0.iter().any(|&t| t < 0.2) && web0.iter().any(|&t| t > 0.4), "web0 near server0, far from server1: {web0:?}");
 }
+
+#[test]
+fn listed_placement_cycles_over_the_listed_locations_only() {
+    // As above, but the servers placed by the list [1]: both at the far location, so every
+    // first byte of web0 (at 0, with every relay) crosses the 200 ms hop at least twice.
+    // Round robin would have put server0 beside it.
+    use onionlab_config::model::{LatencyConfig, Placement};
+    let mut cfg = six_relays("[[clients]]\nname = \"web\"\nworkload = \"page\"\ncount = 1\n");
+    let (near, far) = (SimDuration::from_millis(5), SimDuration::from_millis(200));
+    cfg.network.latency = LatencyConfig::Matrix { path: "two.csv".into(), one_way: vec![vec![near, far], vec![far, near]] };
+    cfg.servers.placement = Placement::Cycle(vec![1]);
+    cfg.servers.count = 2;
+    let out = run(&cfg, 1, None).unwrap();
+    let ttfb: Vec<f64> = out.downloads.iter().filter_map(|d| d.ttfb).collect();
+    assert!(ttfb.len() > 3, "{ttfb:?}");
+    assert!(ttfb.iter().all(|&t| t > 0.4), "both servers are far: {ttfb:?}");
+    cfg.servers.placement = Placement::Cycle(vec![0, 1]);
+    let out = run(&cfg, 1, None).unwrap();
+    let ttfb: Vec<f64> = out.downloads.iter().filter_map(|d| d.ttfb).collect();
+    assert!(ttfb.iter().any(|&t| t < 0.2) && ttfb.iter().any(|&t| t > 0.4), "server0 near, server1 far: {ttfb:?}");
+}
