@@ -26,7 +26,7 @@ from pathlib import Path
 
 from onionlab.argtypes import check_whole_steps, duration, positive_duration, positive_float
 from onionlab.reproduce.throttling import PAPER_TABLE1
-from onionlab.reproduce.throttling.configs import DEFAULT_PATH_ORDER, PATH_ORDERS
+from onionlab.reproduce.throttling.configs import DEFAULT_PATH_ORDER, LATENCIES, PATH_ORDERS
 
 #: Table 1's vanilla bulk share at medium load (%).
 TARGET_BULK_PCT = PAPER_TABLE1["medium"]["vanilla"][2]
@@ -64,29 +64,34 @@ def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT)
 
 def configs(
     out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = DEFAULT_PATH_ORDER, capacity_scale: float = 1.0,
+    latency: str = "constant",
 ) -> list[tuple[str, Path]]:
     """Writes one vanilla medium-load config per median under `out/configs` (with the
     sample beside them, its bandwidths times `capacity_scale` as `--capacity-scale` scales
-    them) and returns (name, path) pairs."""
+    them, placed as `--latency` places it) and returns (name, path) pairs."""
     from onionlab.reproduce import write_config
     from onionlab.reproduce import throttling as T
     from onionlab.reproduce.throttling.configs import (
-        LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity,
+        LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, place_network, relay_sample_text, scale_capacity,
     )
 
     # The reproduction's own parser, so each run has exactly the settings `--sample SAMPLE
-    # --think-median M --path-order O` gives the main runs (the sample's weights and links,
-    # the shape's sigma, the path order).
+    # --think-median M --path-order O --latency L` gives the main runs (the sample's weights
+    # and links, the shape's sigma, the path order, where hosts sit).
     p = argparse.ArgumentParser()
     T.add_arguments(p)
+    argv = ["--sample", sample, "--path-order", path_order, "--latency", latency]
     (out / "configs").mkdir(parents=True, exist_ok=True)
     relays_text = relay_sample_text(None, sample)
     if capacity_scale != 1.0:
         relays_text = scale_capacity(relays_text, capacity_scale)
+    relays_text, files = place_network(relays_text, p.parse_args(argv))
+    for fname, body in files.items():
+        (out / "configs" / fname).write_text(body, encoding="utf-8")
     (out / "configs" / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
     made = []
     for m in medians:
-        settings = client_settings(p.parse_args(["--sample", sample, "--think-median", m, "--path-order", path_order]))
+        settings = client_settings(p.parse_args(argv + ["--think-median", m]))
         name = "vanilla-medium-think-" + m.replace(" ", "")
         text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, **settings)
         made.append((name, write_config(out, name, text)))
@@ -106,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the clients' path order (default exit-first, tor's and the reproduction's; guard-first: the order the docs' guard-first sections ran)")
     ap.add_argument("--capacity-scale", metavar="K", type=positive_float, default=1.0,
                     help="multiply every relay's bandwidth by K, as the reproduction's --capacity-scale (default 1)")
+    ap.add_argument("--latency", choices=LATENCIES, default="constant",
+                    help="the latency model, as the reproduction's --latency (default constant; regions: the generator's nine regions)")
     ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     ap.add_argument("-o", "--out", required=True, help="output directory")
     a = ap.parse_args(argv)
@@ -122,11 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     from onionlab.reproduce.throttling.metrics import data_by_class
 
     out = Path(a.out)
-    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup, a.path_order, a.capacity_scale)
+    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup, a.path_order, a.capacity_scale, a.latency)
     results = run_many([(name, path, list(range(1, a.seeds + 1))) for name, path in made], out, a.jobs)
     warmup_s = float(parse_duration(a.warmup))
     points = []
-    scale = f", capacity x{a.capacity_scale:g}" if a.capacity_scale != 1.0 else ""
+    scale = (f", capacity x{a.capacity_scale:g}" if a.capacity_scale != 1.0 else "") + (f", latency {a.latency}" if a.latency != "constant" else "")
     print(f"{a.sample}{scale}: vanilla, medium load, {a.path_order}, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
     for (m, secs), (name, _) in zip(medians, made):
         d = data_by_class(results[name], warmup_s)

@@ -54,15 +54,23 @@ def load_consensus(path):
     return next(parse_file(path, "network-status-consensus-3 1.0", document_handler=DocumentHandler.DOCUMENT))
 
 
-def print_relays(chosen, flags_of) -> None:
-    """[[relays]] tables for `chosen` router entries (anything with a nickname and a
-    bandwidth in KB/s); nicknames made unique with "_"."""
-    names = set()
+def unique_names(chosen) -> list:
+    """Each of `chosen`'s nicknames, made unique with "_" in list order (the names the
+    relay tables give)."""
+    names, out = set(), []
     for r in chosen:
         name = r.nickname
         while name in names:
             name += "_"
         names.add(name)
+        out.append(name)
+    return out
+
+
+def print_relays(chosen, flags_of) -> None:
+    """[[relays]] tables for `chosen` router entries (anything with a nickname and a
+    bandwidth in KB/s); nicknames made unique with "_"."""
+    for r, name in zip(chosen, unique_names(chosen)):
         print()
         print("[[relays]]")
         print(f'name = "{name}"')
@@ -195,6 +203,36 @@ class Authority:
     flags: tuple = ("Exit",)
 
 
+def draw(path, n, seed=None, method="quantiles", flag_source="consensus", authority=False):
+    """The sample `main` prints, for tools that need more of each drawn router than the table
+    holds (its address, say): (the consensus, the chosen routers in the table's order, each
+    one's flags by `id`, the source line, the how line). Raises ValueError when the
+    consensus has too few relays for `n` by deciles."""
+    rng = random.Random(seed) if seed is not None else None
+    doc = load_consensus(path)
+    if method == "deciles":
+        relays = [r for r in doc.routers.values() if r.bandwidth]
+        chosen = decile_sample(relays, n, rng)
+        source = f"{len(relays)} relays with bandwidth > 0 ({sum(r.bandwidth > DECILE_MIN_BANDWIDTH for r in relays)} above {DECILE_MIN_BANDWIDTH} KB/s)"
+        how = f"Shadow 2011's selection: {int(n * DECILE_EXIT_FRACTION)} exits, one relay per bandwidth decile in turn, --seed {seed}"
+    else:
+        relays = [r for r in doc.routers.values() if r.bandwidth and {"Fast", "Running", "Valid"} <= set(r.flags)]
+        chosen = quantile_sample(relays, n, rng)
+        source = f"{len(relays)} Fast+Running+Valid with bandwidth > 0"
+        kind = "evenly spaced bandwidth quantiles" if rng is None else f"one relay drawn per quantile bin, --seed {seed}"
+        how = f"stratified by flag class, {kind}"
+    if flag_source == "voted":
+        timed = generator_start_times(chosen) + ([(Authority(), AUTHORITY_START)] if authority else [])
+        voted = voted_flags([(r.bandwidth, is_exit(r), start) for r, start in timed])
+        flags = {id(r): f for (r, _), f in zip(timed, voted)}
+        chosen = [r for r, _ in timed]
+        how += ", flags voted as the simulated tor 0.2.2 authority did" + (", its authority a relay" if authority else "")
+    else:
+        flags = {id(r): [f for f in ("Guard", "Exit", "Fast", "Stable") if f in r.flags] for r in chosen}
+    chosen.sort(key=lambda r: (-r.bandwidth, r.nickname))
+    return doc, chosen, flags, source, how
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="Derive an onionlab [[relays]] list from a Tor v3 consensus.")
     ap.add_argument("consensus", help="path to a v3 consensus document")
@@ -221,31 +259,10 @@ def main() -> int:
         ap.error("--flags voted: needs --method deciles (the vote depends on the order Shadow's generator started its draws)")
     if args.authority and args.flags != "voted":
         ap.error("--authority: needs --flags voted (the authority is in no consensus)")
-    rng = random.Random(args.seed) if args.seed is not None else None
-    doc = load_consensus(path)
-    if args.method == "deciles":
-        relays = [r for r in doc.routers.values() if r.bandwidth]
-        try:
-            chosen = decile_sample(relays, n, rng)
-        except ValueError as e:
-            ap.error(f"n: {e}")
-        source = f"{len(relays)} relays with bandwidth > 0 ({sum(r.bandwidth > DECILE_MIN_BANDWIDTH for r in relays)} above {DECILE_MIN_BANDWIDTH} KB/s)"
-        how = f"Shadow 2011's selection: {int(n * DECILE_EXIT_FRACTION)} exits, one relay per bandwidth decile in turn, --seed {args.seed}"
-    else:
-        relays = [r for r in doc.routers.values() if r.bandwidth and {"Fast", "Running", "Valid"} <= set(r.flags)]
-        chosen = quantile_sample(relays, n, rng)
-        source = f"{len(relays)} Fast+Running+Valid with bandwidth > 0"
-        kind = "evenly spaced bandwidth quantiles" if rng is None else f"one relay drawn per quantile bin, --seed {args.seed}"
-        how = f"stratified by flag class, {kind}"
-    if args.flags == "voted":
-        timed = generator_start_times(chosen) + ([(Authority(), AUTHORITY_START)] if args.authority else [])
-        voted = voted_flags([(r.bandwidth, is_exit(r), start) for r, start in timed])
-        flags = {id(r): f for (r, _), f in zip(timed, voted)}
-        chosen = [r for r, _ in timed]
-        how += ", flags voted as the simulated tor 0.2.2 authority did" + (", its authority a relay" if args.authority else "")
-    else:
-        flags = {id(r): [f for f in ("Guard", "Exit", "Fast", "Stable") if f in r.flags] for r in chosen}
-    chosen.sort(key=lambda r: (-r.bandwidth, r.nickname))
+    try:
+        doc, chosen, flags, source, how = draw(path, n, args.seed, args.method, args.flags, args.authority)
+    except ValueError as e:
+        ap.error(f"n: {e}")
     print(f"# {len(chosen)} relays derived from {path.split('/')[-1]} (valid-after {doc.valid_after})")
     print(f"# by tools/relays_from_consensus.py: {how}.")
     print(f"# Source relays: {source}.")

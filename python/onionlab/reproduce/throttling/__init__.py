@@ -37,8 +37,8 @@ from onionlab.reproduce import Given, quick_settings, reuse_options, reuse_sourc
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LOADS, PATH_ORDERS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings, config_text,
-    load_params, mechanism_line, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
+    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings,
+    config_text, load_params, mechanism_line, place_network, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
 from onionlab.reproduce.throttling.findings import findings, per_seed_numbers, print_findings
@@ -192,6 +192,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "each has its own calibrated think time",
     )
     p.add_argument(
+        "--latency", choices=LATENCIES, default="constant",
+        help="latency between hosts: 40 ms one way between any two (default), or regions: the nine regions of the paper's "
+        "Shadow network generator with the median PlanetLab-measured latency between them (14-195 ms one way), relays in "
+        "the region of their address's country, clients spread evenly over the nine, servers over the four US and western "
+        "European ones, as the generator placed them; a --relays file then gives each relay's location itself",
+    )
+    p.add_argument(
         "--relays", metavar="FILE",
         help="the relay sample, a [[relays]] TOML file (default: the built-in 50 relays from the 2010-01-12 consensus); "
         "tools/relays_from_consensus.py --seed S draws others with the same flag proportions. The think time stays "
@@ -267,7 +274,10 @@ def main(out: Path, args) -> int:
     relays = check_relay_sample(relays_text, args)
     (out / "configs").mkdir(parents=True, exist_ok=True)
     relays_file = RELAYS_FILE
-    (out / "configs" / relays_file).write_text(relays_text, encoding="utf-8")
+    placed_text, network_files = place_network(relays_text, args)
+    for fname, body in network_files.items():
+        (out / "configs" / fname).write_text(body, encoding="utf-8")
+    (out / "configs" / relays_file).write_text(placed_text, encoding="utf-8")
     relay_bw = relay_bandwidths(relays)
     pool_bw = attack_pool(relays, args.attack_pool)
 
@@ -350,7 +360,7 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
-        "capacity_scale": args.capacity_scale, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "vanilla_rate": args.vanilla_rate, "relays": args.relays or "built-in", **tor_settings(args),
+        "capacity_scale": args.capacity_scale, "latency": args.latency, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "vanilla_rate": args.vanilla_rate, "relays": args.relays or "built-in", **tor_settings(args),
         "client_links": list(sample_in_use(args)[1].client_links),
         "sweep": dict(zip(("seeds", "first_seed", "duration", "warmup", "grid", "criterion", "loads"),
                           (args.sweep_seeds, args.sweep_first_seed, *sweep_settings(args), args.grid or [], args.criterion, sweep_loads(args.sweep_loads)))) if not args.no_sweep else None,
