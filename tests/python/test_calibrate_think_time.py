@@ -54,6 +54,13 @@ def test_each_median_gets_a_vanilla_medium_load_config_with_the_samples_settings
         assert cfg["tor"]["path_order"] == "exit-first"
     (name, path), = tool.configs(tmp_path / "gf", "deciles", ["1.8 s"], "1 min", "0 s", "guard-first")
     assert tomllib.loads(path.read_text())["tor"]["path_order"] == "guard-first"
+    # --latency regions: the matrix beside the configs, every relay placed, as the reproduction does.
+    (name, path), = tool.configs(tmp_path / "rg", "shadow", ["1.7 s"], "1 min", "0 s", latency="regions")
+    config_mod.check(path)
+    cfg = tomllib.loads(path.read_text())
+    assert cfg["network"]["latency"] == {"matrix": "throttling-latency-regions.csv"} and cfg["servers"]["placement"] == [0, 1, 2, 5]
+    relays = tomllib.loads((path.parent / "throttling-relays.toml").read_text())["relays"]
+    assert len(relays) == 51 and all("location" in r for r in relays)
 
 
 def test_a_short_calibration_runs_and_prints_each_share(tmp_path):
