@@ -4,7 +4,8 @@
 bulk clients, 200 servers; the web think time, calibrated to table 1's vanilla split), each
 algorithm's ``throttling = ...`` line, the sensitivity switches that change the Tor model
 (guards, predicted circuits, congestion control, edge blocking, bandwidth weights, the
-network's capacity), the parsing of swept parameter values and the checking of a
+network's capacity), where hosts sit (`--latency`: one latency, or the paper's generator's
+regions), the parsing of swept parameter values and the checking of a
 ``--params`` file. **Must not touch:** running anything, or what is measured from a run
 (``metrics``, ``anonymity``).
 """
