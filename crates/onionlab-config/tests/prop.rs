@@ -70,7 +70,7 @@ struct GenClient {
     workload: usize,
     count: u32,
     up: Option<(String, u64)>,
-    placement: Option<Option<u32>>,
+    placement: Option<Placement>,
 }
 
 #[derive(Debug, Clone)]
@@ -92,8 +92,16 @@ struct Gen {
     latency: (String, SimDuration),
 }
 
+fn placement() -> impl Strategy<Value = Placement> {
+    prop_oneof![
+        (0..8u32).prop_map(Placement::At),
+        Just(Placement::RoundRobin),
+        proptest::collection::vec(0..8u32, 1..4).prop_map(Placement::Cycle),
+    ]
+}
+
 fn config() -> impl Strategy<Value = Gen> {
-    let client = (0..3usize, 1..10_000u32, proptest::option::of(link()), proptest::option::of(proptest::option::of(0..8u32)))
+    let client = (0..3usize, 1..10_000u32, proptest::option::of(link()), proptest::option::of(placement()))
         .prop_map(|(workload, count, up, placement)| GenClient { workload, count, up, placement });
     (
         (2..200u64, 0..5u8).prop_map(|(m, form)| match form {
@@ -170,9 +178,10 @@ fn render(g: &Gen) -> String {
         if let Some(u) = &c.up {
             s += &format!("link_up = \"{}\"\n", u.0);
         }
-        match c.placement {
-            Some(Some(l)) => s += &format!("placement = {l}\n"),
-            Some(None) => s += "placement = \"round_robin\"\n",
+        match &c.placement {
+            Some(Placement::At(l)) => s += &format!("placement = {l}\n"),
+            Some(Placement::RoundRobin) => s += "placement = \"round_robin\"\n",
+            Some(Placement::Cycle(ls)) => s += &format!("placement = {ls:?}\n"),
             None => {}
         }
         s += "\n";
@@ -208,11 +217,7 @@ fn check(g: &Gen, c: &ExperimentConfig) -> Result<(), TestCaseError> {
         prop_assert_eq!(cl.count, gc.count);
         prop_assert_eq!(cl.link_up, gc.up.as_ref().map_or(10_000_000, |u| u.1));
         prop_assert_eq!(cl.link_down, 20_000_000);
-        let want = match gc.placement {
-            Some(Some(l)) => Placement::At(l),
-            Some(None) => Placement::RoundRobin,
-            None => Placement::At(0),
-        };
+        let want = gc.placement.clone().unwrap_or(Placement::At(0));
         prop_assert_eq!(&cl.placement, &want);
     }
     prop_assert_eq!(c.servers.count, g.servers);
