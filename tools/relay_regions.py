@@ -60,17 +60,21 @@ AUTHORITY = ("4uthority", "US_CENTRAL")
 #: The generator's code -> region dictionary: its lists in order, a later one winning.
 GEOCODE_REGION = {code: region for region, codes in REGIONS.items() for code in codes}
 
+
 class GeoIp:
     """tor's geoip file: lines `INTIPLOW,INTIPHIGH,CC`, sorted and disjoint."""
 
     def __init__(self, path: Path):
         self.lows, self.highs, self.codes = [], [], []
-        for line in path.read_text(encoding="ascii").splitlines():
+        for i, line in enumerate(path.read_text(encoding="ascii").splitlines(), 1):
             if not line or line.startswith("#"):
                 continue
-            lo, hi, cc = line.split(",")
-            self.lows.append(int(lo))
-            self.highs.append(int(hi))
+            try:
+                lo, hi, cc = line.split(",")
+                self.lows.append(int(lo))
+                self.highs.append(int(hi))
+            except ValueError:
+                raise ValueError(f"{path} line {i}: expected INTIPLOW,INTIPHIGH,CC, got {line!r}") from None
             self.codes.append(cc.strip())
         if not self.lows:
             raise ValueError(f"{path}: no ranges")

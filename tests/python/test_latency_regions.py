@@ -130,6 +130,9 @@ def test_geoip_ranges_are_looked_up_inclusively(tmp_path):
     (tmp_path / "geoip").write_text("# tor geoip\n16777216,16777471,AU\n16777472,16778239,CN\n")
     g = relay_regions.GeoIp(tmp_path / "geoip")
     assert [g.country(ip) for ip in ("1.0.0.0", "1.0.0.255", "1.0.1.0", "1.0.3.255", "1.0.4.0", "0.255.255.255")] == ["AU", "AU", "CN", "CN", None, None]
+    (tmp_path / "bad").write_text("16777216,16777471,AU\n16777472;16778239;CN\n")
+    with pytest.raises(ValueError, match="line 2: expected INTIPLOW,INTIPHIGH,CC"):
+        relay_regions.GeoIp(tmp_path / "bad")
 
 
 def test_every_sample_relay_has_a_region_and_the_draws_match_the_samples():
