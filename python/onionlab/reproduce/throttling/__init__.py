@@ -194,7 +194,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--latency", choices=LATENCIES, default="constant",
         help="latency between hosts: 40 ms one way between any two (default), or regions: the nine regions of the paper's "
-        "Shadow network generator with the median PlanetLab-measured latency between them (14-195 ms one way), relays in "
+        "Shadow network generator with the median PlanetLab-measured latency between them (12-195 ms one way), relays in "
         "the region of their address's country, clients spread evenly over the nine, servers over the four US and western "
         "European ones, as the generator placed them; a --relays file then gives each relay's location itself",
     )
