@@ -153,6 +153,11 @@ def test_constant_latency_leaves_the_sample_alone():
     assert C.place_network(text, args_for()) == (text, {})
 
 
+def test_an_unknown_latency_model_is_an_error_naming_the_option():
+    with pytest.raises(ValueError, match="--latency: must be one of constant, regions, got 'geo'"):
+        C.config_text("t", 50, C.mechanism_line("vanilla", {}), "2 min", "1 min", C.RELAYS_FILE, latency="geo")
+
+
 def test_regions_place_every_relay_servers_in_four_regions_and_pass_the_validator(tmp_path):
     from onionlab import config as config_mod
 

@@ -166,6 +166,7 @@ def config_text(
     network_extra = f'\nbandwidth_weights = "{weights}"' if weights != "uniform" else ""
     link_up, link_down = client_links
     extra_clients = extra_clients.replace("$LINK_UP", link_up).replace("$LINK_DOWN", link_down)
+    one_of(latency, LATENCIES, "--latency")  # an unknown model is an error, not the constant one
     if latency == "regions":
         # Clients round robin over the nine regions (the generator put each batch of clients
         # in a region drawn uniformly); servers in its four server regions only.
