@@ -12,10 +12,16 @@ sigma, on seeds 1-2 (the runs the samples were calibrated on), prints the bulk s
 prints the median at which the share crosses the target, interpolated linearly between the
 two candidates that bracket it.
 
-Usage: tools/calibrate_think_time.py --sample paper --medians "0.8 s,1 s,1.3 s" -o DIR
-       [--path-order guard-first]   (default: tor's order, the reproduction's)
-       [--capacity-scale K]         (every relay's bandwidth times K, as the reproduction's
-                                     option; the median to give it with --think-median)
+Usage: tools/calibrate_think_time.py --medians "0.8 s,1 s,1.3 s" -o DIR [--seeds N]
+           [--duration D] [--warmup W] [--jobs J] [REPRODUCTION OPTIONS]
+
+The reproduction options are `onionlab reproduce throttling`'s own, with their defaults,
+for the network and the clients the runs are made on: `--sample`, `--relays`,
+`--path-order`, `--capacity-scale`, `--latency`, `--guards`, `--weights`,
+`--entry-guards`, `--predicted-circuits`, `--cbt-learning`, `--congestion-control`,
+`--cellq` and `--think` (the shape whose median is calibrated). The median found is then
+given to the reproduction as `--think-median` beside the same options. Any other of its
+options (the sweep's, the attacks') has no effect on a vanilla run and is an error here.
 """
 
 from __future__ import annotations
@@ -24,9 +30,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from onionlab.argtypes import check_whole_steps, duration, positive_duration, positive_float
+from onionlab.argtypes import check_whole_steps, duration, positive_duration
 from onionlab.reproduce.throttling import PAPER_TABLE1
-from onionlab.reproduce.throttling.configs import DEFAULT_PATH_ORDER, LATENCIES, PATH_ORDERS
 
 #: Table 1's vanilla bulk share at medium load (%).
 TARGET_BULK_PCT = PAPER_TABLE1["medium"]["vanilla"][2]
@@ -62,36 +67,83 @@ def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT)
     return None
 
 
-def configs(
-    out: Path, sample: str, medians: list[str], duration: str, warmup: str, path_order: str = DEFAULT_PATH_ORDER, capacity_scale: float = 1.0,
-    latency: str = "constant",
-) -> list[tuple[str, Path]]:
-    """Writes one vanilla medium-load config per median under `out/configs` (with the
-    sample beside them, its bandwidths times `capacity_scale` as `--capacity-scale` scales
-    them, placed as `--latency` places it) and returns (name, path) pairs."""
-    from onionlab.reproduce import write_config
+#: The reproduction's options (argparse dests) that shape a vanilla medium-load run: the
+#: network, the clients' Tor and the think time's shape. Every other one must keep its
+#: default here.
+NETWORK_OPTIONS = frozenset({
+    "sample", "relays", "path_order", "capacity_scale", "latency", "guards", "weights", "entry_guards",
+    "predicted_circuits", "cbt_learning", "congestion_control", "cellq", "think",
+})
+
+
+def reproduction_parser() -> argparse.ArgumentParser:
+    """`onionlab reproduce throttling`'s own option parser (without `-o`)."""
     from onionlab.reproduce import throttling as T
+
+    p = argparse.ArgumentParser(prog="calibrate_think_time.py (reproduction options)", allow_abbrev=False)
+    T.add_arguments(p)
+    return p
+
+
+def reproduction_args(argv: list[str]) -> argparse.Namespace:
+    """The reproduction's options in `argv`, parsed by its own parser. Raises ValueError
+    naming an option that does not shape the vanilla run (`--think-median` among them:
+    the candidates are `--medians`), and for what the reproduction itself refuses."""
+    from onionlab.reproduce.throttling.configs import network_relays_text
+
+    p = reproduction_parser()
+    a = p.parse_args(argv)
+    for act in p._actions:
+        if act.dest in NETWORK_OPTIONS or not act.option_strings or act.dest == "help":
+            continue
+        if getattr(a, act.dest) != act.default:
+            hint = "give the candidates as --medians" if act.dest == "think_median" else "it has no effect on a vanilla run"
+            raise ValueError(f"{act.option_strings[-1]}: not a calibration option ({hint})")
+    network_relays_text(a)  # --relays and --entry-guards checked before any run
+    return a
+
+
+def label(argv: list[str], a: argparse.Namespace) -> str:
+    """What the runs are made on, for the report's first line: the sample (or the
+    `--relays` file) and the other reproduction options as given."""
+    rest, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg in ("--sample", "--relays", "--path-order"):
+            skip = True
+            continue
+        if arg.startswith(("--sample=", "--relays=", "--path-order=")):
+            continue
+        rest.append(arg)
+    return (a.relays or a.sample) + (", " + " ".join(rest) if rest else "")
+
+
+def configs(out: Path, medians: list[str], duration: str, warmup: str, argv: list[str] = ()) -> list[tuple[str, Path]]:
+    """Writes one vanilla medium-load config per median under `out/configs`, on the network
+    the reproduction builds from its options `argv` (the sample beside them, its bandwidths
+    scaled, every relay a guard, placed, as those options say), and returns (name, path)
+    pairs."""
+    from onionlab.reproduce import write_config
     from onionlab.reproduce.throttling.configs import (
-        LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, place_network, relay_sample_text, scale_capacity,
+        LOADS, RELAYS_FILE, check_relay_sample, client_settings, config_text, mechanism_line, network_relays_text, place_network,
     )
 
-    # The reproduction's own parser, so each run has exactly the settings `--sample SAMPLE
-    # --think-median M --path-order O --latency L` gives the main runs (the sample's weights
-    # and links, the shape's sigma, the path order, where hosts sit).
-    p = argparse.ArgumentParser()
-    T.add_arguments(p)
-    argv = ["--sample", sample, "--path-order", path_order, "--latency", latency]
+    # The reproduction's own parser and network, so each run has exactly the settings that
+    # the same options and `--think-median M` give the main runs.
+    argv = list(argv)
+    a = reproduction_args(argv)
+    relays_text = network_relays_text(a)
+    check_relay_sample(relays_text, a)
     (out / "configs").mkdir(parents=True, exist_ok=True)
-    relays_text = relay_sample_text(None, sample)
-    if capacity_scale != 1.0:
-        relays_text = scale_capacity(relays_text, capacity_scale)
-    relays_text, files = place_network(relays_text, p.parse_args(argv))
+    relays_text, files = place_network(relays_text, a)
     for fname, body in files.items():
         (out / "configs" / fname).write_text(body, encoding="utf-8")
     (out / "configs" / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
     made = []
     for m in medians:
-        settings = client_settings(p.parse_args(argv + ["--think-median", m]))
+        settings = client_settings(reproduction_parser().parse_args(argv + ["--think-median", m]))
         name = "vanilla-medium-think-" + m.replace(" ", "")
         text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, **settings)
         made.append((name, write_config(out, name, text)))
@@ -99,28 +151,24 @@ def configs(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from onionlab.reproduce.throttling.configs import SAMPLES
-
-    ap = argparse.ArgumentParser(description="Calibrate a throttling relay sample's web think-time median to table 1's vanilla split.")
-    ap.add_argument("--sample", choices=tuple(SAMPLES), required=True, help="the built-in relay sample")
+    ap = argparse.ArgumentParser(
+        description="Calibrate a throttling relay sample's web think-time median to table 1's vanilla split. Options not "
+        "listed here are the reproduction's (onionlab reproduce throttling --help), for the network the runs are made on.",
+        allow_abbrev=False,
+    )
     ap.add_argument("--medians", required=True, help='candidate think-time medians, increasing, e.g. "0.8 s,1 s,1.3 s"')
     ap.add_argument("--seeds", type=int, default=2, help="seeds per median (default 2)")
     ap.add_argument("--duration", type=positive_duration, default="20 min", help='simulated time per run (default "20 min", as the main runs)')
     ap.add_argument("--warmup", type=duration, default="4 min", help='warm-up excluded from the split (default "4 min")')
-    ap.add_argument("--path-order", choices=PATH_ORDERS, default=DEFAULT_PATH_ORDER,
-                    help="the clients' path order (default exit-first, tor's and the reproduction's; guard-first: the order the docs' guard-first sections ran)")
-    ap.add_argument("--capacity-scale", metavar="K", type=positive_float, default=1.0,
-                    help="multiply every relay's bandwidth by K, as the reproduction's --capacity-scale (default 1)")
-    ap.add_argument("--latency", choices=LATENCIES, default="constant",
-                    help="the latency model, as the reproduction's --latency (default constant; regions: the generator's nine regions)")
     ap.add_argument("--jobs", type=int, help="parallel runs (default: the CPUs)")
     ap.add_argument("-o", "--out", required=True, help="output directory")
-    a = ap.parse_args(argv)
+    a, rest = ap.parse_known_args(argv)
     if a.seeds < 1:
         ap.error(f"--seeds: must be at least 1, got {a.seeds}")
     try:
         medians = parse_medians(a.medians)
         check_whole_steps(a.duration, 60.0, "--duration", "the per-connection table is sampled every minute")
+        r = reproduction_args(rest)
     except ValueError as e:
         ap.error(str(e))
 
@@ -129,12 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     from onionlab.reproduce.throttling.metrics import data_by_class
 
     out = Path(a.out)
-    made = configs(out, a.sample, [m for m, _ in medians], a.duration, a.warmup, a.path_order, a.capacity_scale, a.latency)
+    try:
+        made = configs(out, [m for m, _ in medians], a.duration, a.warmup, rest)
+    except ValueError as e:
+        ap.error(str(e))
     results = run_many([(name, path, list(range(1, a.seeds + 1))) for name, path in made], out, a.jobs)
     warmup_s = float(parse_duration(a.warmup))
     points = []
-    scale = (f", capacity x{a.capacity_scale:g}" if a.capacity_scale != 1.0 else "") + (f", latency {a.latency}" if a.latency != "constant" else "")
-    print(f"{a.sample}{scale}: vanilla, medium load, {a.path_order}, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
+    print(f"{label(rest, r)}: vanilla, medium load, {r.path_order}, seeds 1-{a.seeds}; target {TARGET_BULK_PCT} % bulk (table 1)")
     for (m, secs), (name, _) in zip(medians, made):
         d = data_by_class(results[name], warmup_s)
         total = sum(d.values())

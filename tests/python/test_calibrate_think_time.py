@@ -42,7 +42,7 @@ def test_bad_medians_are_an_error_naming_the_option(text, message):
 def test_each_median_gets_a_vanilla_medium_load_config_with_the_samples_settings(tmp_path):
     from onionlab import config as config_mod
 
-    made = tool.configs(tmp_path, "paper", ["0.8 s", "1 s"], "1 min", "0 s")
+    made = tool.configs(tmp_path, ["0.8 s", "1 s"], "1 min", "0 s", ["--sample", "paper"])
     assert [name for name, _ in made] == ["vanilla-medium-think-0.8s", "vanilla-medium-think-1s"]
     for (name, path), median in zip(made, ("0.8 s", "1 s")):
         config_mod.check(path)
@@ -52,10 +52,10 @@ def test_each_median_gets_a_vanilla_medium_load_config_with_the_samples_settings
         assert {(c["name"], c["count"], c["link_down"]) for c in cfg["clients"]} == {("web", 950, "3584 KiB/s"), ("bulk", 50, "3584 KiB/s")}
         assert cfg["workloads"]["web"]["think"] == {"dist": "lognormal", "median": median, "sigma": 2.0}
         assert cfg["tor"]["path_order"] == "exit-first"
-    (name, path), = tool.configs(tmp_path / "gf", "deciles", ["1.8 s"], "1 min", "0 s", "guard-first")
+    (name, path), = tool.configs(tmp_path / "gf", ["1.8 s"], "1 min", "0 s", ["--sample", "deciles", "--path-order", "guard-first"])
     assert tomllib.loads(path.read_text())["tor"]["path_order"] == "guard-first"
     # --latency regions: the matrix beside the configs, every relay placed, as the reproduction does.
-    (name, path), = tool.configs(tmp_path / "rg", "shadow", ["1.7 s"], "1 min", "0 s", latency="regions")
+    (name, path), = tool.configs(tmp_path / "rg", ["1.7 s"], "1 min", "0 s", ["--sample", "shadow", "--latency", "regions"])
     config_mod.check(path)
     cfg = tomllib.loads(path.read_text())
     assert cfg["network"]["latency"] == {"matrix": "throttling-latency-regions.csv"} and cfg["servers"]["placement"] == [0, 1, 2, 5]
@@ -103,8 +103,8 @@ def test_capacity_scale_multiplies_every_relays_bandwidth_as_the_reproduction_do
     def bandwidths(out):
         return relay_bandwidths(tomllib.loads((out / "configs" / RELAYS_FILE).read_text())["relays"])
 
-    tool.configs(tmp_path / "x1", "quantiles", ["8 s"], "1 min", "0 s")
-    tool.configs(tmp_path / "x2", "quantiles", ["2 s"], "1 min", "0 s", capacity_scale=2.0)
+    tool.configs(tmp_path / "x1", ["8 s"], "1 min", "0 s")
+    tool.configs(tmp_path / "x2", ["2 s"], "1 min", "0 s", ["--capacity-scale", "2"])
     one, two = bandwidths(tmp_path / "x1"), bandwidths(tmp_path / "x2")
     assert one.keys() == two.keys() and len(one) == 50
     assert all(two[r] == pytest.approx(2 * one[r], abs=0.5) for r in one)
@@ -112,3 +112,41 @@ def test_capacity_scale_multiplies_every_relays_bandwidth_as_the_reproduction_do
                        capture_output=True, text=True)
     assert r.returncode == 2 and "--capacity-scale" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_reproductions_network_options_reach_the_runs(tmp_path):
+    # --guards all: every relay flagged Guard, as the reproduction's network; --weights and
+    # the clients' Tor options reach the config.
+    (name, path), = tool.configs(
+        tmp_path, ["10 s"], "1 min", "0 s",
+        ["--guards", "all", "--weights", "computed", "--entry-guards", "1", "--predicted-circuits", "--cellq", "256,64"],
+    )
+    cfg = tomllib.loads(path.read_text())
+    assert cfg["network"]["bandwidth_weights"] == "computed"
+    assert cfg["tor"]["num_entry_guards"] == 1 and cfg["tor"]["predicted_circuits"] is True
+    assert (cfg["tor"]["cellq_high"], cfg["tor"]["cellq_low"]) == (256, 64)
+    relays = tomllib.loads((path.parent / "throttling-relays.toml").read_text())["relays"]
+    assert len(relays) == 50 and all("Guard" in r["flags"] for r in relays)
+    (name, path), = tool.configs(tmp_path / "consensus", ["10 s"], "1 min", "0 s")
+    relays = tomllib.loads((path.parent / "throttling-relays.toml").read_text())["relays"]
+    assert sum("Guard" in r["flags"] for r in relays) == 14
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--criterion", "mean"], "--criterion: not a calibration option (it has no effect on a vanilla run)"),
+    (["--think-median", "2 s"], "--think-median: not a calibration option (give the candidates as --medians)"),
+    (["--attack4-guards", "0"], "--attack4-guards: not a calibration option"),
+    (["--entry-guards", "0"], "--entry-guards: must be at least 1, got 0"),
+    (["--relays", "nowhere.toml"], "--relays nowhere.toml: no such file"),
+    (["--guards", "some"], "argument --guards: invalid choice: 'some'"),
+])
+def test_options_that_do_not_shape_the_run_or_are_bad_are_errors_naming_them(tmp_path, args, message):
+    r = subprocess.run([sys.executable, str(TOOL), "--medians", "1 s,2 s", "-o", str(tmp_path / "out"), *args], capture_output=True, text=True)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_report_names_the_network_it_was_calibrated_on():
+    a = tool.reproduction_args(["--sample", "deciles", "--guards", "all", "--path-order", "guard-first"])
+    assert tool.label(["--sample", "deciles", "--guards", "all", "--path-order", "guard-first"], a) == "deciles, --guards all"
+    assert tool.label([], tool.reproduction_args([])) == "quantiles"

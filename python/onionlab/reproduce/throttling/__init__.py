@@ -37,8 +37,8 @@ from onionlab.reproduce import Given, quick_settings, reuse_options, reuse_sourc
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, RELAYS_FILE, SAMPLES, THINK, all_guards, attack_pool, check_relay_sample, client_settings,
-    config_text, load_params, mechanism_line, place_network, relay_bandwidths, relay_sample_text, sample_in_use, scale_capacity, seconds, think_median, tor_settings,
+    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, RELAYS_FILE, SAMPLES, THINK, attack_pool, check_relay_sample, client_settings,
+    config_text, load_params, mechanism_line, network_relays_text, place_network, relay_bandwidths, sample_in_use, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
 from onionlab.reproduce.throttling.findings import findings, per_seed_numbers, print_findings
@@ -260,17 +260,9 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--attack4-factor: must be a number above 1, got {args.attack4_factor:g}")
     if args.attack4_guards < 0:
         raise ValueError(f"--attack4-guards: must be at least 0, got {args.attack4_guards}")
-    if args.entry_guards < 1:
-        raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
-    if args.relays and args.sample != "quantiles":
-        raise ValueError("--sample: has no effect with --relays (the relays come from the file)")
     reuse_sources(args.reuse_runs_from)  # a bad --reuse-runs-from fails before any run
-    relays_text = relay_sample_text(args.relays, args.sample)
+    relays_text = network_relays_text(args)
     client_settings(args)  # a --think shape not calibrated on the sample fails before any run
-    if args.guards == "all":
-        relays_text = all_guards(relays_text)
-    if args.capacity_scale != 1.0:
-        relays_text = scale_capacity(relays_text, args.capacity_scale)
     relays = check_relay_sample(relays_text, args)
     (out / "configs").mkdir(parents=True, exist_ok=True)
     relays_file = RELAYS_FILE

@@ -374,6 +374,24 @@ def relay_sample_text(path: str | None, sample: str = "quantiles") -> str:
         raise ValueError(f"--relays {path}: cannot read it ({e})") from None
 
 
+def network_relays_text(args) -> str:
+    """The relay sample a reproduction runs on, before placement: `--relays` or the built-in
+    `--sample`, every relay a guard with `--guards all`, bandwidths times
+    `--capacity-scale`. One function, so that `tools/calibrate_think_time.py` calibrates on
+    exactly the network the reproduction then runs. Raises ValueError naming the option
+    for `--sample` beside `--relays` and for fewer than one `--entry-guards`."""
+    if args.entry_guards < 1:
+        raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
+    if args.relays and args.sample != "quantiles":
+        raise ValueError("--sample: has no effect with --relays (the relays come from the file)")
+    text = relay_sample_text(args.relays, args.sample)
+    if args.guards == "all":
+        text = all_guards(text)
+    if args.capacity_scale != 1.0:
+        text = scale_capacity(text, args.capacity_scale)
+    return text
+
+
 _BANDWIDTH_LINE = re.compile(r'^(\s*bandwidth\s*=\s*)"([^"]*)"', re.MULTILINE)
 
 
