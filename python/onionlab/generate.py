@@ -330,6 +330,7 @@ TOR_PROFILES = {
         "predicted_circuits": ("true", "circuit_predict_and_launch_new"),
         "cellq_high": ("256", "CELL_QUEUE_HIGHWATER_SIZE"),
         "cellq_low": ("64", "CELL_QUEUE_LOWWATER_SIZE"),
+        "optimistic_data": ("false", "the client sends a stream's request once CONNECTED arrives (optimistic data came in 0.2.3.3-alpha)"),
     },
     "0.4.8": {
         "refill_interval": ('"100 ms"', "TokenBucketRefillInterval"),

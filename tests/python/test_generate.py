@@ -181,6 +181,8 @@ def test_tor_version_profile_follows_the_recommended_client_versions(c2022, c201
     assert "capped" in few.param_notes["guard-n-primary-guards-to-use"]
     assert (old["refill_interval"], old["num_entry_guards"], old["cellq_low"]) == ('"1 s"', "3", "64")
     assert (old["predicted_circuits"], old["circ_window"]) == ("true", 1000) and "cbt_learning" not in old
+    # Tor 0.2.2 had no optimistic data; 0.4.8 keeps the default (on).
+    assert old["optimistic_data"] == "false" and "optimistic_data" not in t
     # An explicit choice wins over the consensus's era; none leaves onionlab's defaults.
     assert gen.plan_network(c2010, 0.01, tor_version="0.4.8").tor_defaults["cellq_low"] == "10"
     none = gen.plan_network(c2022, 0.01, tor_version="none")

@@ -299,3 +299,16 @@ def test_the_paper_sample_is_the_papers_consensus_drawn_and_voted_as_shadow_did(
     settings = client_settings(args)
     assert settings["think"] == '{ dist = "lognormal", median = "1 s", sigma = 2.0 }'
     assert settings["weights"] == "computed-v9" and settings["client_links"] == ("1024 KiB/s", "3584 KiB/s")
+
+
+def test_no_optimistic_data_reaches_every_run_and_the_summary():
+    # `--no-optimistic-data`: tor 0.2.2's request after CONNECTED, in the [tor] table of
+    # every config the reproduction writes; by default the line is absent (tor's default on).
+    from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, tor_settings
+
+    off = parsed_args("--no-optimistic-data")
+    assert tor_settings(off)["optimistic_data"] is False and tor_settings(parsed_args())["optimistic_data"] is True
+    text = config_text("x", LOADS["medium"], mechanism_line("flag", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(off))
+    assert tomllib.loads(text)["tor"]["optimistic_data"] is False
+    default = config_text("x", LOADS["medium"], mechanism_line("flag", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(parsed_args()))
+    assert "optimistic_data" not in tomllib.loads(default)["tor"]

@@ -224,6 +224,8 @@ struct DocTor {
     distinct_guard_subnets: Option<bool>,
     channel_per_circuit: bool,
     request_size: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    optimistic_data: Option<bool>,
     circ_window: u64,
     circ_window_increment: u64,
     congestion_control: DocCongestionControl,
@@ -455,6 +457,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
                 distinct_guard_subnets: (!t.distinct_guard_subnets).then_some(false),
                 channel_per_circuit: t.channel_per_circuit,
                 request_size: format_size(t.request_bytes),
+                optimistic_data: (!t.optimistic_data).then_some(false),
                 circ_window: t.circ_window,
                 circ_window_increment: t.circ_window_increment,
                 congestion_control: match t.congestion_control {

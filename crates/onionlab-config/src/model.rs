@@ -94,6 +94,9 @@ pub struct TorParams {
     pub channel_per_circuit: bool,
     /// Bytes of a client's request.
     pub request_bytes: u64,
+    /// The request rides with BEGIN (tor 0.2.3.3-alpha on; default true); false: it
+    /// follows CONNECTED as DATA cells (tor 0.2.2).
+    pub optimistic_data: bool,
     pub circ_window: u64,
     pub circ_window_increment: u64,
     /// Circuit-level flow or congestion control.

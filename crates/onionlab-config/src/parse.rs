@@ -20,8 +20,8 @@ use onionlab_core::units::{parse_bandwidth, parse_duration, parse_size};
 use onionlab_core::SimDuration;
 use toml::{Table, Value};
 
-use crate::format_duration;
 use crate::model::*;
+use crate::{format_duration, format_size};
 
 /// One problem in a config, at a field path such as `relays[3].bandwidth`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,6 +163,7 @@ const TOR_KEYS: &[&str] = &[
     "distinct_guard_subnets",
     "channel_per_circuit",
     "request_size",
+    "optimistic_data",
     "circ_window",
     "circ_window_increment",
     "congestion_control",
@@ -218,6 +219,9 @@ const DEFAULT_SERVER_LINK: u64 = 1_000 * MBIT;
 const DEFAULT_SERVER_COUNT: u32 = 10;
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
+/// The largest request the model sends without optimistic data: one stream window
+/// (`STREAMWINDOW_START`, 500 cells) of `RELAY_PAYLOAD_SIZE` (498 B) each.
+const MAX_UNWINDOWED_REQUEST: u64 = 500 * 498;
 
 const DURATION_EXAMPLE: &str = "write a number and a unit, e.g. \"100 ms\", \"1.5 s\", \"10 min\"";
 const SIZE_EXAMPLE: &str = "write a number and a unit, e.g. \"500 B\", \"320 KiB\", \"5 MiB\"";
@@ -241,6 +245,7 @@ pub fn default_tor_params() -> TorParams {
         distinct_guard_subnets: true,
         channel_per_circuit: false,
         request_bytes: 500,
+        optimistic_data: true,
         circ_window: 1000,
         circ_window_increment: 100,
         congestion_control: CongestionControlConfig::FixedWindow,
@@ -1172,6 +1177,18 @@ impl Ctx<'_> {
             Some(n) => n,
             None => default_num_primary_guards(num_entry_guards),
         };
+        let request_bytes = self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes);
+        let optimistic_data = self.opt(t, p, "optimistic_data", Ctx::boolean).unwrap_or(d.optimistic_data);
+        // Without optimistic data the request goes as DATA cells, which the model does not
+        // charge to the client's windows: it must fit the stream window (500 cells).
+        if !optimistic_data && request_bytes > MAX_UNWINDOWED_REQUEST {
+            self.err_hint(
+                "tor.request_size",
+                format!("{} is more than {MAX_UNWINDOWED_REQUEST} B, with optimistic_data = false", format_size(request_bytes)),
+                "without optimistic data the request goes as DATA cells, and the model sends at most one stream window of them \
+                 (500 cells of 498 B); uploads that need SENDMEs are not modelled",
+            );
+        }
         TorParams {
             refill_interval: self.opt(t, p, "refill_interval", Ctx::pos_duration).unwrap_or(d.refill_interval),
             link_handshake_rtts: self.opt(t, p, "link_handshake_rtts", Ctx::u32).unwrap_or(d.link_handshake_rtts),
@@ -1206,7 +1223,8 @@ impl Ctx<'_> {
             num_primary_guards,
             distinct_guard_subnets: self.opt(t, p, "distinct_guard_subnets", Ctx::boolean).unwrap_or(d.distinct_guard_subnets),
             channel_per_circuit: self.opt(t, p, "channel_per_circuit", Ctx::boolean).unwrap_or(d.channel_per_circuit),
-            request_bytes: self.opt(t, p, "request_size", Ctx::pos_size).unwrap_or(d.request_bytes),
+            request_bytes,
+            optimistic_data,
             circ_window,
             circ_window_increment,
             cell_queue_watermarks: self.cell_queue_watermarks(t, p),

@@ -406,6 +406,17 @@ fn tor_parameters() {
     err_at(&tor("link_handshake_rtts = -2"), "tor.link_handshake_rtts", &["negative"]);
     err_at(&tor("circ_max_cell_queue = \"2500\""), "tor.circ_max_cell_queue", &["integer"]);
     err_at(&tor("request_size = \"0 B\""), "tor.request_size", &["at least 1 byte"]);
+    // Without optimistic data the request is DATA cells, at most one stream window of them.
+    err_at(&tor("optimistic_data = \"no\""), "tor.optimistic_data", &["true or false"]);
+    let e = err_at(
+        &tor("optimistic_data = false\nrequest_size = \"249001 B\""),
+        "tor.request_size",
+        &["more than 249000 B", "optimistic_data = false"],
+    );
+    assert!(hint(&e).contains("500 cells"), "{}", hint(&e));
+    let c = load(&tor("optimistic_data = false\nrequest_size = \"249000 B\"")).unwrap();
+    assert_eq!((c.tor.optimistic_data, c.tor.request_bytes), (false, 249_000));
+    assert!(load(&tor("request_size = \"1 MiB\"")).unwrap().tor.optimistic_data, "tor's default since 0.2.3.3-alpha");
     err_at(&tor("sndbuf = 4096"), "tor.sndbuf", &["bare number"]);
     // Linux's floors (SOCK_MIN_SNDBUF, SOCK_MIN_RCVBUF), named in the hint.
     let e = err_at(&tor("sndbuf = \"2 B\""), "tor.sndbuf", &["at least 4608 B", "found 2 B"]);

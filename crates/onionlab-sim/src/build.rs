@@ -181,6 +181,7 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
         channel_per_circuit: t.channel_per_circuit,
         wire_waits: cfg.experiment.wire_waits,
         request_bytes: t.request_bytes,
+        optimistic_data: t.optimistic_data,
         circ_window: t.circ_window,
         circ_window_increment: t.circ_window_increment,
         congestion_control: match t.congestion_control {

@@ -52,6 +52,7 @@ num_primary_guards = 4
 distinct_guard_subnets = false
 channel_per_circuit = true
 request_size = "2 KiB"
+optimistic_data = false
 circ_window = 800
 circ_window_increment = 80
 congestion_control = { kind = "vegas", cwnd_init = 200, cwnd_min = 40, alpha = 100, beta = 300 }
@@ -77,6 +78,7 @@ rcvbuf = "500 KiB"
     assert_eq!((t.num_entry_guards, t.use_entry_guards, t.channel_per_circuit, t.wire_waits), (2, false, true, true));
     assert_eq!((t.path_order, t.num_primary_guards, t.distinct_guard_subnets), (onionlab_tor::PathOrder::GuardFirst, 4, false));
     assert_eq!((t.request_bytes, t.circ_window, t.circ_window_increment), (2048, 800, 80));
+    assert!(!t.optimistic_data);
     assert_eq!(t.cell_queue_watermarks, Some((300, 20)));
     assert_eq!((t.transport.sndbuf_bytes, t.transport.rcvbuf_bytes), (300 << 10, 500 << 10));
     match &t.congestion_control {
@@ -86,7 +88,7 @@ rcvbuf = "500 KiB"
     // Not one of them is the default: the assertions above say something.
     assert!(d.refill_interval != t.refill_interval && d.link_handshake_rtts != 3 && d.max_circuit_dirtiness != t.max_circuit_dirtiness);
     assert!(!d.predicted_circuits && d.circuit_idle_timeout != t.circuit_idle_timeout && d.circ_max_cell_queue != 1234);
-    assert!(d.num_entry_guards != 2 && d.use_entry_guards && !d.channel_per_circuit && d.request_bytes != 2048);
+    assert!(d.num_entry_guards != 2 && d.use_entry_guards && !d.channel_per_circuit && d.request_bytes != 2048 && d.optimistic_data);
     assert!(d.path_order != t.path_order && d.num_primary_guards != 4 && d.distinct_guard_subnets);
     assert!(d.circ_window != 800 && d.circ_window_increment != 80 && d.cell_queue_watermarks != Some((300, 20)));
     assert!(d.transport.sndbuf_bytes != 300 << 10 && d.transport.rcvbuf_bytes != 500 << 10);

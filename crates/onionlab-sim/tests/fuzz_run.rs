@@ -401,6 +401,8 @@ struct GenTor {
     entry_guards: Option<u32>,
     use_entry_guards: Option<bool>,
     request: Option<u64>,
+    /// `optimistic_data` (false: the request follows CONNECTED as DATA cells).
+    optimistic: Option<bool>,
     /// (window, increment <= window).
     window: Option<(u64, u64)>,
     sndbuf: Option<u64>,
@@ -442,6 +444,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
             of((1..pick(w, 600, 5_000)).prop_flat_map(|h| (Just(h), 0..h))),
             any::<bool>(),
             (of(any::<bool>()), of(0..pick(w, 4, 20) as u32), of(any::<bool>())),
+            of(any::<bool>()),
         ),
     )
         .prop_map(
@@ -457,7 +460,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
                 window,
                 sndbuf,
                 rcvbuf,
-                (predicted, vegas, cellq, idle_ranges, path),
+                (predicted, vegas, cellq, idle_ranges, path, optimistic),
             )| {
                 GenTor {
                     refill_us,
@@ -469,6 +472,8 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
                     entry_guards,
                     use_entry_guards,
                     request,
+                    // Without optimistic data a request must fit one stream window.
+                    optimistic: optimistic.filter(|&o| o || request.unwrap_or(500) <= 500 * 498),
                     window,
                     sndbuf,
                     rcvbuf,
@@ -753,6 +758,7 @@ fn render(g: &Gen) -> (String, Option<String>) {
     opt("num_primary_guards", t.path.1.map(|extra| (t.entry_guards.unwrap_or(1) + extra).to_string()));
     opt("distinct_guard_subnets", t.path.2.map(|b| b.to_string()));
     opt("request_size", t.request.map(size_b));
+    opt("optimistic_data", t.optimistic.map(|b| b.to_string()));
     opt("circ_window", t.window.map(|w| w.0.to_string()));
     opt("circ_window_increment", t.window.map(|w| w.1.to_string()));
     opt("sndbuf", t.sndbuf.map(size_b));
@@ -1188,6 +1194,16 @@ fn the_small_network_runs() {
 #[test]
 fn a_send_buffer_smaller_than_the_request() {
     let cfg = small_with("[tor]\n", "[tor]\nsndbuf = \"8 KiB\"\nrequest_size = \"20 KiB\"\n");
+    check_run(&cfg).unwrap();
+    let out = run(&cfg, 1, None).unwrap();
+    assert!(out.downloads.iter().any(|d| d.error.is_none()), "downloads finish: {:?}", out.summary.counters);
+}
+
+/// Without optimistic data, a request larger than the exit's send buffer: its DATA cells
+/// all arrive, and the exit writes the rest when the socket becomes writable.
+#[test]
+fn without_optimistic_data_a_request_larger_than_the_send_buffer() {
+    let cfg = small_with("[tor]\n", "[tor]\nsndbuf = \"8 KiB\"\nrequest_size = \"20 KiB\"\noptimistic_data = false\n");
     check_run(&cfg).unwrap();
     let out = run(&cfg, 1, None).unwrap();
     assert!(out.downloads.iter().any(|d| d.error.is_none()), "downloads finish: {:?}", out.summary.counters);

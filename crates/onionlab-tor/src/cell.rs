@@ -43,7 +43,8 @@ pub enum CellKind {
     Extend,
     /// RELAY EXTENDED2 back to the client.
     Extended,
-    /// RELAY BEGIN: open a stream at the exit. Carries the request (optimistic data).
+    /// RELAY BEGIN: open a stream at the exit. Carries the request with optimistic data
+    /// (`TorConfig::optimistic_data`); without it, the request follows CONNECTED as DATA.
     Begin,
     /// RELAY CONNECTED: the exit's connection to the server is up.
     Connected,

@@ -260,6 +260,9 @@ pub(crate) struct Stream {
     /// Request bytes the exit has written to the server (a send buffer smaller than the
     /// request takes them in parts).
     pub request_written: u64,
+    /// Request DATA cells the exit has received (without optimistic data, the request
+    /// comes after CONNECTED; the exit writes it once all of them are in).
+    pub request_cells: u32,
     // Server side.
     pub request_read: u64,
     pub server_written: u64,

@@ -867,10 +867,28 @@ impl TorNetwork {
                 self.streams[sid as usize].exit_conn = Some(conn);
                 self.set_role(conn, ConnRole::Edge(sid));
             }
+            // With optimistic data the request went with BEGIN; without, it follows now.
+            CellKind::Connected if !self.cfg.optimistic_data => {
+                if self.live_stream(circ, run.stream).is_some() {
+                    let exit = self.circuits[circ as usize].exit_pos();
+                    let count = self.request_cells();
+                    let req = CellRun { circ, count, dir: Direction::Out, kind: CellKind::Data, target: exit as u8, stream: run.stream };
+                    self.emit(now, circ, 0, req);
+                }
+            }
             CellKind::Connected => {}
             CellKind::Data if pos == 0 => self.deliver_at_client(now, circ, run),
-            // Uploads are not modelled beyond the request that rides with BEGIN.
-            CellKind::Data => {}
+            // At the exit: the request's cells (no other uploads are modelled). The exit's
+            // connection to the server is up: CONNECTED went out once it was.
+            CellKind::Data => {
+                let Some(sid) = self.live_stream(circ, run.stream) else { return };
+                let needed = self.request_cells();
+                let s = &mut self.streams[sid as usize];
+                s.request_cells += run.count;
+                if s.request_cells >= needed {
+                    self.write_request(q, sid);
+                }
+            }
             CellKind::CircuitSendme => {
                 self.counters.circuit_sendmes_received += run.count as u64;
                 let c = &mut self.circuits[circ as usize];
@@ -1303,7 +1321,10 @@ impl TorNetwork {
             NetNotice::Connected { side: Side::Initiator, .. } => {
                 // Optimistic data: the request rode with BEGIN; hand it to the server now
                 // (the rest on Writable if the send buffer is smaller than the request).
-                self.write_request(q, sid);
+                // Without it, the client sends the request once CONNECTED reaches it.
+                if self.cfg.optimistic_data {
+                    self.write_request(q, sid);
+                }
                 let exit = self.circuits[circ as usize].exit_pos();
                 let run = CellRun {
                     circ,
@@ -1329,9 +1350,18 @@ impl TorNetwork {
         }
     }
 
-    /// The exit writes what is left of the stream's request to the server.
+    /// DATA cells a request takes without optimistic data.
+    fn request_cells(&self) -> u32 {
+        self.cfg.request_bytes.div_ceil(RELAY_PAYLOAD_SIZE) as u32
+    }
+
+    /// The exit writes what is left of the stream's request to the server (once its
+    /// connection is up and, without optimistic data, the request's cells are in).
     fn write_request(&mut self, q: &mut EventQueue<TorEvent>, sid: u32) {
         let s = &self.streams[sid as usize];
+        if !self.cfg.optimistic_data && s.request_cells < self.request_cells() {
+            return; // Writable before the request has come: nothing to write yet.
+        }
         let left = self.cfg.request_bytes - s.request_written;
         if left > 0 {
             let conn = s.exit_conn.expect("requests are written on connected streams");

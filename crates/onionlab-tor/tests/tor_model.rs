@@ -87,6 +87,42 @@ fn a_download_is_its_bytes_in_whole_cells() {
 }
 
 #[test]
+fn without_optimistic_data_the_request_follows_connected_one_round_trip_later() {
+    // 50 ms between every pair of hosts, fast relays. With optimistic data (tor 0.2.3.3
+    // on) the request rides with BEGIN; without (tor 0.2.2) the client waits for CONNECTED
+    // (3 hops back, 150 ms) and then sends the request (3 hops out, 150 ms): the first
+    // byte comes exactly one circuit round trip, 300 ms, later, and nothing else changes.
+    // A request of `r` bytes is ceil(r / 498) DATA cells towards the exit, relayed by the
+    // guard and the middle; the exit hands it to the server once the last is in.
+    let one_way = SimDuration::from_millis(50);
+    let run = |optimistic_data: bool, request_bytes: u64| {
+        let cfg = TorConfig { optimistic_data, request_bytes, ..TorConfig::default() };
+        let (mut sim, _, c, s) = line(cfg, one_way, [100 * MIB; 3], 1, 1);
+        let sid = sim.start_stream(c[0], s, 320 * KIB, 0).unwrap();
+        let circ = sim.tor.stream_circuit(sid);
+        sim.run_until(secs(30.0), |t| t.check_invariants().unwrap());
+        let rec = sim.tor.take_records().pop().expect("the download finished");
+        assert_eq!((rec.error, rec.received), (None, 320 * KIB));
+        quiet_accounting(&sim.tor.counters).unwrap();
+        let relayed = sim.tor.circuit_cells_relayed(circ);
+        let out = [relayed[1][0], relayed[2][0]];
+        (rec.ttfb.unwrap().as_secs_f64(), rec.ttlb.unwrap().as_secs_f64(), out)
+    };
+    let (ttfb_on, ttlb_on, out_on) = run(true, 500);
+    let (ttfb_off, ttlb_off, out_off) = run(false, 500);
+    eprintln!("first byte {ttfb_on:.4} s with optimistic data, {ttfb_off:.4} s without; last {ttlb_on:.4} / {ttlb_off:.4} s");
+    assert!((ttfb_off - ttfb_on - 0.3).abs() < 1e-3, "first byte {ttfb_on} s -> {ttfb_off} s");
+    assert!((ttlb_off - ttlb_on - 0.3).abs() < 1e-3, "last byte {ttlb_on} s -> {ttlb_off} s");
+    // 500 B: two DATA cells out through the guard and the middle; 498 B: one.
+    assert_eq!([out_off[0] - out_on[0], out_off[1] - out_on[1]], [2, 2]);
+    let (_, _, out_one) = run(false, 498);
+    assert_eq!([out_one[0] - out_on[0], out_one[1] - out_on[1]], [1, 1]);
+    // A request larger than the exit's send buffer still reaches the server whole.
+    let (ttfb_big, _, _) = run(false, 200 * KIB);
+    assert!(ttfb_big > ttfb_off, "{ttfb_big} s");
+}
+
+#[test]
 fn relay_circuits_name_each_hops_neighbours_and_queue() {
     // The middle's 2 Mbit/s downlink holds cells back at the exit. Each relay sees the
     // circuit at its position, data coming from the next relay towards the exit (the

@@ -79,6 +79,7 @@ impl TorNetwork {
             sendmes_received: 0,
             in_read_ring: false,
             request_written: 0,
+            request_cells: 0,
             request_read: 0,
             server_written: 0,
             delivered_cells: 0,

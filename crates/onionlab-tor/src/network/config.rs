@@ -168,8 +168,17 @@ pub struct TorConfig {
     /// next relay ([`crate::wait`]; time sums on every channel between relays). Default
     /// false: the wire is measured whole.
     pub wire_waits: bool,
-    /// Size of a client's request (an HTTP GET), carried with BEGIN as optimistic data.
+    /// Size of a client's request (an HTTP GET).
     pub request_bytes: u64,
+    /// Optimistic data (proposal 181, tor 0.2.3.3-alpha on; `OptimisticData auto`): the
+    /// request rides with BEGIN and the exit hands it to the server as soon as its TCP
+    /// connection is up. Default true. False is tor before 0.2.3.3 (the 0.2.2 of the
+    /// throttling, EWMA and BRAIDS papers' testbeds): the client answers CONNECTED with
+    /// the request as `ceil(request_bytes / 498)` DATA cells, so every stream takes one more
+    /// circuit round trip, and the request cells queue at each hop like any other. They are
+    /// not charged to the client's package windows (a request of up to 500 cells fits the
+    /// stream window, which `onionlab-config` checks).
+    pub optimistic_data: bool,
     /// `CIRCWINDOW_START` and `CIRCWINDOW_INCREMENT`.
     pub circ_window: u64,
     pub circ_window_increment: u64,
@@ -202,6 +211,7 @@ impl Default for TorConfig {
             channel_per_circuit: false,
             wire_waits: false,
             request_bytes: 500,
+            optimistic_data: true,
             circ_window: crate::flow_control::CIRCWINDOW_START,
             circ_window_increment: crate::flow_control::CIRCWINDOW_INCREMENT,
             congestion_control: crate::flow_control::CongestionControlKind::FixedWindow,

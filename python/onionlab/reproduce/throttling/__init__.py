@@ -164,6 +164,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="clients also launch tor 0.2.2's circuit-build-time test circuits, one a minute up to 12 clean (implies --predicted-circuits)",
     )
     p.add_argument(
+        "--no-optimistic-data", dest="optimistic_data", action="store_false",
+        help="clients send a stream's request only once CONNECTED arrives, one circuit round trip later, as tor 0.2.2 (the "
+        "paper's Shadow ran 0.2.2.15) did; default: it rides with BEGIN, tor's optimistic data since 0.2.3.3-alpha",
+    )
+    p.add_argument(
         "--congestion-control", choices=("fixed-window", "vegas"), default="fixed-window",
         help="circuits' flow control: tor 0.2.2's fixed SENDME windows (default, the tor of the paper) or today's proposal 324 Vegas",
     )

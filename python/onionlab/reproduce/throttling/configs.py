@@ -139,6 +139,7 @@ def config_text(
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
     cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None, circ_interval: str | None = None,
     path_order: str = DEFAULT_PATH_ORDER, client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"), latency: str = "constant",
+    optimistic_data: bool = True,
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     if chan_interval:
@@ -154,6 +155,9 @@ def config_text(
         tor_extra += f'\ncongestion_control = "{congestion_control}"'
     if cellq:
         tor_extra += f"\ncellq_high = {cellq[0]}\ncellq_low = {cellq[1]}"
+    if not optimistic_data:
+        # Tor 0.2.2.15 (Shadow's): no optimistic data; the request follows CONNECTED.
+        tor_extra += "\noptimistic_data = false"
     # Always written, so a config says which order it ran: this reproduction's numbers
     # until 2026-11-28 ran guard-first, and `--path-order guard-first` still runs it.
     # Exit-first (the default, as the model's) is tor 0.2.2's order: the exit, then a guard
@@ -567,6 +571,7 @@ def tor_settings(args) -> dict:
         "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
         "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
         "path_order": args.path_order, "weights": args.weights or sample_in_use(args)[1].weights,
+        "optimistic_data": args.optimistic_data,
     }
 
 
