@@ -19,9 +19,10 @@ The reproduction options are `onionlab reproduce throttling`'s own, with their d
 for the network and the clients the runs are made on: `--sample`, `--relays`,
 `--path-order`, `--capacity-scale`, `--latency`, `--guards`, `--weights`,
 `--entry-guards`, `--predicted-circuits`, `--cbt-learning`, `--congestion-control`,
-`--cellq`, `--no-optimistic-data` and `--think` (the shape whose median is calibrated). The median found is then
-given to the reproduction as `--think-median` beside the same options. Any other of its
-options (the sweep's, the attacks') has no effect on a vanilla run and is an error here.
+`--cellq`, `--no-optimistic-data` and `--think` (the shape whose median is calibrated).
+The median found is then given to the reproduction as `--think-median` beside the same
+options. Any other of its options (the sweep's, the attacks') has no effect on a vanilla
+run and is an error here.
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def reproduction_args(argv: list[str]) -> argparse.Namespace:
 
     p = reproduction_parser()
     a = p.parse_args(argv)
+    # argparse has no public list of a parser's options; `_actions` is that list.
     for act in p._actions:
         if act.dest in NETWORK_OPTIONS or not act.option_strings or act.dest == "help":
             continue
@@ -107,7 +109,7 @@ def label(argv: list[str], a: argparse.Namespace) -> str:
     """What the runs are made on, for the report's first line: the sample (or the
     `--relays` file) and the other reproduction options as given."""
     rest, skip = [], False
-    for i, arg in enumerate(argv):
+    for arg in argv:
         if skip:
             skip = False
             continue
