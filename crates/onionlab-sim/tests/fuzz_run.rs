@@ -1190,23 +1190,17 @@ fn the_small_network_runs() {
 /// A send buffer smaller than the request: the exit wrote the request to the server in one
 /// call and asserted that all of it fit (a panic in debug builds; in release the server
 /// waited for the rest forever and no download finished). It now writes the rest when the
-/// socket becomes writable.
+/// socket becomes writable. Without optimistic data the same holds once the request's DATA
+/// cells are all in.
 #[test]
 fn a_send_buffer_smaller_than_the_request() {
-    let cfg = small_with("[tor]\n", "[tor]\nsndbuf = \"8 KiB\"\nrequest_size = \"20 KiB\"\n");
-    check_run(&cfg).unwrap();
-    let out = run(&cfg, 1, None).unwrap();
-    assert!(out.downloads.iter().any(|d| d.error.is_none()), "downloads finish: {:?}", out.summary.counters);
-}
-
-/// Without optimistic data, a request larger than the exit's send buffer: its DATA cells
-/// all arrive, and the exit writes the rest when the socket becomes writable.
-#[test]
-fn without_optimistic_data_a_request_larger_than_the_send_buffer() {
-    let cfg = small_with("[tor]\n", "[tor]\nsndbuf = \"8 KiB\"\nrequest_size = \"20 KiB\"\noptimistic_data = false\n");
-    check_run(&cfg).unwrap();
-    let out = run(&cfg, 1, None).unwrap();
-    assert!(out.downloads.iter().any(|d| d.error.is_none()), "downloads finish: {:?}", out.summary.counters);
+    for optimistic in ["true", "false"] {
+        let tor = format!("[tor]\nsndbuf = \"8 KiB\"\nrequest_size = \"20 KiB\"\noptimistic_data = {optimistic}\n");
+        let cfg = small_with("[tor]\n", &tor);
+        check_run(&cfg).unwrap();
+        let out = run(&cfg, 1, None).unwrap();
+        assert!(out.downloads.iter().any(|d| d.error.is_none()), "optimistic_data = {optimistic}: downloads finish: {:?}", out.summary.counters);
+    }
 }
 
 /// A partial `bandwidth_weights` table (or a weight above 10000) passed validation, and
