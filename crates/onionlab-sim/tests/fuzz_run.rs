@@ -1199,7 +1199,11 @@ fn a_send_buffer_smaller_than_the_request() {
         let cfg = small_with("[tor]\n", &tor);
         check_run(&cfg).unwrap();
         let out = run(&cfg, 1, None).unwrap();
-        assert!(out.downloads.iter().any(|d| d.error.is_none()), "optimistic_data = {optimistic}: downloads finish: {:?}", out.summary.counters);
+        assert!(
+            out.downloads.iter().any(|d| d.error.is_none()),
+            "optimistic_data = {optimistic}: downloads finish: {:?}",
+            out.summary.counters
+        );
     }
 }
 
