@@ -89,9 +89,7 @@ def reproduction_parser() -> argparse.ArgumentParser:
 def reproduction_args(argv: list[str]) -> argparse.Namespace:
     """The reproduction's options in `argv`, parsed by its own parser. Raises ValueError
     naming an option that does not shape the vanilla run (`--think-median` among them:
-    the candidates are `--medians`), and for what the reproduction itself refuses."""
-    from onionlab.reproduce.throttling.configs import network_relays_text
-
+    the candidates are `--medians`)."""
     p = reproduction_parser()
     a = p.parse_args(argv)
     # argparse has no public list of a parser's options; `_actions` is that list.
@@ -101,7 +99,6 @@ def reproduction_args(argv: list[str]) -> argparse.Namespace:
         if getattr(a, act.dest) != act.default:
             hint = "give the candidates as --medians" if act.dest == "think_median" else "it has no effect on a vanilla run"
             raise ValueError(f"{act.option_strings[-1]}: not a calibration option ({hint})")
-    network_relays_text(a)  # --relays and --entry-guards checked before any run
     return a
 
 
@@ -126,7 +123,8 @@ def configs(out: Path, medians: list[str], duration: str, warmup: str, argv: lis
     """Writes one vanilla medium-load config per median under `out/configs`, on the network
     the reproduction builds from its options `argv` (the sample beside them, its bandwidths
     scaled, every relay a guard, placed, as those options say), and returns (name, path)
-    pairs."""
+    pairs. Raises ValueError, before writing anything, for what the reproduction refuses
+    (a bad `--relays` file, `--entry-guards` below 1, ...)."""
     from onionlab.reproduce import write_config
     from onionlab.reproduce.throttling.configs import (
         LOADS, RELAYS_FILE, check_relay_sample, client_settings, config_text, mechanism_line, network_relays_text, place_network,
@@ -134,10 +132,10 @@ def configs(out: Path, medians: list[str], duration: str, warmup: str, argv: lis
 
     # The reproduction's own parser and network, so each run has exactly the settings that
     # the same options and `--think-median M` give the main runs.
-    argv = list(argv)
-    a = reproduction_args(argv)
+    a = reproduction_args(list(argv))
     relays_text = network_relays_text(a)
     check_relay_sample(relays_text, a)
+    settings = {m: client_settings(argparse.Namespace(**{**vars(a), "think_median": m})) for m in medians}
     (out / "configs").mkdir(parents=True, exist_ok=True)
     relays_text, files = place_network(relays_text, a)
     for fname, body in files.items():
@@ -145,9 +143,8 @@ def configs(out: Path, medians: list[str], duration: str, warmup: str, argv: lis
     (out / "configs" / RELAYS_FILE).write_text(relays_text, encoding="utf-8")
     made = []
     for m in medians:
-        settings = client_settings(reproduction_parser().parse_args(argv + ["--think-median", m]))
         name = "vanilla-medium-think-" + m.replace(" ", "")
-        text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, **settings)
+        text = config_text(name, LOADS["medium"], mechanism_line("vanilla", {}), duration, warmup, RELAYS_FILE, **settings[m])
         made.append((name, write_config(out, name, text)))
     return made
 

@@ -382,10 +382,8 @@ def network_relays_text(args) -> str:
     """The relay sample a reproduction runs on, before placement: `--relays` or the built-in
     `--sample`, every relay a guard with `--guards all`, bandwidths times
     `--capacity-scale`. One function, so that `tools/calibrate_think_time.py` calibrates on
-    exactly the network the reproduction then runs. Raises ValueError naming the option
-    for `--sample` beside `--relays` and for fewer than one `--entry-guards`."""
-    if args.entry_guards < 1:
-        raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
+    exactly the network the reproduction then runs. Raises ValueError naming `--sample`
+    given beside `--relays`."""
     if args.relays and args.sample != "quantiles":
         raise ValueError("--sample: has no effect with --relays (the relays come from the file)")
     text = relay_sample_text(args.relays, args.sample)
@@ -566,7 +564,10 @@ def think_median(args) -> str:
 
 def tor_settings(args) -> dict:
     """The settings of `client_settings` beyond the think time: the `[tor]` lines and the
-    path-selection weights (also recorded in summary.json)."""
+    path-selection weights (also recorded in summary.json). Raises ValueError naming
+    `--entry-guards` below 1."""
+    if args.entry_guards < 1:
+        raise ValueError(f"--entry-guards: must be at least 1, got {args.entry_guards}")
     return {
         "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
         "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
