@@ -153,7 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the order a client draws a circuit's relays in: tor's exit first, then one of its entry guards outside the "
         "exit's family and /16 (default; tor 0.2.2's choose_random_entry, the tor of the paper's Shadow runs, and the "
         "model's default), or the model's earlier guard first, then an exit outside it (this reproduction's default until "
-        "2026-11-28, which the guard-first sections of docs/reproductions/throttling.md ran)",
+        "2026-11-28, which the guard-first sections of docs/reproductions/throttling-details.md ran)",
     )
     p.add_argument(
         "--predicted-circuits", action="store_true",

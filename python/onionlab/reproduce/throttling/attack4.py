@@ -60,7 +60,7 @@ connection back only once its 2 MiB burst has drained, burst / (what it carries 
 rate) later, about 100 s for a target paced at 26 KiB/s that flagging drops to 5 KiB/s.
 (The first runs compared the w seconds right after t_k: there the drop came at the
 window's end and flagging's paced targets scored an AUC of 0.59 on the built-in sample;
-0.68 with the settled window, docs/reproductions/throttling.md, "Attack 4".)
+0.68 with the settled window, docs/reproductions/throttling-details.md, "Attack 4".)
 
 **What is measured.** Positives are the circuits through X, negatives every other circuit
 in the same run. Per algorithm and client class: the AUC, the chance the attacker ranks a

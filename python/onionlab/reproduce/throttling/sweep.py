@@ -176,7 +176,7 @@ def sweep_settings(args) -> tuple[str, str]:
     runs with a 2-minute warm-up measured minutes 2-10, while clients were still starting
     (they start over the first 4 minutes) and before any circuit had been replaced, and
     their choice for flagging lost to the runner-up on every one of the 20-minute main
-    runs' seeds (docs/reproductions/throttling.md)."""
+    runs' seeds (docs/reproductions/throttling-details.md, "What changed in the last two rounds")."""
     return args.sweep_duration or args.duration, args.sweep_warmup or args.warmup
 
 
