@@ -89,3 +89,38 @@ def test_quick_reproduction_runs(tmp_path, monkeypatch):
     assert pcts["66"][1] == s["halflife_sweep_web_median_s"]["66"] and len(pcts["round-robin"]) == 3
     assert [r["scheduler"] for r in s["full_network"]] == ["round-robin", "ewma", "kist"]
     assert (out / "configs" / "line-ewma.toml").exists()
+
+
+def test_no_optimistic_data_reaches_every_config(tmp_path):
+    # `--no-optimistic-data`: the [tor] table of every config the reproduction writes turns
+    # it off; by default the key is absent (tor's default, on) and the configs are as before.
+    sched = ewma._scheduler_toml("round-robin")
+    for optimistic in (True, False):
+        texts = {"line": ewma.line_config("line", sched, quick=True, seeds=[1], optimistic_data=optimistic)}
+        texts["full"] = ewma.full_network_config("round-robin", quick=True, optimistic_data=optimistic)
+        for name, text in texts.items():
+            p = tmp_path / f"{name}-{optimistic}.toml"
+            p.write_text(text)
+            resolved = config_mod.parse(config_mod.check(str(p)))
+            assert resolved["tor"].get("optimistic_data", True) is optimistic, (name, optimistic)
+            assert ("optimistic_data" in text) is not optimistic, name
+    assert ewma.line_config("line", sched, quick=True, seeds=[1]) == ewma.line_config("line", sched, True, [1], True)
+
+
+@needs_core
+def test_without_optimistic_data_each_web_download_takes_one_more_circuit_round_trip(tmp_path):
+    # The line's hosts are 150 ms apart, so the request following CONNECTED costs a circuit
+    # round trip, client -> guard -> middle -> exit and back: 6 x 150 ms = 0.9 s, plus the
+    # request's own wait behind bulk cells in the middle's bottleneck uplink. Round robin's
+    # median web download must grow by that trip and not by many.
+    medians = {}
+    for flag in ([], ["--no-optimistic-data"]):
+        out = tmp_path / ("off" if flag else "on")
+        assert main(["reproduce", "ewma", "--quick", "--no-full-network", "--jobs", "2", "-o", str(out), *flag]) == 0
+        s = json.loads((out / "summary.json").read_text())
+        assert s["optimistic_data"] is (not flag)
+        medians["off" if flag else "on"] = s["line"]["web_median_s"]
+    for sched in ("round-robin", "ewma"):
+        grew = medians["off"][sched] - medians["on"][sched]
+        assert 0.9 <= grew < 1.5, (sched, medians)
+    assert "Without optimistic data" in (tmp_path / "off" / "summary.md").read_text()

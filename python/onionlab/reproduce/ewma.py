@@ -59,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="a small version (fewer downloads, shorter runs; a few seconds)")
     parser.add_argument("--seeds", type=at_least(1), default=None, help="seeds per line experiment (default 3; 2 with --quick)")
     parser.add_argument("--no-full-network", action="store_true", help="skip the throttling-medium comparison with KIST")
+    parser.add_argument(
+        "--no-optimistic-data", dest="optimistic_data", action="store_false",
+        help="clients send each request only once CONNECTED comes back, one more circuit round trip per download, as tor "
+        "before 0.2.3.3-alpha did (the paper's clients, March 2010); default: it rides with BEGIN (tor's optimistic data)",
+    )
     parser.add_argument("--jobs", type=at_least(1), default=None, help="parallel runs (default: the CPUs)")
     add_reuse_arguments(parser)
 
@@ -101,7 +106,11 @@ def _scheduler_toml(kind: str, halflife: float | None = None) -> str:
     return f'"{kind}"'
 
 
-def line_config(name: str, middle_scheduler: str, quick: bool, seeds: list[int]) -> str:
+#: The `[tor]` line of tor before 0.2.3.3-alpha: the request follows CONNECTED.
+NO_OPTIMISTIC_DATA = "optimistic_data = false\n"
+
+
+def line_config(name: str, middle_scheduler: str, quick: bool, seeds: list[int], optimistic_data: bool = True) -> str:
     """The live-network analogue: one path, the middle's 5 Mbit uplink the bottleneck."""
     web = 4 if quick else 5
     duration, warmup = (300, 100) if quick else (1200, 150)
@@ -121,7 +130,7 @@ seeds = {seeds}
 
 [tor]
 sndbuf = "256 KiB"
-
+{"" if optimistic_data else NO_OPTIMISTIC_DATA}
 [network]
 latency = {{ constant = "150 ms" }}
 
@@ -169,8 +178,9 @@ size = "4 MB"
 """
 
 
-def full_network_config(scheduler: str, quick: bool) -> str:
-    """examples/throttling-medium.toml with every relay on `scheduler`."""
+def full_network_config(scheduler: str, quick: bool, optimistic_data: bool = True) -> str:
+    """examples/throttling-medium.toml with every relay on `scheduler` (and, with
+    `optimistic_data` false, tor 0.2.2's request after CONNECTED)."""
     src = EXAMPLES / "throttling-medium.toml"
     if not src.exists():
         raise FileNotFoundError(f"{src} (the full-network experiment needs the repository's examples/)")
@@ -180,6 +190,10 @@ def full_network_config(scheduler: str, quick: bool) -> str:
     if quick:
         text = re.sub(r'(?m)^duration = .*$', 'duration = "3 min"', text)
     text = re.sub(r"(?ms)^\[mechanisms\].*?(?=^\[|\Z)", "", text)
+    if not optimistic_data:
+        text, n = re.subn(r"(?m)^\[tor\]\n", lambda m: m.group(0) + NO_OPTIMISTIC_DATA, text)
+        if n != 1:
+            raise ValueError(f"{src}: expected one [tor] table to turn optimistic data off in, found {n}")
     return text + f'\n[mechanisms]\nscheduler = "{scheduler}"\n'
 
 
@@ -265,7 +279,10 @@ def main(out: Path, args: argparse.Namespace) -> int:
     n_sweep = 50 if quick else SWEEP_DOWNLOADS
     n_bulk = 20 if quick else BULK_DOWNLOADS
     halflives = [1.5, 10, 66] if quick else HALFLIVES
-    summary: dict[str, Any] = {"quick": quick, "seeds": seeds, "paper": {"web_median_s": PAPER_WEB_MEDIAN}}
+    optimistic_data = getattr(args, "optimistic_data", True)
+    summary: dict[str, Any] = {
+        "quick": quick, "seeds": seeds, "optimistic_data": optimistic_data, "paper": {"web_median_s": PAPER_WEB_MEDIAN},
+    }
 
     # Every experiment (the line's two schedulers, the half-lives, the full network's
     # three) is written first and run as one batch, so runs of different experiments
@@ -273,15 +290,15 @@ def main(out: Path, args: argparse.Namespace) -> int:
     experiments = []
     for kind in ["round-robin", "ewma"]:
         name = f"line-{kind}"
-        experiments.append((name, write_config(out, name, line_config(name, _scheduler_toml(kind), quick, seeds)), seeds))
+        experiments.append((name, write_config(out, name, line_config(name, _scheduler_toml(kind), quick, seeds, optimistic_data)), seeds))
     for h in halflives:
         if h != MAIN_HALFLIFE:  # line-ewma is H = 66 s
             name = f"line-ewma-h{h:g}"
-            experiments.append((name, write_config(out, name, line_config(name, _scheduler_toml("ewma", h), quick, seeds)), seeds))
+            experiments.append((name, write_config(out, name, line_config(name, _scheduler_toml("ewma", h), quick, seeds, optimistic_data)), seeds))
     if not args.no_full_network:
         for kind in ["round-robin", "ewma", "kist"]:
             name = f"full-{kind}"
-            experiments.append((name, write_config(out, name, full_network_config(kind, quick)), [1]))
+            experiments.append((name, write_config(out, name, full_network_config(kind, quick, optimistic_data)), [1]))
     runs = run_many(experiments, out, getattr(args, "jobs", None), **reuse_options(args))
 
     # 1. Round robin vs EWMA at the middle.
@@ -393,7 +410,9 @@ def _write_markdown(out: Path, s: dict, main_table: pd.DataFrame, sweep_table: p
     lines = [
         "# EWMA circuit scheduling (Tang & Goldberg, CCS 2010): reproduction",
         "",
-        f"{'Quick version. ' if s['quick'] else ''}Seeds {s['seeds']}. Figures: web_bulk_cdf.png, halflife_sweep.png"
+        f"{'Quick version. ' if s['quick'] else ''}"
+        f"{'' if s['optimistic_data'] else 'Without optimistic data (the request follows CONNECTED, tor before 0.2.3.3). '}"
+        f"Seeds {s['seeds']}. Figures: web_bulk_cdf.png, halflife_sweep.png"
         + (", full_network_cdf.png." if "full_network" in s else "."),
         "",
         "## Web and bulk downloads through a congested middle relay",
