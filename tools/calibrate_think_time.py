@@ -19,7 +19,7 @@ The reproduction options are `onionlab reproduce throttling`'s own, with their d
 for the network and the clients the runs are made on: `--sample`, `--relays`,
 `--path-order`, `--capacity-scale`, `--latency`, `--guards`, `--weights`,
 `--entry-guards`, `--predicted-circuits`, `--cbt-learning`, `--congestion-control`,
-`--cellq`, `--no-optimistic-data` and `--think` (the shape whose median is calibrated).
+`--cellq`, `--no-optimistic-data`, `--refill-phase` and `--think` (the shape whose median is calibrated).
 The median found is then given to the reproduction as `--think-median` beside the same
 options. Any other of its options (the sweep's, the attacks') has no effect on a vanilla
 run and is an error here.
@@ -73,7 +73,7 @@ def crossing(points: list[tuple[float, float]], target: float = TARGET_BULK_PCT)
 #: default here.
 NETWORK_OPTIONS = frozenset({
     "sample", "relays", "path_order", "capacity_scale", "latency", "guards", "weights", "entry_guards",
-    "predicted_circuits", "cbt_learning", "congestion_control", "cellq", "optimistic_data", "think",
+    "predicted_circuits", "cbt_learning", "congestion_control", "cellq", "optimistic_data", "refill_phase", "think",
 })
 
 

@@ -322,6 +322,7 @@ CLIENT_IDLE_RANGE = '["180 s", "270 s"]'
 TOR_PROFILES = {
     "0.2.2": {
         "refill_interval": ('"1 s"', "tokens once a second (TokenBucketRefillInterval came in 0.2.3.5-alpha)"),
+        "refill_phase": ('"random"', "each relay's once-a-second timer (second_elapsed_callback) runs from its own start"),
         "num_entry_guards": ("3", "NumEntryGuards 3"),
         "path_order": ('"exit-first"', "the exit first, then a live entry guard outside its family and /16 (choose_random_entry)"),
         "num_primary_guards": ("3", "choose_random_entry looks among all NumEntryGuards (3) guards"),
@@ -334,6 +335,7 @@ TOR_PROFILES = {
     },
     "0.4.8": {
         "refill_interval": ('"100 ms"', "TokenBucketRefillInterval"),
+        "refill_phase": ('"random"', "each relay's refill timer runs from its own start"),
         "num_entry_guards": ("1", "guard-n-primary-guards-to-use's default"),
         "path_order": ('"exit-first"', "the exit first, then a primary guard that obeys it (select_primary_guard_for_circuit)"),
         "num_primary_guards": ("3", "guard-n-primary-guards's default"),

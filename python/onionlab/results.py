@@ -49,6 +49,11 @@ import pyarrow.parquet as pq
 
 from onionlab import stats
 
+#: Per download: its times are seconds from ``start`` (the client's request), in the order
+#: they happen: ``begin`` (BEGIN sent: the wait for an open circuit, 0 on one already
+#: open), ``connected`` (CONNECTED back at the client), ``ttfb`` and ``ttlb`` (first and
+#: last byte of the response); null where the download did not get that far.
+#: ``circuit_build_time`` is the build time of the circuit it used, whenever that was built.
 DOWNLOADS_SCHEMA = pa.schema(
     [
         ("seed", pa.int64()),
@@ -57,6 +62,8 @@ DOWNLOADS_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("received", pa.int64()),
         ("start", pa.float64()),
+        ("begin", pa.float64()),
+        ("connected", pa.float64()),
         ("ttfb", pa.float64()),
         ("ttlb", pa.float64()),
         ("goodput", pa.float64()),

@@ -31,7 +31,8 @@ def fake_run(
     """A synthetic ``_core.run_experiment`` return value following the glue contract: per
     class, `n` downloads of which the first `errors` failed, then `unfinished` downloads
     still in progress at the end (half received)."""
-    cols = {k: [] for k in ("seed", "client", "class", "size", "received", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error")}
+    cols = {k: [] for k in ("seed", "client", "class", "size", "received", "start", "begin", "connected", "ttfb", "ttlb", "goodput",
+                             "circuit_build_time", "path", "error")}
     for cls, size, scale in classes:
         for i in range(n + unfinished):
             failed, cut = i < errors, i >= n
@@ -44,6 +45,8 @@ def fake_run(
                 "size": size,
                 "received": size if done else size // 2 if cut else size // 3,
                 "start": 110.0 + i * 0.1 if cut else 10.0 + (n - i) * 0.5,
+                "begin": 0.0,
+                "connected": None if failed else 0.05,
                 "ttfb": 0.2 if cut else None if failed else 0.1 + 0.01 * i,
                 "ttlb": ttlb,
                 "goodput": size / ttlb if done else None,

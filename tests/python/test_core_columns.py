@@ -88,6 +88,11 @@ def test_download_columns(small):
     assert (done["size"] == 102_400).all() and (done["received"] == 102_400).all()
     assert (done["goodput"] == done["size"] / done["ttlb"]).all()
     assert (done["ttfb"] < done["ttlb"]).all() and (done["circuit_build_time"] > 0).all()
+    # The stream's timeline, in order: BEGIN (the first download waits for its circuit,
+    # later ones go at once), CONNECTED, first byte (with optimistic data it can come in
+    # the same read as CONNECTED).
+    assert done["begin"].iloc[0] == done["circuit_build_time"].iloc[0] and (done["begin"].iloc[1:] == 0).all()
+    assert (done["begin"] < done["connected"]).all() and (done["connected"] <= done["ttfb"]).all()
     assert (done["path"] == "guard,middle,exit").all()
     # The bulk download started at the warm-up and was cut short: some bytes and a first
     # byte, no last byte, so no goodput.

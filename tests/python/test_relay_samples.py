@@ -301,6 +301,29 @@ def test_the_paper_sample_is_the_papers_consensus_drawn_and_voted_as_shadow_did(
     assert settings["weights"] == "computed-v9" and settings["client_links"] == ("1024 KiB/s", "3584 KiB/s")
 
 
+def test_refill_phase_reaches_every_run_and_is_checked(tmp_path):
+    # `--refill-phase random`: each relay's refill grid at its own offset, in the [tor]
+    # table of every config; by default the line is absent (aligned, the model's default).
+    from onionlab import config as config_mod
+    from onionlab.reproduce.throttling.configs import LOADS, RELAYS_FILE, client_settings, config_text, mechanism_line, tor_settings
+
+    rand = parsed_args("--refill-phase", "random")
+    assert tor_settings(rand)["refill_phase"] == "random" and tor_settings(parsed_args())["refill_phase"] == "aligned"
+    text = config_text("x", LOADS["medium"], mechanism_line("vanilla", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(rand))
+    assert tomllib.loads(text)["tor"]["refill_phase"] == "random"
+    # The resolved config says so too (written into the reproduction's configs directory,
+    # where the relay sample's relative path resolves).
+    path = tmp_path / "x.toml"
+    path.write_text(text.replace(f'relays_file = "{RELAYS_FILE}"', f'relays_file = "{(T.configs._DATA / RELAYS_FILE).as_posix()}"'))
+    assert config_mod.parse(config_mod.check(str(path)))["tor"]["refill_phase"] == "random"
+    default = config_text("x", LOADS["medium"], mechanism_line("flag", {}), "1 min", "0 s", RELAYS_FILE, **client_settings(parsed_args()))
+    assert "refill_phase" not in tomllib.loads(default)["tor"]
+    with pytest.raises(SystemExit):
+        parsed_args("--refill-phase", "staggered")
+    with pytest.raises(ValueError, match="--refill-phase"):
+        config_text("x", LOADS["medium"], mechanism_line("flag", {}), "1 min", "0 s", RELAYS_FILE, refill_phase="staggered")
+
+
 def test_no_optimistic_data_reaches_every_run_and_the_summary():
     # `--no-optimistic-data`: tor 0.2.2's request after CONNECTED, in the [tor] table of
     # every config the reproduction writes; by default the line is absent (tor's default on).

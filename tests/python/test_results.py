@@ -24,7 +24,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def test_tables_are_sorted_and_typed(fake_results):
     d = fake_results.downloads
     assert list(d.columns) == [
-        "seed", "client", "class", "size", "received", "start", "ttfb", "ttlb", "goodput", "circuit_build_time", "path", "error"
+        "seed", "client", "class", "size", "received", "start", "begin", "connected", "ttfb", "ttlb", "goodput",
+        "circuit_build_time", "path", "error",
     ]
     keys = list(zip(d["seed"], d["start"], d["client"]))
     assert keys == sorted(keys)

@@ -203,6 +203,9 @@ enum DocCbtLearning {
 #[derive(Serialize)]
 struct DocTor {
     refill_interval: String,
+    // Written only when random, so that resolved configs made before it match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refill_phase: Option<&'static str>,
     link_handshake_rtts: u32,
     max_circuit_dirtiness: String,
     idle_channel_timeout: DocIdleTimeout,
@@ -433,6 +436,7 @@ impl<'a> From<&'a ExperimentConfig> for Doc<'a> {
             },
             tor: DocTor {
                 refill_interval: format_duration(t.refill_interval),
+                refill_phase: (t.refill_phase != RefillPhaseConfig::Aligned).then(|| t.refill_phase.name()),
                 link_handshake_rtts: t.link_handshake_rtts,
                 max_circuit_dirtiness: format_duration(t.max_circuit_dirtiness),
                 idle_channel_timeout: match t.idle_channel_timeout {

@@ -63,6 +63,9 @@ pub struct ExperimentSection {
 pub struct TorParams {
     #[serde(serialize_with = "ser_duration")]
     pub refill_interval: SimDuration,
+    /// Where each relay's refill grid starts: all at 0 s (`aligned`, the default) or each
+    /// at its own offset drawn from the seed (`random`, as separate tor processes have).
+    pub refill_phase: RefillPhaseConfig,
     pub link_handshake_rtts: u32,
     #[serde(serialize_with = "ser_duration")]
     pub max_circuit_dirtiness: SimDuration,
@@ -180,6 +183,31 @@ impl PathOrderConfig {
         match self {
             PathOrderConfig::GuardFirst => "guard-first",
             PathOrderConfig::ExitFirst => "exit-first",
+        }
+    }
+}
+
+/// `tor.refill_phase`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefillPhaseConfig {
+    /// Every relay refills at `k x refill_interval` (the model's default).
+    #[default]
+    Aligned,
+    /// Each relay at `k x refill_interval + phase`, its phase uniform in
+    /// `[0, refill_interval)`, drawn from the seed and the relay's name.
+    Random,
+}
+
+impl RefillPhaseConfig {
+    /// The names a config spells them with.
+    pub const NAMES: [&'static str; 2] = ["aligned", "random"];
+
+    /// Its name in a config.
+    pub fn name(self) -> &'static str {
+        match self {
+            RefillPhaseConfig::Aligned => "aligned",
+            RefillPhaseConfig::Random => "random",
         }
     }
 }

@@ -149,6 +149,7 @@ const EXPERIMENT_KEYS: &[&str] = &[
 ];
 const TOR_KEYS: &[&str] = &[
     "refill_interval",
+    "refill_phase",
     "link_handshake_rtts",
     "max_circuit_dirtiness",
     "idle_channel_timeout",
@@ -231,6 +232,7 @@ const RATE_EXAMPLE: &str = "write a number and a unit, e.g. \"20 Mbit\", \"10 Mi
 pub fn default_tor_params() -> TorParams {
     TorParams {
         refill_interval: SimDuration::from_millis(100),
+        refill_phase: RefillPhaseConfig::Aligned,
         link_handshake_rtts: 2,
         max_circuit_dirtiness: SimDuration::from_secs(600),
         idle_channel_timeout: Some(IdleChannelTimeoutConfig::fixed(SimDuration::from_secs(180))),
@@ -1191,6 +1193,14 @@ impl Ctx<'_> {
         }
         TorParams {
             refill_interval: self.opt(t, p, "refill_interval", Ctx::pos_duration).unwrap_or(d.refill_interval),
+            refill_phase: match t.get("refill_phase") {
+                None => d.refill_phase,
+                Some(v) => match self.choice(v, "tor.refill_phase", &RefillPhaseConfig::NAMES) {
+                    Some("random") => RefillPhaseConfig::Random,
+                    Some(_) => RefillPhaseConfig::Aligned,
+                    None => d.refill_phase,
+                },
+            },
             link_handshake_rtts: self.opt(t, p, "link_handshake_rtts", Ctx::u32).unwrap_or(d.link_handshake_rtts),
             max_circuit_dirtiness: self.opt(t, p, "max_circuit_dirtiness", Ctx::pos_duration).unwrap_or(d.max_circuit_dirtiness),
             idle_channel_timeout: match t.get("idle_channel_timeout") {

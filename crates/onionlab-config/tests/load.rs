@@ -356,6 +356,23 @@ fn metrics_intervals_divide_the_run() {
 // ---- [tor] ----
 
 #[test]
+fn refill_phase_key() {
+    let tor = |s: &str| format!("{MINIMAL}\n[tor]\n{s}\n");
+    // Default aligned, and not written then, so resolved configs made before the key match.
+    let d = load(&tor("")).unwrap();
+    assert_eq!(d.tor.refill_phase, RefillPhaseConfig::Aligned);
+    assert!(!to_toml(&d).contains("refill_phase"));
+    assert_eq!(to_toml(&load(&tor("refill_phase = \"aligned\"")).unwrap()), to_toml(&d));
+    let c = load(&tor("refill_phase = \"random\"")).unwrap();
+    assert_eq!(c.tor.refill_phase, RefillPhaseConfig::Random);
+    let text = to_toml(&c);
+    assert!(text.contains("refill_phase = \"random\""), "{text}");
+    assert_eq!(load(&text).unwrap(), c);
+    err_at(&tor("refill_phase = \"staggered\""), "tor.refill_phase", &["unknown value \"staggered\""]);
+    err_at(&tor("refill_phase = true"), "tor.refill_phase", &["expected a string"]);
+}
+
+#[test]
 fn path_order_keys() {
     let tor = |s: &str| format!("{MINIMAL}\n[tor]\n{s}\n");
     // Defaults: exit-first (tor's), tor 0.4.8's 3 primary guards (or every guard in use),

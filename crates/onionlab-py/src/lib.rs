@@ -239,6 +239,8 @@ fn run_experiment(py: Python<'_>, path: &str, seed: u64, progress: Option<PyObje
     i64_column(&dl, "size", d.iter().map(|r| r.size))?;
     i64_column(&dl, "received", d.iter().map(|r| r.received))?;
     f64_column(&dl, "start", d.iter().map(|r| Some(r.start)))?;
+    f64_column(&dl, "begin", d.iter().map(|r| r.begin))?;
+    f64_column(&dl, "connected", d.iter().map(|r| r.connected))?;
     f64_column(&dl, "ttfb", d.iter().map(|r| r.ttfb))?;
     f64_column(&dl, "ttlb", d.iter().map(|r| r.ttlb))?;
     f64_column(&dl, "goodput", d.iter().map(|r| r.goodput))?;

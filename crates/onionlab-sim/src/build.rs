@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use onionlab_config::model::{
     BandwidthWeightsConfig, CongestionControlConfig, ExperimentConfig, LatencyConfig, PathOrderConfig, Placement, PredictorRMax,
-    SchedulerConfig, ThrottlingConfig, TortoiseConfig,
+    RefillPhaseConfig, SchedulerConfig, ThrottlingConfig, TortoiseConfig,
 };
 use onionlab_core::SimDuration;
 use onionlab_mech::predictor::{PredictorHook, PredictorParams, RMax, SharedExchange};
@@ -161,6 +161,10 @@ pub fn tor_config(cfg: &ExperimentConfig) -> TorConfig {
     let t = &cfg.tor;
     TorConfig {
         refill_interval: t.refill_interval,
+        refill_phase: match t.refill_phase {
+            RefillPhaseConfig::Aligned => onionlab_tor::RefillPhase::Aligned,
+            RefillPhaseConfig::Random => onionlab_tor::RefillPhase::Random,
+        },
         link_handshake_rtts: t.link_handshake_rtts,
         max_circuit_dirtiness: t.max_circuit_dirtiness,
         idle_channel_timeout: t.idle_channel_timeout.map(|c| onionlab_tor::ChannelIdleTimeout { client: c.client, relay: c.relay }),

@@ -23,6 +23,10 @@ pub struct DownloadRow {
     /// a failed or unfinished one.
     pub received: u64,
     pub start: f64,
+    /// Time until the client sent BEGIN, seconds from `start`: the wait for an open circuit.
+    pub begin: Option<f64>,
+    /// Time until CONNECTED reached the client, seconds from `start`.
+    pub connected: Option<f64>,
     /// Time to first byte, seconds from `start`.
     pub ttfb: Option<f64>,
     /// Time to last byte, seconds from `start`.

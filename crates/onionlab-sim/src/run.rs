@@ -162,6 +162,8 @@ pub fn run_inspected(
             size: rec.bytes,
             received: rec.received,
             start: rec.start.as_secs_f64(),
+            begin: rec.begin.map(|d| d.as_secs_f64()),
+            connected: rec.connected.map(|d| d.as_secs_f64()),
             ttfb: rec.ttfb.map(|d| d.as_secs_f64()),
             ttlb,
             goodput: ttlb.filter(|&t| t > 0.0).map(|t| rec.bytes as f64 / t),

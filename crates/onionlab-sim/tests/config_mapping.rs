@@ -38,6 +38,7 @@ count = 1
 count = 1
 [tor]
 refill_interval = "50 ms"
+refill_phase = "random"
 link_handshake_rtts = 3
 max_circuit_dirtiness = "7 min"
 idle_channel_timeout = { client = "100 s", relay = "2000 s" }
@@ -64,7 +65,7 @@ rcvbuf = "500 KiB"
     ));
     let t = tor_config(&cfg);
     let d = TorConfig::default();
-    assert_eq!(t.refill_interval, SimDuration::from_millis(50));
+    assert_eq!((t.refill_interval, t.refill_phase), (SimDuration::from_millis(50), onionlab_tor::RefillPhase::Random));
     assert_eq!(t.link_handshake_rtts, 3);
     assert_eq!(t.max_circuit_dirtiness, SimDuration::from_secs(7 * 60));
     let idle = t.idle_channel_timeout.expect("idle timeouts set");
@@ -86,6 +87,7 @@ rcvbuf = "500 KiB"
         other => panic!("{other:?}"),
     }
     // Not one of them is the default: the assertions above say something.
+    assert!(d.refill_phase != t.refill_phase);
     assert!(d.refill_interval != t.refill_interval && d.link_handshake_rtts != 3 && d.max_circuit_dirtiness != t.max_circuit_dirtiness);
     assert!(!d.predicted_circuits && d.circuit_idle_timeout != t.circuit_idle_timeout && d.circ_max_cell_queue != 1234);
     assert!(d.num_entry_guards != 2 && d.use_entry_guards && !d.channel_per_circuit && d.request_bytes != 2048 && d.optimistic_data);

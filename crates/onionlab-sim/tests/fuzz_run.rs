@@ -403,6 +403,8 @@ struct GenTor {
     request: Option<u64>,
     /// `optimistic_data` (false: the request follows CONNECTED as DATA cells).
     optimistic: Option<bool>,
+    /// `refill_phase`: random (true) or aligned.
+    random_phase: Option<bool>,
     /// (window, increment <= window).
     window: Option<(u64, u64)>,
     sndbuf: Option<u64>,
@@ -445,6 +447,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
             any::<bool>(),
             (of(any::<bool>()), of(0..pick(w, 4, 20) as u32), of(any::<bool>())),
             of(any::<bool>()),
+            of(any::<bool>()),
         ),
     )
         .prop_map(
@@ -460,7 +463,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
                 window,
                 sndbuf,
                 rcvbuf,
-                (predicted, vegas, cellq, idle_ranges, path, optimistic),
+                (predicted, vegas, cellq, idle_ranges, path, optimistic, random_phase),
             )| {
                 GenTor {
                     refill_us,
@@ -474,6 +477,7 @@ fn tor(w: bool) -> impl Strategy<Value = GenTor> {
                     request,
                     // Without optimistic data a request must fit one stream window.
                     optimistic: optimistic.filter(|&o| o || request.unwrap_or(500) <= 500 * 498),
+                    random_phase,
                     window,
                     sndbuf,
                     rcvbuf,
@@ -739,6 +743,7 @@ fn render(g: &Gen) -> (String, Option<String>) {
         }
     };
     opt("refill_interval", t.refill_us.map(dur_us));
+    opt("refill_phase", t.random_phase.map(|r| if r { "\"random\"" } else { "\"aligned\"" }.to_string()));
     opt("link_handshake_rtts", t.handshake_rtts.map(|n| n.to_string()));
     opt("max_circuit_dirtiness", t.dirtiness_us.map(dur_us));
     opt(

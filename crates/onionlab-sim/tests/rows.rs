@@ -122,6 +122,16 @@ fn download_rows_of_one_client_on_one_circuit() {
     assert!(cbt >= 0.24 && first.ttfb.unwrap() >= cbt + 0.12, "{first:?}");
     // Later ones reuse the circuit: their first byte comes sooner than a build would take.
     assert!(done[1].ttfb.unwrap() < cbt, "{:?}", done[1]);
+    // Each one's timeline: BEGIN once the circuit is open (at once on an open circuit),
+    // CONNECTED after BEGIN's three hops out and back and the exit's TCP handshake with
+    // the server (20 ms one way: 60 + 40 + 60 ms), the first byte after both (or with
+    // CONNECTED, in the same read).
+    assert_eq!(first.begin, Some(cbt), "{first:?}");
+    assert_eq!(done[1].begin, Some(0.0), "{:?}", done[1]);
+    for d in &done {
+        let (begin, connected) = (d.begin.unwrap(), d.connected.unwrap());
+        assert!(connected >= begin + 0.16 && d.ttfb.unwrap() >= connected, "{d:?}");
+    }
 }
 
 #[test]

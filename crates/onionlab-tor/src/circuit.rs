@@ -242,6 +242,11 @@ pub(crate) struct Stream {
     /// Caller's label, returned in the record.
     pub tag: u64,
     pub start: SimTime,
+    /// When the client sent BEGIN: at `start` on an open circuit, else once it opened.
+    pub begin_sent: Option<SimTime>,
+    /// When CONNECTED reached the client (a SOCKS client's reply; OnionPerf's "proxy
+    /// response").
+    pub connected: Option<SimTime>,
     pub first_byte: Option<SimTime>,
     pub done: bool,
     // Exit side.
@@ -287,6 +292,11 @@ pub struct StreamRecord {
     /// completed stream, fewer for a failed or unfinished one.
     pub received: u64,
     pub start: SimTime,
+    /// Time until the client sent BEGIN, from `start`: the wait for an open circuit (zero
+    /// on one already open).
+    pub begin: Option<onionlab_core::SimDuration>,
+    /// Time until CONNECTED reached the client, from `start`.
+    pub connected: Option<onionlab_core::SimDuration>,
     /// Time to first byte, from `start`.
     pub ttfb: Option<onionlab_core::SimDuration>,
     /// Time to last byte, from `start`.

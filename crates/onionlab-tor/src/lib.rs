@@ -43,7 +43,7 @@ pub use hooks::{ClientConnection, PeerConnection, ReadWriteLimits, RelayCircuit,
 pub use hpd::{HpdParams, HpdScheduler};
 pub use incentive::{ClassSplit, IncentiveScheme, ServiceClass};
 pub use network::{
-    CbtLearning, ChannelIdleTimeout, CircuitTransit, PathOrder, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim,
+    CbtLearning, ChannelIdleTimeout, CircuitTransit, PathOrder, RefillPhase, TorConfig, TorCounters, TorError, TorEvent, TorNetwork, TorSim,
 };
 pub use node::{EndpointSpec, NodeId, NodeKind, NodeStats, RelaySpec};
 pub use path::{BandwidthTotals, BandwidthWeights, PathSelector, Position, RelayFlags, RelayInfo, WeightsMethod};

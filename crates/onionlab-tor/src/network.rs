@@ -53,7 +53,7 @@ mod inspect;
 mod pump;
 
 pub use config::{
-    CbtLearning, ChannelIdleTimeout, PathOrder, TorConfig, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS,
+    CbtLearning, ChannelIdleTimeout, PathOrder, RefillPhase, TorConfig, CBT_MIN_CIRCUITS_TO_OBSERVE, MAX_UNUSED_OPEN_CIRCUITS,
     MIN_CIRCUITS_HANDLING_STREAM, PREDICTED_CIRCS_RELEVANCE_TIME,
 };
 pub use inspect::CircuitTransit;
@@ -308,6 +308,7 @@ impl TorNetwork {
             chans: Vec::new(),
             kist_ends: Vec::new(),
             refill_pending: false,
+            refill_phase: SimDuration::ZERO,
             dirty: false,
             guards: Vec::new(),
             bridge: None,
@@ -358,6 +359,11 @@ impl TorNetwork {
             .hpd()
             .map(|p| Box::new(crate::node::HpdRelayState { sched: crate::hpd::HpdRelay::new(p), ends: Vec::new(), blocked: Vec::new() }));
         n.runs_hpd = n.hpd.is_some();
+        if self.cfg.refill_phase == RefillPhase::Random {
+            let interval = self.cfg.refill_interval.as_nanos().max(1);
+            let mut rng = self.rng_streams.stream("tor-refill-phase", &spec.name);
+            n.refill_phase = SimDuration::from_nanos(rand::Rng::random_range(&mut rng, 0..interval));
+        }
         self.relays.push(id);
         let subnet = spec.address.map(RelayInfo::subnet_of);
         self.relay_info.push(RelayInfo { nickname: spec.name, bandwidth: spec.consensus_weight, flags: spec.flags, subnet });
@@ -411,12 +417,14 @@ impl TorNetwork {
     }
 
     /// Installs a periodic hook on a relay (guard throttling, Tortoise, ...). The first
-    /// tick is one interval from now.
+    /// tick is one interval from now, shifted by the relay's refill phase (tor runs both
+    /// from the same once-a-second timer of its own).
     pub fn set_relay_hook(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, hook: Box<dyn RelayHook>) -> Result<(), TorError> {
         if self.nodes[node as usize].kind != NodeKind::Relay {
             return Err(TorError::WrongKind(node, "relay"));
         }
-        q.schedule_in(hook.interval(), TOR_EVENT_CLASS, TorEvent::Hook { node });
+        let first = hook.interval() + self.nodes[node as usize].refill_phase;
+        q.schedule_in(first, TOR_EVENT_CLASS, TorEvent::Hook { node });
         self.hooks[node as usize] = Some(hook);
         self.ensure_refill(q, node);
         Ok(())
@@ -715,6 +723,8 @@ impl TorNetwork {
             // Whole cells: the last one carries the remainder.
             received: (s.delivered_cells * RELAY_PAYLOAD_SIZE).min(s.bytes),
             start: s.start,
+            begin: s.begin_sent.map(|t| t.saturating_since(s.start)),
+            connected: s.connected.map(|t| t.saturating_since(s.start)),
             ttfb: s.first_byte.map(|t| t.saturating_since(s.start)),
             ttlb,
             path: c.nodes[1..].to_vec(),
@@ -867,16 +877,17 @@ impl TorNetwork {
                 self.streams[sid as usize].exit_conn = Some(conn);
                 self.set_role(conn, ConnRole::Edge(sid));
             }
-            // With optimistic data the request went with BEGIN; without, it follows now.
-            CellKind::Connected if !self.cfg.optimistic_data => {
-                if self.live_stream(circ, run.stream).is_some() {
+            CellKind::Connected => {
+                let Some(sid) = self.live_stream(circ, run.stream) else { return };
+                self.streams[sid as usize].connected = Some(now);
+                // With optimistic data the request went with BEGIN; without, it follows now.
+                if !self.cfg.optimistic_data {
                     let exit = self.circuits[circ as usize].exit_pos();
                     let count = self.request_cells();
                     let req = CellRun { circ, count, dir: Direction::Out, kind: CellKind::Data, target: exit as u8, stream: run.stream };
                     self.emit(now, circ, 0, req);
                 }
             }
-            CellKind::Connected => {}
             CellKind::Data if pos == 0 => self.deliver_at_client(now, circ, run),
             // At the exit: the request's cells (no other uploads are modelled). The exit's
             // connection to the server is up: CONNECTED went out once it was.
@@ -1410,7 +1421,7 @@ impl TorNetwork {
         let n = &mut self.nodes[node as usize];
         if !n.refill_pending {
             n.refill_pending = true;
-            let at = next_refill(q.now(), self.cfg.refill_interval);
+            let at = next_refill(q.now(), self.cfg.refill_interval, n.refill_phase);
             q.schedule(at, TOR_EVENT_CLASS, TorEvent::Refill { node }).expect("refill times are in the future");
         }
     }

@@ -102,6 +102,8 @@ pub(crate) struct TorNode {
     pub dirty: bool,
     /// A refill timer is pending.
     pub refill_pending: bool,
+    /// Offset of this node's refill grid ([`crate::RefillPhase`]); zero unless random.
+    pub refill_phase: onionlab_core::SimDuration,
     /// KIST: a circuit gained cells since the last run was scheduled.
     pub kist_wanted: bool,
     /// KIST: a run is scheduled.

@@ -78,10 +78,13 @@ impl TokenBucket {
     }
 }
 
-/// The first refill time strictly after `now` on the grid `k x interval`.
-pub fn next_refill(now: SimTime, interval: SimDuration) -> SimTime {
+/// The first refill time strictly after `now` on the grid `k x interval + phase`
+/// (`phase < interval`).
+pub fn next_refill(now: SimTime, interval: SimDuration, phase: SimDuration) -> SimTime {
     let i = interval.as_nanos().max(1);
-    SimTime::from_nanos((now.as_nanos() / i + 1) * i)
+    let (t, p) = (now.as_nanos(), phase.as_nanos());
+    let k = if t < p { 0 } else { (t - p) / i + 1 };
+    SimTime::from_nanos(k * i + p)
 }
 
 #[cfg(test)]
@@ -114,8 +117,14 @@ mod tests {
     #[test]
     fn refill_grid() {
         let iv = SimDuration::from_millis(100);
-        assert_eq!(next_refill(SimTime::ZERO, iv), SimTime::from_nanos(100_000_000));
-        assert_eq!(next_refill(SimTime::from_nanos(150_000_000), iv), SimTime::from_nanos(200_000_000));
+        let z = SimDuration::ZERO;
+        assert_eq!(next_refill(SimTime::ZERO, iv, z), SimTime::from_nanos(100_000_000));
+        assert_eq!(next_refill(SimTime::from_nanos(150_000_000), iv, z), SimTime::from_nanos(200_000_000));
+        // On a grid shifted by 30 ms: 30, 130, 230 ms; strictly after `now`.
+        let ph = SimDuration::from_millis(30);
+        assert_eq!(next_refill(SimTime::ZERO, iv, ph), SimTime::from_nanos(30_000_000));
+        assert_eq!(next_refill(SimTime::from_nanos(30_000_000), iv, ph), SimTime::from_nanos(130_000_000));
+        assert_eq!(next_refill(SimTime::from_nanos(150_000_000), iv, ph), SimTime::from_nanos(230_000_000));
     }
 
     #[test]

@@ -106,7 +106,24 @@ fn without_optimistic_data_the_request_follows_connected_one_round_trip_later() 
         quiet_accounting(&sim.tor.counters).unwrap();
         let relayed = sim.tor.circuit_cells_relayed(circ);
         let out = [relayed[1][0], relayed[2][0]];
-        (rec.ttfb.unwrap().as_secs_f64(), rec.ttlb.unwrap().as_secs_f64(), out)
+        // The stream's timeline. Its circuit is built for it, so BEGIN leaves when the
+        // circuit opens. CONNECTED comes back 400 ms later either way: BEGIN's 3 hops
+        // (150 ms), the exit's TCP handshake with the server (100 ms), CONNECTED's 3 hops.
+        let secs_of = |d: Option<SimDuration>| d.expect("the download got that far").as_secs_f64();
+        let (begin, connected) = (secs_of(rec.begin), secs_of(rec.connected));
+        assert_eq!(rec.begin, rec.circuit_build_time, "BEGIN waits for the circuit built for it");
+        assert!((connected - begin - 0.4).abs() < 1e-3, "BEGIN {begin} s, CONNECTED {connected} s");
+        let ttfb = secs_of(rec.ttfb);
+        // The first byte: with optimistic data 500 ms after BEGIN (the handshake's 100 ms,
+        // the request to the server and the response's first bytes back, 50 + 50 ms, and
+        // 3 hops to the client); without, 400 ms after CONNECTED (3 hops out with the
+        // request, then the same 250 ms). A larger request takes longer to send.
+        let after = if optimistic_data { ttfb - begin - 0.5 } else { ttfb - connected - 0.4 };
+        assert!(
+            request_bytes > 500 || after.abs() < 2e-3,
+            "optimistic data {optimistic_data}: BEGIN {begin} s, CONNECTED {connected} s, first byte {ttfb} s"
+        );
+        (ttfb, rec.ttlb.unwrap().as_secs_f64(), out)
     };
     let (ttfb_on, ttlb_on, out_on) = run(true, 500);
     let (ttfb_off, ttlb_off, out_off) = run(false, 500);
@@ -120,6 +137,36 @@ fn without_optimistic_data_the_request_follows_connected_one_round_trip_later() 
     // A request larger than the exit's send buffer still reaches the server whole.
     let (ttfb_big, _, _) = run(false, 200 * KIB);
     assert!(ttfb_big > ttfb_off, "{ttfb_big} s");
+}
+
+#[test]
+fn a_random_refill_phase_shifts_a_limited_relays_refills_by_its_offset() {
+    // The guard alone is limited: 100 KiB/s with a 100 KiB burst, refilled once a second;
+    // the others are a thousand times faster. A 1 MiB download drains the guard at every
+    // refill, so its last cells leave the guard at a refill and reach the client a fixed
+    // time later. With random phases the guard refills at k s + its phase, so the download
+    // ends exactly that phase later, modulo whole seconds.
+    let run = |phase: RefillPhase, seed: u64| {
+        let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), refill_phase: phase, ..TorConfig::default() };
+        let (mut sim, r, c, s) = line(cfg, SimDuration::from_millis(10), [100 * KIB, 100 * MIB, 100 * MIB], 1, seed);
+        let phases = r.map(|n| sim.tor.refill_phase(n));
+        sim.start_stream(c[0], s, MIB, 0).unwrap();
+        sim.run_until(secs(60.0), |t| t.check_invariants().unwrap());
+        let rec = sim.tor.take_records().pop().expect("the download finished");
+        assert_eq!((rec.error, rec.received), (None, MIB));
+        ((rec.start + rec.ttlb.unwrap()).as_secs_f64(), phases)
+    };
+    let (aligned_end, zeros) = run(RefillPhase::Aligned, 1);
+    assert_eq!(zeros, [SimDuration::ZERO; 3]);
+    let (end, phases) = run(RefillPhase::Random, 1);
+    assert!(phases.iter().all(|p| *p < SimDuration::from_secs(1)), "{phases:?}");
+    assert!(phases[0] != phases[1] && phases[1] != phases[2] && phases[0] != phases[2], "{phases:?}");
+    let shift = (end - aligned_end).rem_euclid(1.0);
+    let off = (shift - phases[0].as_secs_f64()).rem_euclid(1.0);
+    assert!(off.min(1.0 - off) < 1e-3, "ends {aligned_end} s aligned, {end} s random; guard phase {:?}", phases[0]);
+    // The phases come from the seed: the same again, others with another seed.
+    assert_eq!(run(RefillPhase::Random, 1).1, phases);
+    assert!(run(RefillPhase::Random, 2).1 != phases);
 }
 
 #[test]

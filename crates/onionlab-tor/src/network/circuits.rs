@@ -66,6 +66,8 @@ impl TorNetwork {
             bytes,
             tag,
             start: now,
+            begin_sent: None,
+            connected: None,
             first_byte: None,
             done: false,
             exit_conn: None,
@@ -407,6 +409,9 @@ impl TorNetwork {
     }
 
     pub(super) fn send_begin(&mut self, q: &mut EventQueue<TorEvent>, circ: u32, idx: u16) {
+        if let Some(sid) = self.live_stream(circ, idx) {
+            self.streams[sid as usize].begin_sent = Some(q.now());
+        }
         let exit = self.circuits[circ as usize].exit_pos();
         let run = CellRun { circ, count: 1, dir: Direction::Out, kind: CellKind::Begin, target: exit as u8, stream: idx };
         self.emit(q.now(), circ, 0, run);

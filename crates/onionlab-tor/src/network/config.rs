@@ -95,6 +95,8 @@ pub const PREDICTED_CIRCS_RELEVANCE_TIME: SimDuration = SimDuration::from_secs(3
 pub struct TorConfig {
     /// `TokenBucketRefillInterval`: 100 ms in tor >= 0.2.3; 1 s in the 2010-2012 papers.
     pub refill_interval: SimDuration,
+    /// Where each relay's refill grid starts (and its hooks' ticks with it).
+    pub refill_phase: RefillPhase,
     /// Round trips for TLS and tor's link handshake (VERSIONS, CERTS, AUTH_CHALLENGE,
     /// NETINFO) after the TCP handshake before a channel carries cells.
     pub link_handshake_rtts: u32,
@@ -193,6 +195,7 @@ impl Default for TorConfig {
     fn default() -> Self {
         TorConfig {
             refill_interval: SimDuration::from_millis(100),
+            refill_phase: RefillPhase::Aligned,
             link_handshake_rtts: 2,
             max_circuit_dirtiness: SimDuration::from_secs(600),
             idle_channel_timeout: Some(ChannelIdleTimeout::fixed(SimDuration::from_secs(180))),
@@ -218,6 +221,25 @@ impl Default for TorConfig {
             transport: TransportConfig::default(),
         }
     }
+}
+
+/// Where a relay's refill grid (`k x refill_interval + phase`) starts.
+///
+/// Tor refills its buckets from a timer of its own process: tor 0.2.2 from
+/// `second_elapsed_callback`, a libevent timer armed at start-up, and tor 0.2.3-0.3.3 from
+/// a `TokenBucketRefillInterval` timer armed the same way. So each relay has its own phase
+/// and a cell held by one relay's empty bucket, released at its refill, can meet the next
+/// relay's bucket empty until that relay's own refill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RefillPhase {
+    /// Every relay's grid starts at 0 s: all relays refill at the same instants (the
+    /// model's default, which every published number on this project ran).
+    #[default]
+    Aligned,
+    /// Each relay's grid starts at its own offset, uniform in `[0, refill_interval)`, drawn
+    /// from the run seed and the relay's name (stream `tor-refill-phase`), as separate tor
+    /// processes started at unrelated times have.
+    Random,
 }
 
 /// How a client with entry guards draws a circuit's path.

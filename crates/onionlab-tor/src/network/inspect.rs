@@ -352,6 +352,11 @@ impl TorNetwork {
         &self.circuits[circ as usize].nodes
     }
 
+    /// Offset of `node`'s refill grid: zero unless `refill_phase` is random and it is a relay.
+    pub fn refill_phase(&self, node: NodeId) -> SimDuration {
+        self.nodes[node as usize].refill_phase
+    }
+
     /// Time from the first CREATE to the last EXTENDED (tornettools' circuit_build_time).
     pub fn circuit_build_time(&self, circ: u32) -> Option<SimDuration> {
         let c = &self.circuits[circ as usize];

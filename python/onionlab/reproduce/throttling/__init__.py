@@ -37,7 +37,7 @@ from onionlab.reproduce import Given, quick_settings, reuse_options, reuse_sourc
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, RELAYS_FILE, SAMPLES, THINK, attack_pool, check_relay_sample, client_settings,
+    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, REFILL_PHASES, RELAYS_FILE, SAMPLES, THINK, attack_pool, check_relay_sample, client_settings,
     config_text, load_params, mechanism_line, network_relays_text, place_network, relay_bandwidths, sample_in_use, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
@@ -167,6 +167,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-optimistic-data", dest="optimistic_data", action="store_false",
         help="clients send a stream's request only once CONNECTED arrives, one circuit round trip later, as tor 0.2.2 (the "
         "paper's Shadow ran 0.2.2.15) did; default: it rides with BEGIN, tor's optimistic data since 0.2.3.3-alpha",
+    )
+    p.add_argument(
+        "--refill-phase", choices=REFILL_PHASES, default="aligned",
+        help="aligned: every relay refills its buckets at the same whole seconds (the default); random: each at its own "
+        "offset, drawn from the seed, as separate tor processes' once-a-second timers do",
     )
     p.add_argument(
         "--congestion-control", choices=("fixed-window", "vegas"), default="fixed-window",

@@ -139,7 +139,7 @@ def config_text(
     think: str = THINK["heavy"], entry_guards: int = 3, predicted_circuits: bool = False, congestion_control: str = "fixed-window",
     cellq: tuple | None = None, cbt_learning: bool = False, weights: str = "uniform", chan_interval: str | None = None, circ_interval: str | None = None,
     path_order: str = DEFAULT_PATH_ORDER, client_links: tuple[str, str] = ("10 Mbit", "20 Mbit"), latency: str = "constant",
-    optimistic_data: bool = True,
+    optimistic_data: bool = True, refill_phase: str = "aligned",
 ) -> str:
     extra = f'\nconnection_metrics_interval = "{conn_interval}"' if conn_metrics else ""
     if chan_interval:
@@ -158,6 +158,9 @@ def config_text(
     if not optimistic_data:
         # Tor 0.2.2.15 (Shadow's): no optimistic data; the request follows CONNECTED.
         tor_extra += "\noptimistic_data = false"
+    if refill_phase != "aligned":
+        # Each relay's once-a-second refill at its own offset, as separate tor processes.
+        tor_extra += f'\nrefill_phase = "{one_of(refill_phase, REFILL_PHASES, "--refill-phase")}"'
     # Always written, so a config says which order it ran: this reproduction's numbers
     # until 2026-11-28 ran guard-first, and `--path-order guard-first` still runs it.
     # Exit-first (the default, as the model's) is tor 0.2.2's order: the exit, then a guard
@@ -234,6 +237,8 @@ scheduler = "round-robin"
 #: `--latency`: one 40 ms between any two hosts (the default), or the regions of the paper's
 #: network generator with PlanetLab-measured latencies between them.
 LATENCIES = ("constant", "regions")
+#: `tor.refill_phase`: every relay's refill grid at 0 s (the default), or each its own.
+REFILL_PHASES = ("aligned", "random")
 
 #: The regions of Shadow's 2011 network generator (scallion's `contrib/generate.py`), in
 #: the order of `REGION_LATENCY_FILE`'s locations.
@@ -572,7 +577,7 @@ def tor_settings(args) -> dict:
         "entry_guards": args.entry_guards, "predicted_circuits": args.predicted_circuits,
         "congestion_control": args.congestion_control, "cellq": args.cellq, "cbt_learning": args.cbt_learning,
         "path_order": args.path_order, "weights": args.weights or sample_in_use(args)[1].weights,
-        "optimistic_data": args.optimistic_data,
+        "optimistic_data": args.optimistic_data, "refill_phase": args.refill_phase,
     }
 
 
