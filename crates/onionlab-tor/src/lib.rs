@@ -108,5 +108,7 @@ mod layout {
         assert_eq!(lines(offset_of!(TorNode, runs_hpd), 1).0, 2);
         assert_eq!(lines(stats + offset_of!(NodeStats, cells_relayed), 8), (2, 2));
         assert_eq!(lines(stats + offset_of!(NodeStats, bytes_read), 8), (2, 2));
+        // The refill phase, read only when a refill is scheduled, in the fourth.
+        assert_eq!(lines(offset_of!(TorNode, refill_phase), 8), (3, 3));
     }
 }

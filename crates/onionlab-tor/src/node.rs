@@ -102,8 +102,6 @@ pub(crate) struct TorNode {
     pub dirty: bool,
     /// A refill timer is pending.
     pub refill_pending: bool,
-    /// Offset of this node's refill grid ([`crate::RefillPhase`]); zero unless random.
-    pub refill_phase: onionlab_core::SimDuration,
     /// KIST: a circuit gained cells since the last run was scheduled.
     pub kist_wanted: bool,
     /// KIST: a run is scheduled.
@@ -119,6 +117,8 @@ pub(crate) struct TorNode {
     // Line 4: what refills and KIST runs read.
     pub kist_last_run: Option<onionlab_core::SimTime>,
     pub perconn: Option<(u64, u64)>,
+    /// Offset of this node's refill grid ([`crate::RefillPhase`]); zero unless random.
+    pub refill_phase: onionlab_core::SimDuration,
     // The rest.
     /// Shared with the node's host ([`onionlab_net::HostSpec::name`]).
     pub name: onionlab_core::Name,
