@@ -155,3 +155,24 @@ def test_the_limit_unit_is_an_option_that_reaches_the_config(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["reproduce", "tortoise", "--quick", "--limit-unit", "client", "-o", str(tmp_path / "x")])
     assert "--limit-unit" in capsys.readouterr().err
+
+
+def test_no_optimistic_data_reaches_the_configs_and_the_summary(tmp_path):
+    """The paper's tor 0.2.1.28 sent the request after CONNECTED: `--no-optimistic-data`
+    writes it into the [tor] table; by default the line is absent (configs, and runs reused
+    from them, as before)."""
+    from onionlab import config as config_mod
+    from onionlab.config import tomllib
+    from onionlab.reproduce import tortoise
+
+    spec = {"rate": 100, "share": 1.0, "ops": 0, "scale": 1.0}
+    default = tortoise.config_text("E1", spec, "6 min", "1 min", 0.5)
+    assert "optimistic_data" not in default and default == tortoise.config_text("E1", spec, "6 min", "1 min", 0.5, optimistic_data=True)
+    path = tmp_path / "E1.toml"
+    path.write_text(tortoise.config_text("E1", spec, "6 min", "1 min", 0.5, optimistic_data=False))
+    assert tomllib.loads(config_mod.check(path))["tor"]["optimistic_data"] is False
+    out = tmp_path / "noopt"
+    args = ["reproduce", "tortoise", "--quick", "--duration", "30 s", "--warmup", "10 s", "--only", "E0", "--no-optimistic-data"]
+    assert main(args + ["-o", str(out), "--jobs", "1"]) == 0
+    assert tomllib.loads((out / "configs" / "E0.toml").read_text())["tor"]["optimistic_data"] is False
+    assert json.loads((out / "summary.json").read_text())["optimistic_data"] is False

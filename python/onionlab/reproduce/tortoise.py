@@ -151,12 +151,15 @@ LIMIT_UNITS = ("connection", "circuit")
 
 
 def config_text(name: str, spec: dict, duration: str, warmup: str, capacity_scale: float, links: str = "tiers", entry: str = "exempt",
-                partial: str = "balanced", burst_seconds: float = 1.0, refill_interval: str = "1 s", limit_unit: str = "connection") -> str:
+                partial: str = "balanced", burst_seconds: float = 1.0, refill_interval: str = "1 s", limit_unit: str = "connection",
+                optimistic_data: bool = True) -> str:
     """The config of experiment `name`. The paper gives no bucket burst or refill interval
     (spec 1.5): `burst_seconds` of the rate (default 1, B = R) and tor 0.2.1.28's refill
     once a second by default; spec 1.5 proposes B in {R, 2R} and 1 s or 100 ms as a sweep.
     `limit_unit`: spec 1.2's switch, written into the limit only when not the default (so
-    default configs, and runs reused from them, stay as they were)."""
+    default configs, and runs reused from them, stay as they were). `optimistic_data`
+    false: the client sends its request only once CONNECTED comes back, as tor 0.2.1.28
+    did (optimistic data came in 0.2.3.3-alpha); written only then, for the same reason."""
     if not burst_seconds > 0:
         raise ValueError(f"--burst-seconds: must be positive, got {burst_seconds}")
     if limit_unit not in LIMIT_UNITS:
@@ -183,7 +186,7 @@ seeds = [1]
 [tor]
 refill_interval = "{refill_interval}"        # tor 0.2.1.28: "1 s"
 use_entry_guards = false       # "Our setup does not utilize guard relays"
-
+{"" if optimistic_data else "optimistic_data = false        # tor 0.2.1.28: the request follows CONNECTED" + chr(10)}
 [network]
 latency = {{ constant = "5 ms" }}   # "latencies between all nodes are less than 10ms"
 
@@ -229,6 +232,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partial", choices=PARTIAL_CHOICES, default="balanced",
                    help="which half of the relays enforce in E10: balanced (half the relays holding half the bandwidth, default); "
                         "random (a fixed shuffle's first half, which holds 93 %% of it)")
+    p.add_argument("--no-optimistic-data", dest="optimistic_data", action="store_false",
+                   help="clients send each request only once CONNECTED comes back, as the paper's tor 0.2.1.28 did; "
+                        "default: it rides with BEGIN (tor's optimistic data since 0.2.3.3-alpha)")
     p.add_argument("--quick", action="store_true", help="a small version (1 seed, 6 simulated minutes) for tests; options given beside it keep their values")
     p.add_argument("--only", nargs="+", metavar="E", help="run only these experiments (e.g. E0 E1)")
     p.add_argument("--jobs", type=at_least(1), help="parallel runs (default: the CPUs)")
@@ -356,7 +362,8 @@ def main(out: Path, args) -> int:
         raise ValueError(f"--only: unknown experiments {unknown} (known: {', '.join(exps)})")
     seeds = list(range(1, args.seeds + 1))
     jobs = [(n, write_config(out, n, config_text(n, exps[n], args.duration, args.warmup, args.capacity_scale, args.client_links, args.operator_entry, args.partial,
-                                              args.burst_seconds, args.refill_interval, args.limit_unit)), seeds) for n in names]
+                                              args.burst_seconds, args.refill_interval, args.limit_unit, args.optimistic_data)), seeds)
+            for n in names]
     print(f"tortoise: {len(jobs)} experiments x {len(seeds)} seeds", flush=True)
     results = run_many(jobs, out, args.jobs, **reuse_options(args))
 
@@ -382,6 +389,8 @@ def main(out: Path, args) -> int:
                "throughput": table.to_dict(orient="records"), "anonymity": anon.to_dict(orient="records")}
     if args.limit_unit != "connection":  # recorded when asked for; earlier summaries read as they did
         summary["limit_unit"] = args.limit_unit
+    if not args.optimistic_data:
+        summary["optimistic_data"] = False
     write_summary(out / "summary.json", summary, sort_keys=True)
     cols = [c for c in ["experiment", "all", "web", "bulk", "operators", "all_change_pct", "web_change_pct", "bulk_change_pct",
                         "operator_gain_pct", "operator_gain_vs_same_clients_pct", "drop_vs_before_pct", "starved_web", "starved_bulk", "paper_all", "paper_change_pct"] if c in table.columns]
