@@ -268,6 +268,9 @@ pub(crate) struct Stream {
     /// Request DATA cells the exit has received (without optimistic data, the request
     /// comes after CONNECTED; the exit writes it once all of them are in).
     pub request_cells: u32,
+    /// The exit's write bucket ran out with request bytes left to write: the stream is in
+    /// its exit's `request_waits` until the refill (tor's `write_blocked_on_bw`).
+    pub request_waits_for_refill: bool,
     // Server side.
     pub request_read: u64,
     pub server_written: u64,

@@ -41,7 +41,7 @@ use crate::circuit::{
 };
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
-use crate::node::{EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
+use crate::node::{bucket_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
 use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo, WeightsMethod};
 use crate::scheduler::{CircuitScheduler, SchedulerKind};
 use crate::token_bucket::{next_refill, TokenBucket};
@@ -326,6 +326,7 @@ impl TorNetwork {
             waits: (kind == NodeKind::Relay).then(Box::default),
             circuit_limits: Vec::new(),
             limited_circs: Vec::new(),
+            request_waits: Vec::new(),
         });
         self.hooks.push(None);
         Ok(id)
@@ -996,6 +997,14 @@ impl TorNetwork {
             return;
         }
         s.done = true;
+        if s.request_waits_for_refill {
+            s.request_waits_for_refill = false;
+            let c = &self.circuits[s.circ as usize];
+            let waits = &mut self.nodes[c.nodes[c.exit_pos()] as usize].request_waits;
+            let k = waits.iter().position(|&x| x == sid).expect("a waiting request is in its exit's list");
+            waits.swap_remove(k);
+        }
+        let s = &mut self.streams[sid as usize];
         if let Some(conn) = s.exit_conn.take() {
             // The exit closes its server connection: done, the stream has read all of it;
             // failed, tor closes the edge with its circuit.
@@ -1367,17 +1376,47 @@ impl TorNetwork {
     }
 
     /// The exit writes what is left of the stream's request to the server (once its
-    /// connection is up and, without optimistic data, the request's cells are in).
+    /// connection is up and, without optimistic data, the request's cells are in),
+    /// charged to the exit's write bucket as tor charges every connection it rate-limits
+    /// (`connection_bucket_write_limit`; a server is not a local address). With the
+    /// bucket empty the rest waits for the refill (tor stops writing to the connection,
+    /// `write_blocked_on_bw`, until `connection_bucket_refill`); with the send buffer
+    /// full, for the connection's Writable notice. A bucket share is tor's round-robin
+    /// share ([`bucket_share`]): tor sizes an edge connection's share in relay payloads
+    /// (498 B) rather than cells (514 B), which changes nothing for a request of fewer
+    /// than four payloads, as the default 500 B is.
     fn write_request(&mut self, q: &mut EventQueue<TorEvent>, sid: u32) {
         let s = &self.streams[sid as usize];
         if !self.cfg.optimistic_data && s.request_cells < self.request_cells() {
             return; // Writable before the request has come: nothing to write yet.
         }
-        let left = self.cfg.request_bytes - s.request_written;
-        if left > 0 {
-            let conn = s.exit_conn.expect("requests are written on connected streams");
-            let w = self.net.write(q, conn, Side::Initiator, left);
+        if s.request_waits_for_refill {
+            return; // Writable while waiting for the refill, which writes it.
+        }
+        let Some(conn) = s.exit_conn else { return };
+        let c = &self.circuits[s.circ as usize];
+        let exit = c.nodes[c.exit_pos()];
+        loop {
+            let left = self.cfg.request_bytes - self.streams[sid as usize].request_written;
+            if left == 0 {
+                return;
+            }
+            let n = &mut self.nodes[exit as usize];
+            let share = bucket_share(&n.write_bucket, None);
+            if share == 0 {
+                self.streams[sid as usize].request_waits_for_refill = true;
+                n.request_waits.push(sid);
+                self.ensure_refill(q, exit);
+                return;
+            }
+            let want = left.min(share);
+            let w = self.net.write(q, conn, Side::Initiator, want);
+            n.write_bucket.take(w);
+            n.stats.bytes_written += w;
             self.streams[sid as usize].request_written += w;
+            if w < want {
+                return; // The send buffer is full: its Writable notice resumes.
+            }
         }
     }
 
@@ -1483,6 +1522,17 @@ impl TorNetwork {
         }
         if !self.nodes[node as usize].limited_circs.is_empty() {
             self.refill_circuit_limits(q.now(), node);
+        }
+        // Requests the exit held for this refill, oldest first (tor's
+        // connection_bucket_refill starts writing them again).
+        if !self.nodes[node as usize].request_waits.is_empty() {
+            let waits = std::mem::take(&mut self.nodes[node as usize].request_waits);
+            for &sid in &waits {
+                self.streams[sid as usize].request_waits_for_refill = false;
+            }
+            for &sid in &waits {
+                self.write_request(q, sid);
+            }
         }
         // A relay with finite buckets refills forever, as tor's timer does.
         self.ensure_refill(q, node);

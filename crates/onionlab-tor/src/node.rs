@@ -155,6 +155,9 @@ pub(crate) struct TorNode {
     pub circuit_limits: Vec<(u32, CircuitLimitSpec)>,
     /// Relays: circuits with buckets of their own here, refilled with the relay's.
     pub limited_circs: Vec<u32>,
+    /// Exits: streams whose request write to the server waits for the write bucket's
+    /// refill (each flagged `request_waits_for_refill`, once; dropped when it ends).
+    pub request_waits: Vec<u32>,
 }
 
 /// The (read, write) buckets, (rate bytes/s, burst bytes) each, that a connection's

@@ -324,6 +324,50 @@ fn a_rate_limited_exit_runs_out_of_write_tokens() {
 }
 
 #[test]
+fn a_saturated_exit_holds_a_request_for_its_write_buckets_refill() {
+    // The exit alone is limited: 200 KiB/s with a 200 KiB burst, refilled at whole
+    // seconds (the paper-era interval); 10 ms between hosts. A 20 MiB download spends both
+    // of its buckets within moments of each refill. A second stream on the open circuit
+    // starts at 5.3 s; its BEGIN, with the 500 B request (optimistic data), is at the
+    // exit 30 ms later and read at the refill at 6 s. The exit's TCP handshake with the
+    // server takes 20 ms, and by 6.02 s the refill's write tokens have gone to the
+    // download's cells: tor writes nothing to the server (connection_bucket_write_limit
+    // is zero) until connection_bucket_refill at 7 s. Before, the request went at 6.02 s.
+    let rate = 200 * KIB;
+    let cfg = TorConfig { refill_interval: SimDuration::from_secs(1), ..TorConfig::default() };
+    let (mut sim, [_, _, e], c, s) = line(cfg, SimDuration::from_millis(10), [100 * MIB, 100 * MIB, rate], 1, 1);
+    sim.start_stream(c[0], s, 20 * MIB, 0).unwrap();
+    sim.run_until(secs(5.3), |t| t.check_invariants().unwrap());
+    let probe = sim.start_stream(c[0], s, 1000, 1).unwrap();
+    let mut t = 5.3;
+    let mut written_at = None;
+    let mut waits_from = None;
+    while written_at.is_none() && t < 8.0 {
+        t += 0.001;
+        sim.run_until(secs(t), |x| x.check_invariants().unwrap());
+        let (written, waits) = sim.tor.stream_request_written(probe);
+        assert!(written == 0 || written == 500, "{written} B at {t:.3} s");
+        if written == 500 {
+            written_at = Some(t);
+        } else if waits && waits_from.is_none() {
+            waits_from = Some(t);
+        }
+    }
+    let at = written_at.expect("the request reached the server");
+    let from = waits_from.expect("the request waited");
+    eprintln!("the probe's request waited from {from:.3} s and went to the server at {at:.3} s");
+    assert!((from - 6.0205).abs() < 1e-3, "waiting from {from} s, not from the handshake's end at 6.02 s");
+    assert!((at - 7.0005).abs() < 1e-3, "written at {at} s, not at the refill at 7 s");
+    sim.run_until(secs(60.0), |x| x.check_invariants().unwrap());
+    let recs = sim.tor.take_records();
+    let probe_rec = recs.iter().find(|r| r.tag == 1).expect("the probe finished");
+    assert_eq!((probe_rec.error, probe_rec.received), (None, 1000));
+    // Every byte the exit wrote is a cell to the middle or a request to the server.
+    let to_middle: u64 = sim.tor.connections(e).iter().map(|x| x.bytes_written).sum();
+    assert_eq!(sim.tor.node_stats(e).bytes_written, to_middle + 2 * 500);
+}
+
+#[test]
 fn perconn_throttle_caps_a_client_at_the_guard() {
     let (mut sim, _, _, s) = line(TorConfig::default(), SimDuration::from_millis(10), [100 * MIB; 3], 0, 1);
     // Rebuild with a guard that throttles client connections at 50 KiB/s.

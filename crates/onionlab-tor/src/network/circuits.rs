@@ -82,6 +82,7 @@ impl TorNetwork {
             in_read_ring: false,
             request_written: 0,
             request_cells: 0,
+            request_waits_for_refill: false,
             request_read: 0,
             server_written: 0,
             delivered_cells: 0,

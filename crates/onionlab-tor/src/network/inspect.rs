@@ -259,6 +259,23 @@ impl TorNetwork {
                 return Err(format!("free stream slot {sid} is still in use"));
             }
         }
+        // A request waiting for its exit's refill: a running stream, in that exit's list once.
+        let mut waiting = vec![0u32; self.streams.len()];
+        for (node, n) in self.nodes.iter().enumerate() {
+            for &sid in &n.request_waits {
+                let s = &self.streams[sid as usize];
+                let c = &self.circuits[s.circ as usize];
+                if s.done || c.nodes[c.exit_pos()] as usize != node {
+                    return Err(format!("stream {sid} waits for node {node}'s refill, not its exit's or not running"));
+                }
+                waiting[sid as usize] += 1;
+            }
+        }
+        for (sid, s) in self.streams.iter().enumerate() {
+            if waiting[sid] != s.request_waits_for_refill as u32 {
+                return Err(format!("stream {sid}: in {} refill waits, flag {}", waiting[sid], s.request_waits_for_refill));
+            }
+        }
         Ok(())
     }
 
@@ -388,6 +405,14 @@ impl TorNetwork {
         let s = &self.streams[sid as usize];
         debug_assert!(!s.done, "stream {sid} has finished; its id may name another stream");
         s.circ
+    }
+
+    /// Of a running stream: request bytes its exit has written to the server, and whether
+    /// the rest waits for the exit's write bucket to refill.
+    pub fn stream_request_written(&self, sid: u32) -> (u64, bool) {
+        let s = &self.streams[sid as usize];
+        debug_assert!(!s.done, "stream {sid} has finished; its id may name another stream");
+        (s.request_written, s.request_waits_for_refill)
     }
 
     pub fn host_of(&self, n: NodeId) -> HostId {
