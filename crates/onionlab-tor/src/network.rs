@@ -1002,7 +1002,7 @@ impl TorNetwork {
             let c = &self.circuits[s.circ as usize];
             let waits = &mut self.nodes[c.nodes[c.exit_pos()] as usize].request_waits;
             let k = waits.iter().position(|&x| x == sid).expect("a waiting request is in its exit's list");
-            waits.swap_remove(k);
+            waits.remove(k); // Keeps the rest in arrival order.
         }
         let s = &mut self.streams[sid as usize];
         if let Some(conn) = s.exit_conn.take() {
