@@ -353,6 +353,7 @@ pub fn run_inspected(
         ("channels_closed_idle", k.channels_closed_idle),
         ("streams_completed", k.streams_completed),
         ("streams_failed", k.streams_failed),
+        ("requests_held_for_refill", k.requests_held_for_refill),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -179,6 +179,9 @@ pub struct TorCounters {
     /// free only once the ring lets go (at the exit's next read pass, after a refill if
     /// its bucket is empty), so a stream started meanwhile takes another slot.
     pub stream_slots_held_by_ring: u64,
+    /// Times an exit found its write bucket empty with a request to write to a server,
+    /// and held the request for the refill (once per wait; a stream may wait again).
+    pub requests_held_for_refill: u64,
 }
 
 /// The whole simulated Tor network over a transport [`Network`].
@@ -1404,6 +1407,7 @@ impl TorNetwork {
             let n = &mut self.nodes[exit as usize];
             let share = bucket_share(&n.write_bucket, None);
             if share == 0 {
+                self.counters.requests_held_for_refill += 1;
                 self.streams[sid as usize].request_waits_for_refill = true;
                 n.request_waits.push(sid);
                 self.ensure_refill(q, exit);

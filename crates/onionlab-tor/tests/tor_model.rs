@@ -353,6 +353,7 @@ fn a_saturated_exit_holds_a_request_for_its_write_buckets_refill() {
             waits_from = Some(t);
         }
     }
+    assert_eq!(sim.tor.counters.requests_held_for_refill, 1, "held once, at 6.02 s");
     let at = written_at.expect("the request reached the server");
     let from = waits_from.expect("the request waited");
     eprintln!("the probe's request waited from {from:.3} s and went to the server at {at:.3} s");
