@@ -352,7 +352,8 @@ class RelaySample:
 #:   `consensus-2011-04-27-03-00-00`); 51 relays, 360 MiB/s, 21 guards.
 SAMPLES = {
     # "heavy", vanilla, medium load, seeds 1-2, tor's path order (2026-11-29): 28.4 % bulk with
-    # a 6 s median, 31.6 % with 7 s, 34.9 % with 8 s (guard-first calibrated to 8 s as well).
+    # a 6 s median, 31.6 % with 7 s, 34.9 % with 8 s (guard-first calibrated to 8 s as well);
+    # 31.8 % and 35.2 % with 7 s and 8 s since the exit's request write is charged (4b50163).
     "quantiles": RelaySample(_DATA / "throttling-relays.toml", {shape: median for shape, (median, _) in THINK_SHAPES.items()}),
     # Vanilla, medium load, seeds 1-2, tor's path order (2026-11-29): 26.5 % bulk with a
     # 1.8 s median, 28.7 % with 2 s, 33.7 % with 2.5 s, 38.4 % with 3 s. Guard-first: 22.9 %
