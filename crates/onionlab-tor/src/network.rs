@@ -1396,7 +1396,7 @@ impl TorNetwork {
         if s.request_waits_for_refill {
             return; // Writable while waiting for the refill, which writes it.
         }
-        let Some(conn) = s.exit_conn else { return };
+        let conn = s.exit_conn.expect("requests are written on connected streams");
         let c = &self.circuits[s.circ as usize];
         let exit = c.nodes[c.exit_pos()];
         loop {
