@@ -221,8 +221,10 @@ const DEFAULT_SERVER_COUNT: u32 = 10;
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * 1024;
 /// The largest request the model sends without optimistic data: one stream window
-/// (`STREAMWINDOW_START`, 500 cells) of `RELAY_PAYLOAD_SIZE` (498 B) each.
-const MAX_UNWINDOWED_REQUEST: u64 = 500 * 498;
+/// (`STREAMWINDOW_START`, 500 cells) of `RELAY_PAYLOAD_SIZE` (498 B) each. Spelled out
+/// because this crate sits below the Tor model; `onionlab-sim`'s tests check it against
+/// the model's constants.
+pub const MAX_UNWINDOWED_REQUEST: u64 = 500 * 498;
 
 const DURATION_EXAMPLE: &str = "write a number and a unit, e.g. \"100 ms\", \"1.5 s\", \"10 min\"";
 const SIZE_EXAMPLE: &str = "write a number and a unit, e.g. \"500 B\", \"320 KiB\", \"5 MiB\"";

@@ -20,6 +20,14 @@ fn three_relays(rest: &str) -> String {
 }
 
 #[test]
+fn the_largest_request_without_optimistic_data_is_one_stream_window() {
+    // The config check cannot see the Tor model's constants; this keeps the two in step.
+    use onionlab_tor::cell::RELAY_PAYLOAD_SIZE;
+    use onionlab_tor::flow_control::STREAMWINDOW_START;
+    assert_eq!(onionlab_config::parse::MAX_UNWINDOWED_REQUEST, STREAMWINDOW_START * RELAY_PAYLOAD_SIZE);
+}
+
+#[test]
 fn every_tor_field_reaches_the_networks_config() {
     // Each value differs from the model's default, and paired fields (client/relay idle
     // timeouts, send/receive buffers, alpha/beta) differ from each other, so that a field

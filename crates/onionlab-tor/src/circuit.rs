@@ -192,8 +192,16 @@ impl Circuit {
         self.nodes.iter().position(|&n| n == node).expect("node is not on this circuit")
     }
 
+    /// Position of the exit (the last hop) in the path.
+    #[inline]
     pub fn exit_pos(&self) -> usize {
         self.nodes.len() - 1
+    }
+
+    /// The exit relay: the hop that talks to servers.
+    #[inline]
+    pub fn exit(&self) -> NodeId {
+        self.nodes[self.exit_pos()]
     }
 
     /// Cells queued at the exit toward the client (what edge blocking watches).

@@ -621,7 +621,7 @@ impl TorNetwork {
     /// controller. The relay must have a hook installed (its buckets then refill).
     pub fn set_exit_read_rate(&mut self, node: NodeId, circ: u32, rate: u64, burst: u64) {
         let c = &mut self.circuits[circ as usize];
-        if c.nodes[c.exit_pos()] != node {
+        if c.exit() != node {
             return;
         }
         match c.rate_limit.as_mut() {
@@ -690,7 +690,7 @@ impl TorNetwork {
             self.rate_limited.push(circ);
         }
         c.rate_limit = Some(TokenBucket::new(rate, burst));
-        let exit = c.nodes[c.exit_pos()];
+        let exit = c.exit();
         self.ensure_refill(q, exit);
     }
 
@@ -1003,7 +1003,7 @@ impl TorNetwork {
         if s.request_waits_for_refill {
             s.request_waits_for_refill = false;
             let c = &self.circuits[s.circ as usize];
-            let waits = &mut self.nodes[c.nodes[c.exit_pos()] as usize].request_waits;
+            let waits = &mut self.nodes[c.exit() as usize].request_waits;
             let k = waits.iter().position(|&x| x == sid).expect("a waiting request is in its exit's list");
             waits.remove(k); // Keeps the rest in arrival order.
         }
@@ -1366,7 +1366,7 @@ impl TorNetwork {
                 self.serve(q, sid);
             }
             NetNotice::Readable { side: Side::Initiator, .. } => {
-                let exit = self.circuits[circ as usize].nodes[self.circuits[circ as usize].exit_pos()];
+                let exit = self.circuits[circ as usize].exit();
                 self.wake_edge(exit, sid);
             }
             NetNotice::Writable { side: Side::Initiator, .. } => self.write_request(q, sid),
@@ -1398,7 +1398,7 @@ impl TorNetwork {
         }
         let conn = s.exit_conn.expect("requests are written on connected streams");
         let c = &self.circuits[s.circ as usize];
-        let exit = c.nodes[c.exit_pos()];
+        let exit = c.exit();
         loop {
             let left = self.cfg.request_bytes - self.streams[sid as usize].request_written;
             if left == 0 {
@@ -1517,7 +1517,7 @@ impl TorNetwork {
         for k in 0..self.rate_limited.len() {
             let circ = self.rate_limited[k] as usize;
             let c = &mut self.circuits[circ];
-            if c.nodes[c.exit_pos()] == node {
+            if c.exit() == node {
                 if let Some(b) = c.rate_limit.as_mut() {
                     b.refill(iv);
                 }

@@ -239,7 +239,7 @@ impl TorNetwork {
                 let c = &self.circuits[s.circ as usize];
                 // (A finished stream's circuit may have closed and left its slot to another
                 // circuit; its ring entry is dropped when it comes up.)
-                if !s.done && c.nodes[c.exit_pos()] as usize != node {
+                if !s.done && c.exit() as usize != node {
                     return Err(format!("stream {sid} in the read ring of node {node}, not its exit's"));
                 }
                 in_ring[sid as usize] += 1;
@@ -265,7 +265,7 @@ impl TorNetwork {
             for &sid in &n.request_waits {
                 let s = &self.streams[sid as usize];
                 let c = &self.circuits[s.circ as usize];
-                if s.done || c.nodes[c.exit_pos()] as usize != node {
+                if s.done || c.exit() as usize != node {
                     return Err(format!("stream {sid} waits for node {node}'s refill, not its exit's or not running"));
                 }
                 waiting[sid as usize] += 1;
