@@ -41,7 +41,7 @@ use crate::circuit::{
 };
 use crate::flow_control::{STREAMWINDOW_INCREMENT, STREAMWINDOW_START};
 use crate::hooks::{RelayControl, RelayHook};
-use crate::node::{bucket_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
+use crate::node::{edge_share, EndpointSpec, IoRef, NodeId, NodeKind, NodeStats, RelaySpec, TorNode};
 use crate::path::{BandwidthWeights, PathSelector, Position, RelayInfo, WeightsMethod};
 use crate::scheduler::{CircuitScheduler, SchedulerKind};
 use crate::token_bucket::{next_refill, TokenBucket};
@@ -1384,10 +1384,8 @@ impl TorNetwork {
     /// (`connection_bucket_write_limit`; a server is not a local address). With the
     /// bucket empty the rest waits for the refill (tor stops writing to the connection,
     /// `write_blocked_on_bw`, until `connection_bucket_refill`); with the send buffer
-    /// full, for the connection's Writable notice. A bucket share is tor's round-robin
-    /// share ([`bucket_share`]): tor sizes an edge connection's share in relay payloads
-    /// (498 B) rather than cells (514 B), which changes nothing for a request of fewer
-    /// than four payloads, as the default 500 B is.
+    /// full, for the connection's Writable notice. Each write is at most an edge
+    /// connection's share of the bucket ([`edge_share`]).
     fn write_request(&mut self, q: &mut EventQueue<TorEvent>, sid: u32) {
         let s = &self.streams[sid as usize];
         if !self.cfg.optimistic_data && s.request_cells < self.request_cells() {
@@ -1405,7 +1403,7 @@ impl TorNetwork {
                 return;
             }
             let n = &mut self.nodes[exit as usize];
-            let share = bucket_share(&n.write_bucket, None);
+            let share = edge_share(&n.write_bucket);
             if share == 0 {
                 self.counters.requests_held_for_refill += 1;
                 self.streams[sid as usize].request_waits_for_refill = true;

@@ -202,37 +202,68 @@ impl TorNode {
     }
 }
 
-/// Tor's per-transaction share of a bucket (`connection_bucket_get_share`, connection.c):
-/// one eighth of the global bucket, clamped to 4..32 cells of `CELL_MAX_NETWORK_SIZE`,
-/// then bounded by the connection's own bucket and by the global bucket itself.
+/// Tor's per-transaction share of a bucket (`connection_bucket_get_share`, connection.c;
+/// `connection_bucket_round_robin` in 0.2.2): one eighth of the global bucket, rounded
+/// down to whole `BASE` units, clamped to 4..32 units, then bounded by the global bucket
+/// itself and by the connection's own bucket. Tor's unit is a cell on the network for an
+/// OR connection ([`channel_share`]) and a relay payload for an edge connection
+/// ([`edge_share`]); every connection here has tor's high priority (only directory
+/// connections get the low one, 2..16 units).
 #[inline]
-pub(crate) fn bucket_share(global: &TokenBucket, conn: Option<&TokenBucket>) -> u64 {
-    const LOW: u64 = 4 * crate::cell::CELL_NETWORK_SIZE;
-    const HIGH: u64 = 32 * crate::cell::CELL_NETWORK_SIZE;
+fn share_in_units<const BASE: u64>(global: &TokenBucket, conn: Option<&TokenBucket>) -> u64 {
     let g = global.tokens();
-    let mut n = (g / 8).clamp(LOW, HIGH).min(g);
+    let eighth = g / 8;
+    let mut n = (eighth - eighth % BASE).clamp(4 * BASE, 32 * BASE).min(g);
     if let Some(c) = conn {
         n = n.min(c.tokens());
     }
     n
 }
 
+/// A channel's (OR connection's) share of `global`: units of `CELL_NETWORK_SIZE` (514 B).
+#[inline]
+pub(crate) fn channel_share(global: &TokenBucket, conn: Option<&TokenBucket>) -> u64 {
+    share_in_units::<{ crate::cell::CELL_NETWORK_SIZE }>(global, conn)
+}
+
+/// An exit's edge connection's share of `global` (reading a server's reply, writing a
+/// request to it): units of `RELAY_PAYLOAD_SIZE` (498 B). Edge connections have no bucket
+/// of their own.
+#[inline]
+pub(crate) fn edge_share(global: &TokenBucket) -> u64 {
+    share_in_units::<{ crate::cell::RELAY_PAYLOAD_SIZE }>(global, None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn bucket(tokens: u64) -> TokenBucket {
+        let mut b = TokenBucket::new(1, 10_000_000);
+        b.take(10_000_000 - tokens);
+        b
+    }
+
     #[test]
-    fn share_is_an_eighth_clamped_to_4_and_32_cells() {
-        let b = |t: u64| {
-            let mut b = TokenBucket::new(1, 10_000_000);
-            b.take(10_000_000 - t);
-            b
-        };
-        assert_eq!(bucket_share(&b(80_000), None), 10_000);
-        assert_eq!(bucket_share(&b(1_000_000), None), 32 * 514, "16 KiB cap (tor: 32 cells)");
-        assert_eq!(bucket_share(&b(4_000), None), 4 * 514, "floor of 4 cells");
-        assert_eq!(bucket_share(&b(1_000), None), 1_000, "never more than the bucket holds");
-        assert_eq!(bucket_share(&b(80_000), Some(&b(300))), 300, "connection bucket bounds it");
-        assert_eq!(bucket_share(&TokenBucket::unlimited(), None), 32 * 514);
+    fn a_channels_share_is_an_eighth_in_whole_cells_clamped_to_4_and_32() {
+        let b = bucket;
+        // 80,000 / 8 = 10,000 B, rounded down to 19 cells of 514 B (tor: `at_most -= at_most % base`).
+        assert_eq!(channel_share(&b(80_000), None), 19 * 514);
+        assert_eq!(channel_share(&b(1_000_000), None), 32 * 514, "16 KiB cap (tor: 32 cells)");
+        assert_eq!(channel_share(&b(4_000), None), 4 * 514, "floor of 4 cells");
+        assert_eq!(channel_share(&b(1_000), None), 1_000, "never more than the bucket holds");
+        assert_eq!(channel_share(&b(80_000), Some(&b(300))), 300, "connection bucket bounds it");
+        assert_eq!(channel_share(&TokenBucket::unlimited(), None), 32 * 514);
+    }
+
+    #[test]
+    fn an_edges_share_counts_relay_payloads() {
+        let b = bucket;
+        // 80,000 / 8 = 10,000 B, rounded down to 20 payloads of 498 B.
+        assert_eq!(edge_share(&b(80_000)), 20 * 498);
+        assert_eq!(edge_share(&b(1_000_000)), 32 * 498, "cap of 32 payloads");
+        assert_eq!(edge_share(&b(12_000)), 4 * 498, "floor of 4 payloads (1,500 B rounds to 3)");
+        assert_eq!(edge_share(&b(1_000)), 1_000, "never more than the bucket holds");
+        assert_eq!(edge_share(&b(0)), 0);
     }
 }

@@ -12,7 +12,7 @@ use crate::cell::{CellKind, CellRun, Direction, CELL_WIRE_BYTES, RELAY_PAYLOAD_S
 use crate::channel::{ChanEnd, Channel};
 use crate::circuit::{queue_index, Circuit, CircuitState};
 use crate::kist::{kist_run, lite_limit, socket_limit, KistChannels, KistParams};
-use crate::node::{bucket_share, IoRef, NodeId, TorNode};
+use crate::node::{channel_share, edge_share, IoRef, NodeId, TorNode};
 use crate::scheduler::CircuitScheduler;
 use crate::wait::Crossing;
 use onionlab_core::{EventQueue, SimTime};
@@ -139,7 +139,7 @@ impl TorNetwork {
             end.in_read_ring = false;
             return;
         }
-        let share = bucket_share(&n.read_bucket, end.conn_read.as_ref());
+        let share = channel_share(&n.read_bucket, end.conn_read.as_ref());
         if share == 0 {
             end.in_read_ring = false;
             end.read_waits_for_refill = true;
@@ -180,8 +180,9 @@ impl TorNetwork {
     }
 
     /// An exit reads its server connection into the stream's inbuf (tor's edge
-    /// connection inbuf) and packages whole DATA cells from it while the circuit and
-    /// stream windows allow; the stream's last cell may be partial. Reading stops while
+    /// connection inbuf), at most an edge share of the read bucket ([`edge_share`]) at a
+    /// time, and packages whole DATA cells from it while the circuit and stream windows
+    /// allow; the stream's last cell may be partial. Reading stops while
     /// the windows are closed (`connection_edge_package_raw_inbuf` stops reading).
     fn read_edge(&mut self, q: &mut EventQueue<TorEvent>, node: NodeId, sid: u32) {
         let now = q.now();
@@ -210,7 +211,7 @@ impl TorNetwork {
         let mut got = 0;
         if allowance > 0 && avail > 0 {
             let n = &mut self.nodes[node as usize];
-            let want = avail.min(bucket_share(&n.read_bucket, None));
+            let want = avail.min(edge_share(&n.read_bucket));
             got = self.net.read(q, conn, Side::Initiator, want);
             debug_assert_eq!(got, want);
             n.read_bucket.take(got);
@@ -533,7 +534,7 @@ enum WriteStep {
 
 /// One write of the outbuf of channel end `end` (on `side` of its channel) to the kernel
 /// (tor's `connection_handle_write` for an OR connection): at most one bucket share
-/// ([`bucket_share`]), the socket's free space and the outbuf, charged to the relay's and
+/// ([`channel_share`]), the socket's free space and the outbuf, charged to the relay's and
 /// the connection's write buckets.
 #[inline(always)]
 fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, end: &mut ChanEnd, side: Side) -> WriteStep {
@@ -548,7 +549,7 @@ fn write_once(net: &mut Network, q: &mut EventQueue<TorEvent>, n: &mut TorNode, 
         debug_assert_eq!(w, 0);
         return WriteStep::SocketFull;
     }
-    let share = bucket_share(&n.write_bucket, end.conn_write.as_ref());
+    let share = channel_share(&n.write_bucket, end.conn_write.as_ref());
     if share == 0 {
         return WriteStep::NoShare;
     }
@@ -690,7 +691,7 @@ impl crate::hpd::HpdChannels for HpdView<'_> {
             if self.relay.write_bucket.tokens() == 0 {
                 return HpdRoom::Stop;
             }
-            let share = bucket_share(&self.relay.write_bucket, end.conn_write.as_ref());
+            let share = channel_share(&self.relay.write_bucket, end.conn_write.as_ref());
             if share == 0 {
                 end.write_waits_for_refill = true;
                 self.blocked[i] = true;
