@@ -113,6 +113,18 @@ def test_grid_widens_one_axis_and_the_sweep_names_choices_on_an_edge(quick):
     assert {"web_ttlb_mean_of_medians", "web_ttlb_mean_of_means"} <= set(sweep.columns)
 
 
+def test_the_sweep_writes_each_choices_margin_over_its_runner_up(quick):
+    chosen = json.loads((quick / "chosen.json").read_text())
+    margins = pd.read_csv(quick / "sweep_margins.csv")
+    assert list(margins.columns) == MARGIN_COLUMNS
+    # Every algorithm with more than one sweep point (quick: static's two rates, threshold's
+    # widened fraction), and its choice is chosen.json's.
+    assert set(margins["algorithm"]) == {"static", "thresh"}
+    for m in margins.itertuples():
+        assert json.loads(m.chosen) == chosen[m.algorithm] and m.runner_up != m.chosen
+        assert m.margin >= 0 and m.seeds >= 1 and 0 <= m.seeds_won <= m.seeds
+
+
 @pytest.fixture(scope="module")
 def second_seed(quick, tmp_path_factory):
     """Seed 2 of every main run of the quick reproduction, from its own configs."""
@@ -331,7 +343,18 @@ from onionlab.reproduce.throttling.anonymity import (
 )
 from onionlab.reproduce.throttling.configs import BUILTIN_RELAYS, all_guards, attack_pool, client_settings, config_text, mechanism_line, relay_sample_text, scale_capacity, THINK
 from onionlab.reproduce.throttling.metrics import busiest_channels, medians, throttle_state, web_time_mean
-from onionlab.reproduce.throttling.sweep import _sweep_grid, choose, edge_choices, grid_overrides, sweep_axes, sweep_loads, sweep_settings
+from onionlab.reproduce.throttling.sweep import (
+    MARGIN_COLUMNS,
+    _sweep_grid,
+    choice_margins,
+    choose,
+    edge_choices,
+    grid_overrides,
+    margin_lines,
+    sweep_axes,
+    sweep_loads,
+    sweep_settings,
+)
 
 
 def test_choose_takes_the_best_mean_of_per_seed_medians_not_one_lucky_seed():
@@ -390,6 +413,57 @@ def test_choose_over_several_loads_takes_the_best_gain_over_vanilla_averaged_ove
     assert choose(t[t["load"] == "heavy"])["static"] == {"rate": "b"}
     with pytest.raises(ValueError, match="vanilla at every load"):
         choose(t[~((t["algorithm"] == "vanilla") & (t["load"] == "heavy"))])
+
+
+def test_choice_margins_name_the_runner_up_and_whether_the_seeds_resolve_it():
+    # Web download medians (s), two seeds. static: "a" beats "b" by 1 s on both seeds, so
+    # the seeds' differences (1, 1) have no spread: resolved. flag: "x" (5, 7; mean 6)
+    # beats "y" (6.5, 6; mean 6.25) by 0.25 s, but loses on seed 2: differences 1.5 and
+    # -1.0, mean 0.25, sd 1.25 * sqrt(2), half-width t(0.975, 1) * 1.25 = 12.706 * 1.25.
+    rows = [
+        ("static", '{"rate": "a"}', 1, 5.0), ("static", '{"rate": "a"}', 2, 6.0),
+        ("static", '{"rate": "b"}', 1, 6.0), ("static", '{"rate": "b"}', 2, 7.0),
+        ("static", '{"rate": "c"}', 1, 9.0), ("static", '{"rate": "c"}', 2, 9.0),
+        ("flag", '{"flag_rate": "x"}', 1, 5.0), ("flag", '{"flag_rate": "x"}', 2, 7.0),
+        ("flag", '{"flag_rate": "y"}', 1, 6.5), ("flag", '{"flag_rate": "y"}', 2, 6.0),
+        ("split", "{}", 1, 7.0), ("split", "{}", 2, 7.0),
+    ]
+    t = pd.DataFrame(rows, columns=["algorithm", "params", "seed", "web_ttlb_median"])
+    t["web_ttfb_median"] = 1.0
+    m = choice_margins(t).set_index("algorithm")
+    assert list(m.reset_index().columns) == MARGIN_COLUMNS
+    assert set(m.index) == {"static", "flag"}, "one setting (split) has no runner-up"
+    s, f = m.loc["static"], m.loc["flag"]
+    assert (s.chosen, s.runner_up, s.unit) == ('{"rate": "a"}', '{"rate": "b"}', "s")
+    assert (s.margin, s.seeds, s.seeds_won, s.margin_ci95, bool(s.resolved)) == (1.0, 2, 2, 0.0, True)
+    assert s.margin_pct == pytest.approx(100 / 5.5)
+    assert json.loads(f.chosen) == choose(t)["flag"] == {"flag_rate": "x"}
+    assert (f.runner_up, f.seeds_won, bool(f.resolved)) == ('{"flag_rate": "y"}', 1, False)
+    assert f.margin == pytest.approx(0.25) and f.margin_seed_mean == pytest.approx(0.25)
+    assert f.margin_ci95 == pytest.approx(12.7062 * 1.25, rel=1e-4)
+    lines = margin_lines(choice_margins(t))
+    assert len(lines) == 1 and lines[0].startswith("sweep: flag's choice {\"flag_rate\": \"x\"} leads the runner-up {\"flag_rate\": \"y\"} by 0.250 s")
+    assert "on 1 of 2 seeds" in lines[0]
+    with pytest.raises(ValueError, match="--criterion: 'p90'"):
+        choice_margins(t, "p90")
+
+
+def test_choice_margins_over_several_loads_are_on_the_choices_scale():
+    # The loads example of the choice above, on two identical seeds: "hard" 0.80 x vanilla,
+    # runner-up "mid" 0.815: a margin of 0.015 on both seeds, resolved.
+    rows = [
+        ("light", "vanilla", "{}", 1.0), ("heavy", "vanilla", "{}", 10.0),
+        ("light", "thresh", '{"T": "gentle"}', 0.8), ("heavy", "thresh", '{"T": "gentle"}', 9.0),
+        ("light", "thresh", '{"T": "hard"}', 0.9), ("heavy", "thresh", '{"T": "hard"}', 7.0),
+        ("light", "thresh", '{"T": "mid"}', 0.85), ("heavy", "thresh", '{"T": "mid"}', 7.8),
+    ]
+    t = pd.concat([pd.DataFrame(rows, columns=["load", "algorithm", "params", "web_ttlb_median"]).assign(seed=s) for s in (1, 2)])
+    t["web_ttfb_median"] = 0.5
+    m = choice_margins(t).set_index("algorithm").loc["thresh"]
+    assert (m.chosen, m.runner_up, m.unit, m.seeds, m.seeds_won) == ('{"T": "hard"}', '{"T": "mid"}', "x vanilla", 2, 2)
+    assert m.chosen_key == pytest.approx(0.80) and m.runner_up_key == pytest.approx(0.815)
+    assert m.margin_seed_mean == pytest.approx(0.015) and bool(m.resolved)
+    assert margin_lines(choice_margins(t)) == []
 
 
 def test_sweep_loads_parses_the_option_in_load_order_and_rejects_bad_input():

@@ -6,14 +6,15 @@ sweep runs spec section 9's ranges (``--grid`` replaces an axis) at medium load 
 loads ``--sweep-loads`` names, one setting then judged over all of them), on runs like the
 main runs, and picks each algorithm's best for web download time
 (:data:`SWEEP_CRITERIA`). **Owns:** the axes, the sweep's runs and tables (``sweep.csv``,
-``sweep_per_seed.csv``, ``chosen.json``, ``sweep_edges.json``) and the choice. **Must not
-touch:** the main runs or the analysis of them.
+``sweep_per_seed.csv``, ``chosen.json``, ``sweep_edges.json``, ``sweep_margins.csv``) and
+the choice. **Must not touch:** the main runs or the analysis of them.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,7 @@ import pandas as pd
 from onionlab.reproduce import reuse_options, run_many, write_config
 from onionlab.reproduce.throttling.configs import ALGORITHMS, AXIS_KINDS, LOADS, axis_value_key, client_settings, config_text, mechanism_line, seconds
 from onionlab.reproduce.throttling.metrics import medians
+from onionlab.stats import mean_ci95
 
 #: Spec section 9's proposed ranges (the paper gives none), one axis per parameter. Each
 #: algorithm's sweep points are the product of its axes, in this order; ``--grid`` replaces
@@ -139,18 +141,11 @@ def over_vanilla(per_load: pd.DataFrame, column: str) -> pd.Series:
     return per_load[column] / per_load["load"].map(vanilla)
 
 
-def choose(table: pd.DataFrame, criterion: str = "median") -> dict[str, dict]:
-    """Each algorithm's parameters with the lowest mean over seeds of the per-seed web
-    download time statistic ``criterion`` names (:data:`SWEEP_CRITERIA`; default the
-    median, the paper's). The paper tuned for web client performance; a mean over seeds
-    weighs every seed equally and is not swayed by one seed's outlier. Ties: lower mean
-    time to first byte, then the sweep's order.
-
-    Swept at several loads (a ``load`` column with more than one value;
-    ``--sweep-loads``), a setting is judged by its mean over the loads of that statistic
-    relative to vanilla's at the same load (mean over seeds of each), so that one setting
-    serves every load, as the paper's "little-to-no maintenance" has it, and the slowest
-    load does not outweigh the others."""
+def _ranked(table: pd.DataFrame, criterion: str) -> dict[str, pd.DataFrame]:
+    """Each algorithm's settings, best first, as :func:`choose` ranks them: one row per
+    setting (``params``) with ``key``, the criterion's mean over seeds (relative to
+    vanilla's and averaged over the loads where several are swept), and the time to first
+    byte it breaks ties with. Raises ValueError for an unknown ``criterion``."""
     if criterion not in SWEEP_CRITERIA:
         raise ValueError(f"--criterion: {criterion!r} is not one of {', '.join(SWEEP_CRITERIA)}")
     column = SWEEP_CRITERIA[criterion]
@@ -163,11 +158,99 @@ def choose(table: pd.DataFrame, criterion: str = "median") -> dict[str, dict]:
             per[col] = over_vanilla(per, col)
     # One load: its only row per setting; several: the mean over the loads.
     per = per.groupby(["algorithm", "params"], sort=False)[["key", "web_ttfb_mean_of_medians"]].mean().reset_index()
+    return {
+        alg: grp.sort_values(["key", "web_ttfb_mean_of_medians"], kind="mergesort").reset_index(drop=True)
+        for alg, grp in per.groupby("algorithm", sort=True)
+    }
+
+
+def choose(table: pd.DataFrame, criterion: str = "median") -> dict[str, dict]:
+    """Each algorithm's parameters with the lowest mean over seeds of the per-seed web
+    download time statistic ``criterion`` names (:data:`SWEEP_CRITERIA`; default the
+    median, the paper's). The paper tuned for web client performance; a mean over seeds
+    weighs every seed equally and is not swayed by one seed's outlier. Ties: lower mean
+    time to first byte, then the sweep's order.
+
+    Swept at several loads (a ``load`` column with more than one value;
+    ``--sweep-loads``), a setting is judged by its mean over the loads of that statistic
+    relative to vanilla's at the same load (mean over seeds of each), so that one setting
+    serves every load, as the paper's "little-to-no maintenance" has it, and the slowest
+    load does not outweigh the others."""
     chosen = {"vanilla": {}}
-    for alg, grp in per.groupby("algorithm", sort=True):
-        best = grp.sort_values(["key", "web_ttfb_mean_of_medians"], kind="mergesort").iloc[0]
-        chosen[alg] = json.loads(best["params"])
+    for alg, ranked in _ranked(table, criterion).items():
+        chosen[alg] = json.loads(ranked["params"].iloc[0])
     return chosen
+
+
+#: The columns of ``sweep_margins.csv`` (:func:`choice_margins`).
+MARGIN_COLUMNS = [
+    "algorithm", "chosen", "runner_up", "criterion", "unit", "chosen_key", "runner_up_key", "margin", "margin_pct",
+    "seeds", "seeds_won", "margin_seed_mean", "margin_ci95", "resolved",
+]
+
+
+def _per_seed_keys(table: pd.DataFrame, column: str, alg: str, params: str) -> pd.Series:
+    """One setting's criterion per seed, on the scale :func:`_ranked` judges it: the seed's
+    value, or where several loads are swept, the mean over the loads of the seed's value
+    over vanilla's mean over seeds at that load."""
+    rows = table[(table["algorithm"] == alg) & (table["params"] == params)]
+    if "load" not in table.columns or table["load"].nunique() <= 1:
+        return rows.groupby("seed")[column].mean()
+    vanilla = table[table["algorithm"] == "vanilla"].groupby("load")[column].mean()
+    relative = rows[column] / rows["load"].map(vanilla)
+    return relative.groupby(rows["seed"]).mean()
+
+
+def choice_margins(table: pd.DataFrame, criterion: str = "median") -> pd.DataFrame:
+    """How far each choice of :func:`choose` is ahead of its runner-up, the setting it
+    ranks second, and whether the sweep's seeds can tell them apart. One row per algorithm
+    with two settings or more (:data:`MARGIN_COLUMNS`): the two settings and their keys
+    (seconds for one load; for several, the ratio to vanilla averaged over the loads:
+    ``unit``), ``margin`` = runner-up's key minus the choice's, and per seed the same
+    difference: on how many seeds the choice wins (``seeds_won``), the seeds' mean
+    difference with its 95 % interval (Student's t), and ``resolved``: the interval lies
+    above 0. With two seeds (the default sweep) an interval resolves only a choice that
+    wins by far more than the seeds differ: an unresolved choice is a near tie, which more
+    ``--sweep-seeds`` may turn."""
+    ranked = _ranked(table, criterion)
+    column = SWEEP_CRITERIA[criterion]
+    several = "load" in table.columns and table["load"].nunique() > 1
+    rows = []
+    for alg, r in ranked.items():
+        if len(r) < 2:
+            continue
+        first, second = r["params"].iloc[0], r["params"].iloc[1]
+        diff = (_per_seed_keys(table, column, alg, second) - _per_seed_keys(table, column, alg, first)).dropna()
+        seed_mean, ci = mean_ci95(diff)
+        key1, key2 = float(r["key"].iloc[0]), float(r["key"].iloc[1])
+        rows.append({
+            "algorithm": alg, "chosen": first, "runner_up": second, "criterion": criterion,
+            "unit": "x vanilla" if several else "s", "chosen_key": key1, "runner_up_key": key2,
+            "margin": key2 - key1, "margin_pct": 100.0 * (key2 - key1) / key1 if key1 else math.nan,
+            "seeds": int(diff.size), "seeds_won": int((diff > 0).sum()),
+            "margin_seed_mean": seed_mean, "margin_ci95": ci,
+            "resolved": None if math.isnan(ci) else bool(seed_mean - ci > 0),
+        })
+    out = pd.DataFrame(rows, columns=MARGIN_COLUMNS)
+    out["resolved"] = out["resolved"].astype("boolean")
+    return out
+
+
+def margin_lines(margins: pd.DataFrame) -> list[str]:
+    """A line for each choice the sweep's seeds do not resolve (:func:`choice_margins`),
+    naming the runner-up and the margin, for the command to print."""
+    lines = []
+    for m in margins.itertuples():
+        if pd.notna(m.resolved) and m.resolved:
+            continue
+        unit = " s" if m.unit == "s" else f" ({m.unit})"
+        ci = "" if math.isnan(m.margin_ci95) else f", 95 % interval of the seeds' mean {m.margin_seed_mean:+.3f} +- {m.margin_ci95:.3f}"
+        lines.append(
+            f"sweep: {m.algorithm}'s choice {m.chosen} leads the runner-up {m.runner_up} by {m.margin:.3f}{unit} "
+            f"({m.margin_pct:.1f} %), on {m.seeds_won} of {m.seeds} seeds{ci}: the sweep's seeds do not resolve it "
+            f"(more --sweep-seeds may)"
+        )
+    return lines
 
 
 def sweep_settings(args) -> tuple[str, str]:
@@ -253,6 +336,10 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
     (out / "chosen.json").write_text(json.dumps(chosen, indent=2, sort_keys=True) + "\n")
     edges = edge_choices(sweep_axes(args.quick, overrides), chosen)
     (out / "sweep_edges.json").write_text(json.dumps(edges, indent=2) + "\n")
+    margins = choice_margins(table, args.criterion)
+    margins.to_csv(out / "sweep_margins.csv", index=False)
+    for line in margin_lines(margins):
+        print(line, flush=True)
     for e in edges:
         print(
             f"sweep: {e['algorithm']}'s chosen {e['parameter']} {e['value']} is the {e['edge']} value swept "
