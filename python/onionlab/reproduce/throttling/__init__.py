@@ -382,7 +382,7 @@ def main(out: Path, args) -> int:
         print("\nAttack 4 (opening connections to a guard; AUC 0.5: no information, 1: the guard confirmed):")
         print(a4[["algorithm", "class", "positives", "negatives", "auc", "auc_se", "true_positive_rate", "false_positive_rate", "positive_ratio", "negative_ratio"]].to_string(index=False))
     print_findings(verdicts)
-    sweep_files = "" if args.no_sweep else " sweep.csv, sweep_per_seed.csv, chosen.json, sweep_edges.json,"
+    sweep_files = "" if args.no_sweep else " sweep.csv, sweep_per_seed.csv, chosen.json, sweep_edges.json, sweep_margins.csv,"
     attack4_files = " attack4*.csv," if a4 is not None else ""
     print(f"wrote {out}: table1.csv, figure3.png,{sweep_files} anonymity*.csv, figure4[abc].png, figure4c-flood.png, attack3.csv,{attack4_files} channels.csv, throttle_state.csv, findings.csv, summary.json")
     return 0
