@@ -385,17 +385,21 @@ def test_choose_by_mean_rejects_a_fast_median_that_starves_the_throttled_clients
         choose(t, "p90")
 
 
+#: Web download medians (s) of threshold at two loads, one seed. "gentle" is the best at
+#: light load, "hard" at heavy load. Relative to vanilla (light 1 s, heavy 10 s), averaged
+#: over the loads: gentle (0.8 + 0.9) / 2 = 0.85, hard (0.9 + 0.7) / 2 = 0.80, mid (0.85 +
+#: 0.78) / 2 = 0.815.
+TWO_LOADS = [
+    ("light", "vanilla", "{}", 1.0), ("heavy", "vanilla", "{}", 10.0),
+    ("light", "thresh", '{"T": "gentle"}', 0.8), ("heavy", "thresh", '{"T": "gentle"}', 9.0),
+    ("light", "thresh", '{"T": "hard"}', 0.9), ("heavy", "thresh", '{"T": "hard"}', 7.0),
+    ("light", "thresh", '{"T": "mid"}', 0.85), ("heavy", "thresh", '{"T": "mid"}', 7.8),
+]
+
+
 def test_choose_over_several_loads_takes_the_best_gain_over_vanilla_averaged_over_the_loads():
-    # Web download medians (s), one seed. "gentle" is the best at light load, "hard" at
-    # heavy load. Relative to vanilla (light 1 s, heavy 10 s), averaged over the loads:
-    # gentle (0.8 + 0.9) / 2 = 0.85, hard (0.9 + 0.7) / 2 = 0.80, mid (0.85 + 0.78) / 2 =
-    # 0.815. One setting serves both loads: hard.
-    rows = [
-        ("light", "vanilla", "{}", 1.0), ("heavy", "vanilla", "{}", 10.0),
-        ("light", "thresh", '{"T": "gentle"}', 0.8), ("heavy", "thresh", '{"T": "gentle"}', 9.0),
-        ("light", "thresh", '{"T": "hard"}', 0.9), ("heavy", "thresh", '{"T": "hard"}', 7.0),
-        ("light", "thresh", '{"T": "mid"}', 0.85), ("heavy", "thresh", '{"T": "mid"}', 7.8),
-    ]
+    # TWO_LOADS: one setting serves both loads, hard.
+    rows = TWO_LOADS
     t = pd.DataFrame(rows, columns=["load", "algorithm", "params", "web_ttlb_median"])
     t["seed"], t["web_ttfb_median"] = 1, 0.5
     assert choose(t)["thresh"] == {"T": "hard"}
@@ -449,15 +453,9 @@ def test_choice_margins_name_the_runner_up_and_whether_the_seeds_resolve_it():
 
 
 def test_choice_margins_over_several_loads_are_on_the_choices_scale():
-    # The loads example of the choice above, on two identical seeds: "hard" 0.80 x vanilla,
-    # runner-up "mid" 0.815: a margin of 0.015 on both seeds, resolved.
-    rows = [
-        ("light", "vanilla", "{}", 1.0), ("heavy", "vanilla", "{}", 10.0),
-        ("light", "thresh", '{"T": "gentle"}', 0.8), ("heavy", "thresh", '{"T": "gentle"}', 9.0),
-        ("light", "thresh", '{"T": "hard"}', 0.9), ("heavy", "thresh", '{"T": "hard"}', 7.0),
-        ("light", "thresh", '{"T": "mid"}', 0.85), ("heavy", "thresh", '{"T": "mid"}', 7.8),
-    ]
-    t = pd.concat([pd.DataFrame(rows, columns=["load", "algorithm", "params", "web_ttlb_median"]).assign(seed=s) for s in (1, 2)])
+    # TWO_LOADS on two identical seeds: "hard" 0.80 x vanilla, runner-up "mid" 0.815: a
+    # margin of 0.015 on both seeds, resolved.
+    t = pd.concat([pd.DataFrame(TWO_LOADS, columns=["load", "algorithm", "params", "web_ttlb_median"]).assign(seed=s) for s in (1, 2)])
     t["web_ttfb_median"] = 0.5
     m = choice_margins(t).set_index("algorithm").loc["thresh"]
     assert (m.chosen, m.runner_up, m.unit, m.seeds, m.seeds_won) == ('{"T": "hard"}', '{"T": "mid"}', "x vanilla", 2, 2)
