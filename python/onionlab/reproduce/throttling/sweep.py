@@ -141,6 +141,11 @@ def over_vanilla(per_load: pd.DataFrame, column: str) -> pd.Series:
     return per_load[column] / per_load["load"].map(vanilla)
 
 
+def _several_loads(table: pd.DataFrame) -> bool:
+    """Whether the sweep's ``table`` judges settings at more than one load (``--sweep-loads``)."""
+    return "load" in table.columns and table["load"].nunique() > 1
+
+
 def _ranked(table: pd.DataFrame, criterion: str) -> dict[str, pd.DataFrame]:
     """Each algorithm's settings, best first, as :func:`choose` ranks them: one row per
     setting (``params``) with ``key``, the criterion's mean over seeds (relative to
@@ -153,7 +158,7 @@ def _ranked(table: pd.DataFrame, criterion: str) -> dict[str, pd.DataFrame]:
     per = table.groupby([*by_load, "algorithm", "params"], sort=False).agg(
         key=(column, "mean"), web_ttfb_mean_of_medians=("web_ttfb_median", "mean")
     ).reset_index()
-    if by_load and table["load"].nunique() > 1:
+    if _several_loads(table):
         for col in ("key", "web_ttfb_mean_of_medians"):
             per[col] = over_vanilla(per, col)
     # One load: its only row per setting; several: the mean over the loads.
@@ -189,16 +194,15 @@ MARGIN_COLUMNS = [
 ]
 
 
-def _per_seed_keys(table: pd.DataFrame, column: str, alg: str, params: str) -> pd.Series:
-    """One setting's criterion per seed, on the scale :func:`_ranked` judges it: the seed's
-    value, or where several loads are swept, the mean over the loads of the seed's value
-    over vanilla's mean over seeds at that load."""
-    rows = table[(table["algorithm"] == alg) & (table["params"] == params)]
-    if "load" not in table.columns or table["load"].nunique() <= 1:
-        return rows.groupby("seed")[column].mean()
-    vanilla = table[table["algorithm"] == "vanilla"].groupby("load")[column].mean()
-    relative = rows[column] / rows["load"].map(vanilla)
-    return relative.groupby(rows["seed"]).mean()
+def _seed_keys(table: pd.DataFrame, column: str) -> pd.Series:
+    """Every setting's criterion per seed, indexed by (algorithm, params, seed), on the scale
+    :func:`_ranked` judges it: the seed's value, or where several loads are swept, the mean
+    over the loads of the seed's value over vanilla's mean over seeds at that load."""
+    value = table[column]
+    if _several_loads(table):
+        vanilla = table[table["algorithm"] == "vanilla"].groupby("load")[column].mean()
+        value = value / table["load"].map(vanilla)
+    return value.groupby([table["algorithm"], table["params"], table["seed"]]).mean()
 
 
 def choice_margins(table: pd.DataFrame, criterion: str = "median") -> pd.DataFrame:
@@ -213,14 +217,14 @@ def choice_margins(table: pd.DataFrame, criterion: str = "median") -> pd.DataFra
     wins by far more than the seeds differ: an unresolved choice is a near tie, which more
     ``--sweep-seeds`` may turn."""
     ranked = _ranked(table, criterion)
-    column = SWEEP_CRITERIA[criterion]
-    several = "load" in table.columns and table["load"].nunique() > 1
+    keys = _seed_keys(table, SWEEP_CRITERIA[criterion])
+    several = _several_loads(table)
     rows = []
     for alg, r in ranked.items():
         if len(r) < 2:
             continue
         first, second = r["params"].iloc[0], r["params"].iloc[1]
-        diff = (_per_seed_keys(table, column, alg, second) - _per_seed_keys(table, column, alg, first)).dropna()
+        diff = (keys.loc[(alg, second)] - keys.loc[(alg, first)]).dropna()
         seed_mean, ci = mean_ci95(diff)
         key1, key2 = float(r["key"].iloc[0]), float(r["key"].iloc[1])
         rows.append({
