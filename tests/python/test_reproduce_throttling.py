@@ -674,6 +674,28 @@ def test_config_text_computes_bandwidth_weights_only_when_asked():
     assert {k: v for k, v in on["network"].items() if k != "bandwidth_weights"} == off["network"]
 
 
+def test_unthrottled_code_reaches_flagging_and_threshold_only_and_passes_the_config_check():
+    from onionlab import config as config_mod
+    from onionlab.reproduce.throttling.configs import load_params
+
+    flag, thresh = {"flag_rate": "20 KiB/s", "penalty": 0.25}, {"fraction": 0.1, "refresh": "30 s", "floor": "20 KiB/s"}
+    assert "unthrottled" not in mechanism_line("flag", flag) + mechanism_line("thresh", thresh), "the default is not written"
+    assert mechanism_line("flag", flag, "code").endswith('burst = "2 MiB", unthrottled = "code" }')
+    assert 'unthrottled = "code"' in mechanism_line("thresh", thresh, "code")
+    # Static and bit-splitting never lift a throttle, so the option leaves them alone.
+    assert mechanism_line("static", {"rate": "20 KiB/s"}, "code") == mechanism_line("static", {"rate": "20 KiB/s"})
+    assert mechanism_line("split", {}, "code") == mechanism_line("split", {})
+    with pytest.raises(ValueError, match="--unthrottled"):
+        mechanism_line("flag", flag, "infinite")
+    args = _parsed(["--unthrottled", "code"])
+    resolved = config_mod.parse(T.configs._check_config(mechanism_line("thresh", thresh, args.unthrottled), relay_sample_text(None), args))
+    assert resolved["mechanisms"]["throttling"]["unthrottled"] == "code"
+    # A params file is checked with the option it will run with.
+    assert load_params(str(PARAMS_DIR / "builtin.json"), relay_sample_text(None), args)["flag"]
+    with pytest.raises(SystemExit):
+        _parsed(["--unthrottled", "bandwidth-rate"])
+
+
 def test_cellq_option_takes_high_comma_low():
     import argparse
 

@@ -650,6 +650,11 @@ pub enum ThrottlingConfig {
         freeze_penalty_at_flag: bool,
         denominator: &'static str,
         meta_ewma_tick_quirk: bool,
+        /// What unflagging does to the buckets: "paper" (none left: rate infinity) or
+        /// "code" (kept at the relay's BandwidthRate, tokens and burst kept). Written only
+        /// when not the default, as `throughput` below.
+        #[serde(skip_serializing_if = "is_default_unthrottled")]
+        unthrottled: &'static str,
     },
     Threshold {
         fraction: f64,
@@ -669,6 +674,9 @@ pub enum ThrottlingConfig {
         /// (reproductions reuse earlier runs by their resolved config).
         #[serde(skip_serializing_if = "is_default_throughput")]
         throughput: &'static str,
+        /// What lifting a throttle does to the buckets, as flagging's `unthrottled`.
+        #[serde(skip_serializing_if = "is_default_unthrottled")]
+        unthrottled: &'static str,
     },
 }
 
@@ -746,4 +754,8 @@ fn ser_duration<S: serde::Serializer>(d: &SimDuration, s: S) -> Result<S::Ok, S:
 
 fn is_default_throughput(t: &&'static str) -> bool {
     *t == "transferred"
+}
+
+fn is_default_unthrottled(u: &&'static str) -> bool {
+    *u == "paper"
 }

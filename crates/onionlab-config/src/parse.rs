@@ -2542,6 +2542,11 @@ impl Ctx<'_> {
             None => Some(SPLIT_DENOMINATORS[0]),
             Some(v) => cx.choice(v, &join(p, "denominator"), SPLIT_DENOMINATORS),
         };
+        // What lifting a throttle leaves: "paper" (no bucket) or "code" (the bucket at BandwidthRate).
+        let unthrottled = |cx: &mut Self| match t.get("unthrottled") {
+            None => Some("paper"),
+            Some(v) => cx.choice(v, &join(p, "unthrottled"), &["paper", "code"]),
+        };
         match kind {
             "none" => {
                 self.keys(t, p, &["kind"]);
@@ -2563,7 +2568,17 @@ impl Ctx<'_> {
                 self.keys(
                     t,
                     p,
-                    &["kind", "flag_rate", "penalty", "halflife", "burst", "freeze_penalty_at_flag", "denominator", "meta_ewma_tick_quirk"],
+                    &[
+                        "kind",
+                        "flag_rate",
+                        "penalty",
+                        "halflife",
+                        "burst",
+                        "freeze_penalty_at_flag",
+                        "denominator",
+                        "meta_ewma_tick_quirk",
+                        "unthrottled",
+                    ],
                 );
                 let flag_rate = self.req(t, p, "flag_rate", Ctx::byte_rate, "flag_rate = \"20 KiB/s\": the rate of flagged connections");
                 let penalty = self.req(
@@ -2579,6 +2594,7 @@ impl Ctx<'_> {
                 let freeze_bad = t.contains_key("freeze_penalty_at_flag") && freeze.is_none();
                 let denominator = denominator(self);
                 let quirk = self.opt(t, p, "meta_ewma_tick_quirk", Ctx::boolean);
+                let unthrottled = unthrottled(self);
                 if freeze_bad || (t.contains_key("meta_ewma_tick_quirk") && quirk.is_none()) {
                     return None;
                 }
@@ -2590,10 +2606,11 @@ impl Ctx<'_> {
                     freeze_penalty_at_flag: freeze.unwrap_or(false),
                     denominator: denominator?,
                     meta_ewma_tick_quirk: quirk.unwrap_or(false),
+                    unthrottled: unthrottled?,
                 })
             }
             "threshold" => {
-                self.keys(t, p, &["kind", "fraction", "refresh", "floor", "halflife", "burst", "semantics", "throughput"]);
+                self.keys(t, p, &["kind", "fraction", "refresh", "floor", "halflife", "burst", "semantics", "throughput", "unthrottled"]);
                 let fraction =
                     self.req(t, p, "fraction", |cx, v, q| cx.float_in(v, q, 0.0, 1.0), "fraction = 0.1: throttle the loudest 10%");
                 let refresh = self.req(t, p, "refresh", Ctx::pos_duration, "refresh = \"30 s\": the period R");
@@ -2608,6 +2625,7 @@ impl Ctx<'_> {
                     None => Some("transferred"),
                     Some(v) => self.choice(v, &join(p, "throughput"), &["transferred", "larger-direction"]),
                 };
+                let unthrottled = unthrottled(self);
                 if semantics == Some("code") && throughput == Some("larger-direction") {
                     self.err_hint(
                         join(p, "throughput"),
@@ -2623,6 +2641,7 @@ impl Ctx<'_> {
                     burst: burst?,
                     semantics: semantics?,
                     throughput: throughput?,
+                    unthrottled: unthrottled?,
                 })
             }
             other => {

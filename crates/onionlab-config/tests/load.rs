@@ -945,6 +945,7 @@ fn throttling() {
         freeze_penalty_at_flag: false,
         denominator: "all-or-connections",
         meta_ewma_tick_quirk: false,
+        unthrottled: "paper",
     };
     assert_eq!(c.mechanisms.throttling, flag, "the paper's 2 MiB burst and the code's 30 s half-life by default");
     assert!(c.relays.iter().all(|r| r.throttling == flag));
@@ -967,6 +968,22 @@ fn throttling() {
     assert!(to_toml(&c).contains("throughput = \"larger-direction\""));
     err_at(&thresh(", throughput = \"sum\""), "mechanisms.throttling.throughput", &["\"sum\""]);
     err_at(&thresh(", throughput = \"larger-direction\", semantics = \"code\""), "mechanisms.throttling.throughput", &["paper\" only"]);
+    // What lifting a throttle leaves: the code's bucket at BandwidthRate, written only when
+    // asked for (resolved configs from before the option keep their text).
+    assert!(!to_toml(&load(&thresh("")).unwrap()).contains("unthrottled"));
+    let c = load(&thresh(", unthrottled = \"code\"")).unwrap();
+    assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Threshold { unthrottled: "code", .. }));
+    assert_eq!(load_str(&to_toml(&c), &fixtures()).unwrap(), c);
+    let e = err_at(&thresh(", unthrottled = \"infinite\""), "mechanisms.throttling.unthrottled", &["\"infinite\""]);
+    assert!(hint(&e).contains("paper, code"), "{e}");
+    let c = load(&with("throttling = { kind = \"flag\", flag_rate = \"20 KiB/s\", penalty = 0.25, unthrottled = \"code\" }")).unwrap();
+    assert!(matches!(c.mechanisms.throttling, ThrottlingConfig::Flag { unthrottled: "code", .. }));
+    // Static and bit-splitting never lift a throttle: the key is unknown there.
+    err_at(
+        &with("throttling = { kind = \"static\", rate = \"5 KiB/s\", unthrottled = \"code\" }"),
+        "mechanisms.throttling.unthrottled",
+        &[],
+    );
     let c = load(&with("throttling = { kind = \"split\", denominator = \"client-connections\" }")).unwrap();
     assert_eq!(c.mechanisms.throttling, ThrottlingConfig::Split { burst: 2 << 20, denominator: "client-connections" });
     let c = load(&with("throttling = { kind = \"static\", rate = \"5 KiB/s\", burst = \"2 MiB\" }")).unwrap();

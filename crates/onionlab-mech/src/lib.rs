@@ -20,5 +20,5 @@ pub mod tortoise;
 pub use braids::{Braids, BraidsError, BraidsParams, TicketCounters};
 pub use throttling::{
     BitSplitting, FlagParams, Flagging, GuardState, SplitDenominator, StaticThrottle, Threshold, ThresholdParams, ThresholdSemantics,
-    ThresholdThroughput, ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, DEFAULT_BURST, DEFAULT_HALFLIFE,
+    ThresholdThroughput, ThrottleDecision, ThrottleHook, ThrottlePolicy, ThrottlingError, Unthrottled, DEFAULT_BURST, DEFAULT_HALFLIFE,
 };

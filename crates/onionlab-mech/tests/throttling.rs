@@ -541,3 +541,53 @@ fn flagging_end_to_end_throttles_bulk_not_web() {
     assert_eq!(sim.tor.hook_throttle_threshold(g), Some(MIB / 3));
     sim.tor.check_invariants().unwrap();
 }
+
+/// Flagging end to end on a 1 MiB/s guard with one bulk client (penalty 0.5, so it is
+/// flagged and unflagged in turn), for 300 s: the bytes the guard wrote to it in the
+/// second after each tick at which it was flagged again, and the write buckets seen at the
+/// ticks it was unflagged.
+fn flagging_lifted(unthrottled: Unthrottled) -> (Vec<u64>, Vec<Option<(u64, u64)>>) {
+    let (mut sim, g, c, s) = line(MIB, 1);
+    let p = Flagging::new(FlagParams { flag_rate: 20 * KIB, penalty: 0.5, ..flag_params(0.5) }).unwrap();
+    sim.tor.set_relay_hook(&mut sim.q, g, Box::new(ThrottleHook::with_unthrottled(p, unthrottled))).unwrap();
+    sim.start_stream(c[0], s, 1 << 30, 0).unwrap();
+    let (mut reflagged, mut lifted) = (Vec::new(), Vec::new());
+    let (mut was_flagged, mut ever_flagged, mut at_reflag) = (false, false, None);
+    for sec in 1..=300u64 {
+        sim.run_until(t(sec), |_| {});
+        let bulk = &sim.tor.client_connections(g)[0];
+        if let Some(before) = at_reflag.take() {
+            reflagged.push(bulk.bytes_written - before);
+        }
+        let flagged = bulk.throttle.is_some();
+        if flagged && !was_flagged && ever_flagged {
+            at_reflag = Some(bulk.bytes_written);
+        }
+        if !flagged && ever_flagged {
+            lifted.push(sim.tor.connections(g).iter().find(|pc| pc.chan == bulk.chan).unwrap().write_limit);
+        }
+        ever_flagged |= flagged;
+        was_flagged = flagged;
+    }
+    sim.tor.check_invariants().unwrap();
+    (reflagged, lifted)
+}
+
+#[test]
+fn unflagging_as_the_code_does_keeps_the_bucket_at_the_guards_rate() {
+    // The paper's rate of infinity: unflagged, the bulk connection has no bucket, so each
+    // time it is flagged again a new, full 2 MiB bucket lets it through at the guard's
+    // 1 MiB/s (2,000 cells of 543 B) for the next second. The authors' code: unflagged, its
+    // buckets stay at the guard's BandwidthRate with the 2 MiB burst and keep only what it
+    // leaves unused (it runs at about 97 % of the rate, so some 15-30 KB a second); flagged
+    // again, it has those plus one 20 KiB refill: more than the refill alone, far less
+    // than the paper's second (measured: 96-470 KB over seven re-flags, growing with the
+    // time spent unflagged, 6 to 40 s).
+    let (paper, paper_lifted) = flagging_lifted(Unthrottled::Paper);
+    let (code, code_lifted) = flagging_lifted(Unthrottled::Code { burst: DEFAULT_BURST });
+    assert!(!paper.is_empty() && !code.is_empty(), "flagged again at least once");
+    assert!(paper_lifted.iter().all(Option::is_none), "the paper's unflagged connection has no bucket");
+    assert!(code_lifted.iter().all(|b| *b == Some((MIB, DEFAULT_BURST))), "{code_lifted:?}");
+    assert!(paper.iter().all(|&b| b >= MIB), "paper: {paper:?} B in the second after re-flagging");
+    assert!(code.iter().all(|&b| b > 60 * KIB && b < MIB / 2), "code: {code:?} B in the second after re-flagging");
+}

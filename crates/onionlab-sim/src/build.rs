@@ -112,17 +112,24 @@ fn threshold_throughput(name: &str) -> Result<ThresholdThroughput, ThrottlingErr
 /// Flagging's parameters from a `kind = "flag"` config.
 fn flag_params(t: &ThrottlingConfig) -> Result<Option<FlagParams>, ThrottlingError> {
     Ok(match *t {
-        ThrottlingConfig::Flag { flag_rate, penalty, halflife, burst, freeze_penalty_at_flag, denominator: d, meta_ewma_tick_quirk } => {
-            Some(FlagParams {
-                flag_rate,
-                penalty,
-                halflife,
-                burst,
-                freeze_penalty_at_flag,
-                denominator: denominator(d)?,
-                meta_ewma_tick_quirk,
-            })
-        }
+        ThrottlingConfig::Flag {
+            flag_rate,
+            penalty,
+            halflife,
+            burst,
+            freeze_penalty_at_flag,
+            denominator: d,
+            meta_ewma_tick_quirk,
+            ..
+        } => Some(FlagParams {
+            flag_rate,
+            penalty,
+            halflife,
+            burst,
+            freeze_penalty_at_flag,
+            denominator: denominator(d)?,
+            meta_ewma_tick_quirk,
+        }),
         _ => None,
     })
 }
@@ -130,7 +137,7 @@ fn flag_params(t: &ThrottlingConfig) -> Result<Option<FlagParams>, ThrottlingErr
 /// Threshold's parameters from a `kind = "thresh"` config.
 fn threshold_params(t: &ThrottlingConfig) -> Result<Option<ThresholdParams>, ThrottlingError> {
     Ok(match *t {
-        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics, throughput } => Some(ThresholdParams {
+        ThrottlingConfig::Threshold { fraction, refresh, floor, halflife, burst, semantics, throughput, .. } => Some(ThresholdParams {
             fraction,
             refresh,
             floor,
@@ -143,17 +150,35 @@ fn threshold_params(t: &ThrottlingConfig) -> Result<Option<ThresholdParams>, Thr
     })
 }
 
+/// What lifting a throttle does, named in the config (`unthrottled`), with the burst kept.
+fn unthrottled(name: &str, burst: u64) -> Result<Unthrottled, ThrottlingError> {
+    match name {
+        "paper" => Ok(Unthrottled::Paper),
+        "code" => Ok(Unthrottled::Code { burst }),
+        other => Err(ThrottlingError::BadParameter { name: "unthrottled", problem: format!("unknown value {other:?}") }),
+    }
+}
+
 /// The hook for a relay's guard throttling, if any.
 fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, ThrottlingError> {
     fn hook(policy: impl ThrottlePolicy + 'static) -> Option<Box<dyn RelayHook>> {
         Some(Box::new(ThrottleHook::new(policy)))
     }
+    fn lifting(policy: impl ThrottlePolicy + 'static, u: Unthrottled) -> Option<Box<dyn RelayHook>> {
+        Some(Box::new(ThrottleHook::with_unthrottled(policy, u)))
+    }
     Ok(match *t {
         ThrottlingConfig::None => None,
         ThrottlingConfig::Static { rate, burst } => hook(StaticThrottle::new(rate, burst)?),
         ThrottlingConfig::Split { burst, denominator: d } => hook(BitSplitting::new(burst, denominator(d)?)?),
-        ThrottlingConfig::Flag { .. } => flag_params(t)?.map(Flagging::new).transpose()?.and_then(hook),
-        ThrottlingConfig::Threshold { .. } => threshold_params(t)?.map(Threshold::new).transpose()?.and_then(hook),
+        ThrottlingConfig::Flag { burst, unthrottled: u, .. } => {
+            let u = unthrottled(u, burst)?;
+            flag_params(t)?.map(Flagging::new).transpose()?.and_then(|p| lifting(p, u))
+        }
+        ThrottlingConfig::Threshold { burst, unthrottled: u, .. } => {
+            let u = unthrottled(u, burst)?;
+            threshold_params(t)?.map(Threshold::new).transpose()?.and_then(|p| lifting(p, u))
+        }
     })
 }
 
@@ -524,6 +549,7 @@ mod tests {
             freeze_penalty_at_flag: freeze,
             denominator: d,
             meta_ewma_tick_quirk: quirk,
+            unthrottled: "paper",
         };
         let p = flag_params(&flag(true, false, "client-connections")).unwrap().unwrap();
         assert_eq!(
@@ -550,6 +576,7 @@ mod tests {
             burst: 1 << 20,
             semantics,
             throughput,
+            unthrottled: "paper",
         };
         let thresh = |semantics| thresh_measured(semantics, "transferred");
         assert_eq!(threshold_params(&thresh("paper")).unwrap().unwrap().throughput, ThresholdThroughput::Transferred);
@@ -567,6 +594,9 @@ mod tests {
             flag_params(&thresh("paper")).unwrap().is_none()
                 && threshold_params(&flag(false, false, "client-connections")).unwrap().is_none()
         );
+        assert_eq!(unthrottled("paper", 1 << 20).unwrap(), Unthrottled::Paper);
+        assert_eq!(unthrottled("code", 1 << 20).unwrap(), Unthrottled::Code { burst: 1 << 20 });
+        assert_eq!(unthrottled("Code", 1).unwrap_err().to_string(), "unthrottled: unknown value \"Code\"");
     }
 
     #[test]

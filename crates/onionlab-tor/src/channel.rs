@@ -35,6 +35,10 @@ pub(crate) struct ChanEnd {
     /// Copy of [`Channel::closed`], kept here so that a batch's arrival (its notice and
     /// the read) reads this line only, not the channel's header line as well.
     pub closed: bool,
+    /// The per-connection buckets were kept at the relay's own rate when a throttle was
+    /// lifted (the throttling authors' code's "unthrottled", `RelayControl::release_throttle`):
+    /// they still limit, but the connection is reported as unthrottled.
+    pub conn_released: bool,
     /// Bytes of the next cell from the peer read so far (less than one cell).
     pub inbuf_partial: u32,
     pub bytes_read: u64,
@@ -71,6 +75,7 @@ impl ChanEnd {
     pub fn new(sched: CircuitMux, conn: ConnId, node: NodeId) -> Self {
         ChanEnd {
             closed: false,
+            conn_released: false,
             conn,
             node,
             open: false,

@@ -130,6 +130,7 @@ impl<'a> RelayControl<'a> {
     pub fn set_limits(&mut self, chan: u32, read: Option<(u64, u64)>, write: Option<(u64, u64)>) {
         let side = self.side_of(chan);
         let end = self.net.chan_end_mut(chan, side);
+        end.conn_released = false;
         for (b, want) in [(&mut end.conn_read, read), (&mut end.conn_write, write)] {
             match (b.as_mut(), want) {
                 (Some(b), Some((rate, burst))) => b.set(rate, burst),
@@ -194,9 +195,12 @@ impl<'a> RelayControl<'a> {
     /// Sets (or with `None` removes) the read and write buckets of client connection
     /// `chan`: rate in bytes/s, burst in bytes. A new bucket starts full; changing an
     /// existing one keeps its tokens, capped at the new burst (tor's behaviour on reload).
+    /// Without a bucket the connection is unthrottled: the throttling paper's rate of
+    /// infinity, under which a later throttle starts from a full burst.
     pub fn set_throttle(&mut self, chan: u32, throttle: Option<(u64, u64)>) {
         let side = self.side_of(chan);
         let end = self.net.chan_end_mut(chan, side);
+        end.conn_released = false;
         match throttle {
             Some((rate, burst)) => {
                 for b in [&mut end.conn_read, &mut end.conn_write] {
@@ -211,5 +215,26 @@ impl<'a> RelayControl<'a> {
                 end.conn_write = None;
             }
         }
+    }
+
+    /// Lifts the throttle of client connection `chan` the way the throttling authors' tor
+    /// code does (spec section 3, "(code)"): its buckets stay, at `rate` (the relay's
+    /// BandwidthRate) and `burst` (PerConnBWBurst), keeping their tokens, so a throttle set
+    /// again later starts from what the connection left of them rather than from a full
+    /// burst (tor 0.2.2's `connection_or_update_token_buckets_helper` never refills on a
+    /// rate change). The connection is reported as unthrottled
+    /// ([`ClientConnection::throttle`] is `None`) until the next [`Self::set_throttle`].
+    /// A connection without buckets (never throttled) keeps none: tor's own would sit at
+    /// BandwidthRate and BandwidthBurst, which one connection never outruns.
+    pub fn release_throttle(&mut self, chan: u32, rate: u64, burst: u64) {
+        let side = self.side_of(chan);
+        let end = self.net.chan_end_mut(chan, side);
+        if end.conn_read.is_none() && end.conn_write.is_none() {
+            return;
+        }
+        for b in [&mut end.conn_read, &mut end.conn_write].into_iter().flatten() {
+            b.set(rate, burst);
+        }
+        end.conn_released = true;
     }
 }

@@ -14,8 +14,8 @@
 //! 2. **Write** (h-m): channel ends with cells are served in round robin. Each refills
 //!    its outbuf from the circuit queues, as chosen by its [`CircuitScheduler`], when the
 //!    outbuf falls below OR_CONN_LOWWATER (16 KiB) up to OR_CONN_HIGHWATER (32 KiB), then
-//!    writes at most its share of the global write bucket to the kernel, bounded by the
-//!    socket's free space.
+//!    writes at most its share of the global write bucket (and of its own write bucket,
+//!    where it has one) to the kernel, bounded by the socket's free space.
 //!
 //! A node that runs out of global tokens stops and resumes at its next bucket refill.
 //!
@@ -450,8 +450,13 @@ impl TorNetwork {
                 client: peer,
                 bytes_read: end.bytes_read,
                 bytes_written: end.bytes_written,
-                // Throttling sets both buckets alike; Tortoise may limit writes only.
-                throttle: end.conn_read.as_ref().or(end.conn_write.as_ref()).map(|b| (b.rate(), b.burst())),
+                // Throttling sets both buckets alike; Tortoise may limit writes only. Buckets
+                // kept at the relay's rate after a throttle was lifted count as none.
+                throttle: if end.conn_released {
+                    None
+                } else {
+                    end.conn_read.as_ref().or(end.conn_write.as_ref()).map(|b| (b.rate(), b.burst()))
+                },
                 bucket_empty_intervals: u64::from(ch.conn_bucket_empty_intervals[side_index(side)]),
                 circuit_throttle: self.nodes[node as usize].circuit_limit_spec(chan).and_then(|(read, write)| read.or(write)),
             });

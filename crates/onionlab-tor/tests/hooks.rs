@@ -129,3 +129,70 @@ fn a_write_limit_set_by_a_hook_allows_its_burst_then_its_rate() {
     assert!((5.0 * 1024.0 * 0.9..=5.0 * 1024.0 * 1.02).contains(&late), "late rate {late} B/s");
     sim.tor.check_invariants().unwrap();
 }
+
+/// Throttles every client connection at 5 KiB/s with a 100 KiB burst at 1 s, lifts the
+/// throttle at 10 s (with `release` at the relay's rate, else by removing the buckets)
+/// and throttles again at 20 s; logs the connections it saw.
+struct ThrottleLiftThrottle {
+    release: Option<u64>,
+    seen: SeenLog,
+}
+
+impl RelayHook for ThrottleLiftThrottle {
+    fn interval(&self) -> SimDuration {
+        SimDuration::from_secs(1)
+    }
+    fn on_tick(&mut self, now: SimTime, relay: &mut RelayControl<'_>) {
+        let conns = relay.client_connections();
+        for c in &conns {
+            if now == secs(1.0) || now == secs(20.0) {
+                relay.set_throttle(c.chan, Some((5 * KIB, 100 * KIB)));
+            } else if now == secs(10.0) {
+                match self.release {
+                    Some(rate) => relay.release_throttle(c.chan, rate, 100 * KIB),
+                    None => relay.set_throttle(c.chan, None),
+                }
+            }
+        }
+        self.seen.borrow_mut().push((now, conns));
+    }
+    fn name(&self) -> &'static str {
+        "throttle-lift-throttle"
+    }
+}
+
+/// Bytes the guard wrote to its one client in [20 s, 30 s], and what the hook saw.
+fn rethrottled_bytes(release: Option<u64>) -> (u64, Vec<(SimTime, Vec<ClientConnection>)>) {
+    let guard = 40 * KIB;
+    let (mut sim, r, c, s) = line(TorConfig::default(), SimDuration::from_millis(10), [guard, 10 * MIB, 10 * MIB], 1, 1);
+    let seen = Rc::new(RefCell::new(vec![]));
+    sim.tor.set_relay_hook(&mut sim.q, r[0], Box::new(ThrottleLiftThrottle { release, seen: seen.clone() })).unwrap();
+    sim.start_stream(c[0], s, 100 * MIB, 0).unwrap();
+    let written = |sim: &TorSim| sim.tor.client_connections(r[0]).iter().map(|cc| cc.bytes_written).sum::<u64>();
+    sim.run_until(secs(20.0), |_| {});
+    let before = written(&sim);
+    sim.run_until(secs(30.0), |_| {});
+    sim.tor.check_invariants().unwrap();
+    let seen = seen.borrow().clone();
+    (written(&sim) - before, seen)
+}
+
+#[test]
+fn a_released_throttle_keeps_its_tokens_a_removed_one_starts_full() {
+    // A 40 KiB/s guard with one bulk client: throttled at 5 KiB/s with a 100 KiB burst at
+    // 1 s, the burst is spent by about 4 s. Lifted at 10 s and throttled again at 20 s:
+    // - removed (the paper's rate of infinity): the new bucket starts full, so in [20, 30] s
+    //   the guard writes the 100 KiB burst plus 5 KiB/s: at least 100 + 9 x 5 = 145 KiB;
+    // - released at the guard's rate (the authors' code): the connection used what each
+    //   refill gave it, so the bucket is near empty at 20 s and the guard writes 10 refills
+    //   of 5 KiB in [20, 30] s (measured: exactly 50 KiB), allowed 2 refills' slack.
+    let (removed, _) = rethrottled_bytes(None);
+    let (released, seen) = rethrottled_bytes(Some(40 * KIB));
+    assert!(removed >= 145 * KIB, "removed: {removed} B in the 10 s after throttling again");
+    assert!(released <= 12 * 5 * KIB, "released: {released} B in the 10 s after throttling again");
+    // A released connection is reported unthrottled, and throttled again at 20 s.
+    let at = |t: f64| seen.iter().find(|(now, _)| *now == secs(t)).map(|(_, c)| c[0].throttle).unwrap();
+    assert_eq!(at(5.0), Some((5 * KIB, 100 * KIB)));
+    assert_eq!(at(15.0), None, "released buckets count as unthrottled");
+    assert_eq!(at(25.0), Some((5 * KIB, 100 * KIB)));
+}

@@ -16,7 +16,10 @@
 //! - **Tick:** every algorithm runs once a second (the authors' code runs them inside
 //!   tor 0.2.2's once-a-second bucket refill); threshold acts every `R` seconds.
 //! - **Burst:** constant, 2 MiB by default ("a 2 MiB burst is ideal", footnote 3).
-//! - **Unthrottled** means no per-connection bucket at all (the paper's rate of infinity).
+//! - **Unthrottled** means no per-connection bucket at all (the paper's rate of infinity),
+//!   so a throttle set again starts from a full burst. The authors' code keeps the buckets
+//!   at the relay's BandwidthRate with the burst kept, tokens and all ([`Unthrottled::Code`],
+//!   for flagging and threshold, the algorithms that lift throttles).
 //! - **A rate change** keeps the connection's tokens, capped at the new burst, and takes
 //!   effect from the next refill (tor's behaviour on reconfiguration).
 //! - **Client connection:** an OR connection whose peer is not a relay. Relay-to-relay
@@ -88,14 +91,33 @@ pub trait ThrottlePolicy {
     fn name(&self) -> &'static str;
 }
 
+/// What lifting a connection's throttle does to its per-connection buckets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Unthrottled {
+    /// The paper's "throttleRate = infinity": the buckets go; a later throttle starts
+    /// from a full burst. The default.
+    #[default]
+    Paper,
+    /// The authors' tor code (spec section 3, "(code)"): the buckets stay at the relay's
+    /// BandwidthRate with this burst (PerConnBWBurst, bytes), keeping their tokens, so a
+    /// connection throttled again starts from what it left of them.
+    Code { burst: u64 },
+}
+
 /// Runs a [`ThrottlePolicy`] on a relay every [`TICK`].
 pub struct ThrottleHook<P> {
     policy: P,
+    unthrottled: Unthrottled,
 }
 
 impl<P: ThrottlePolicy> ThrottleHook<P> {
+    /// The policy with the paper's [`Unthrottled::Paper`].
     pub fn new(policy: P) -> Self {
-        ThrottleHook { policy }
+        ThrottleHook { policy, unthrottled: Unthrottled::Paper }
+    }
+    /// The same, with lifted throttles handled as `unthrottled` says.
+    pub fn with_unthrottled(policy: P, unthrottled: Unthrottled) -> Self {
+        ThrottleHook { policy, unthrottled }
     }
     pub fn policy(&self) -> &P {
         &self.policy
@@ -114,8 +136,12 @@ impl<P: ThrottlePolicy> RelayHook for ThrottleHook<P> {
         for (chan, throttle) in self.policy.tick(&state) {
             let current = clients.iter().find(|c| c.chan == chan).map(|c| c.throttle);
             debug_assert!(current.is_some(), "policies only decide about the connections they were shown");
-            if current != Some(throttle) {
-                relay.set_throttle(chan, throttle);
+            if current == Some(throttle) {
+                continue;
+            }
+            match (throttle, self.unthrottled) {
+                (None, Unthrottled::Code { burst }) => relay.release_throttle(chan, state.bandwidth_rate, burst),
+                _ => relay.set_throttle(chan, throttle),
             }
         }
     }

@@ -37,7 +37,7 @@ from onionlab.reproduce import Given, quick_settings, reuse_options, reuse_sourc
 from onionlab.reproduce.throttling.attack4 import DEFAULT_FACTOR, DEFAULT_GUARDS, attack4
 from onionlab.reproduce.throttling.anonymity import EMPTY_SETS, PEAK_STEP_S, TIMING_STEP_S, VANILLA_RATES, attack3, medium_load_attacks, probe, summarise
 from onionlab.reproduce.throttling.configs import (
-    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, REFILL_PHASES, RELAYS_FILE, SAMPLES, THINK, attack_pool, check_relay_sample, client_settings,
+    ALGORITHMS, ATTACK_POOLS, DEFAULT_PATH_ORDER, LATENCIES, LOADS, PATH_ORDERS, REFILL_PHASES, RELAYS_FILE, SAMPLES, THINK, UNTHROTTLED, attack_pool, check_relay_sample, client_settings,
     config_text, load_params, mechanism_line, network_relays_text, place_network, relay_bandwidths, sample_in_use, seconds, think_median, tor_settings,
 )
 from onionlab.reproduce.throttling.figures import figure3, figure4
@@ -172,6 +172,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--refill-phase", choices=REFILL_PHASES, default="aligned",
         help="aligned: every relay refills its buckets at the same whole seconds (the default); random: each at its own "
         "offset, drawn from the seed, as separate tor processes' once-a-second timers do",
+    )
+    p.add_argument(
+        "--unthrottled", choices=UNTHROTTLED, default="paper",
+        help="what flagging and threshold leave when they lift a connection's throttle: paper, no bucket (the paper's rate "
+        "of infinity; default), so a throttle set again starts from a full 2 MiB burst; or code, the bucket kept at the "
+        "relay's BandwidthRate with its tokens and burst, as the authors' tor code does (spec 3)",
     )
     p.add_argument(
         "--congestion-control", choices=("fixed-window", "vegas"), default="fixed-window",
@@ -309,7 +315,7 @@ def main(out: Path, args) -> int:
             ci = "60 s" if load != "medium" else f"{TIMING_STEP_S:g} s" if alg == "flag" else f"{PEAK_STEP_S:g} s"
             chan = f"{CHANNEL_STEP_S:g} s" if load == "medium" else None
             text = config_text(
-                name, bulk, mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file,
+                name, bulk, mechanism_line(alg, chosen[alg], args.unthrottled), args.duration, args.warmup, relays_file,
                 conn_interval=ci, chan_interval=chan, **client_settings(args),
             )
             exps.append((name, write_config(out, name, text), seeds))
@@ -362,7 +368,7 @@ def main(out: Path, args) -> int:
 
     summary = {
         "seeds": seeds, "duration": args.duration, "warmup": args.warmup, "chosen": chosen, "think": args.think, "think_median": think_median(args), "sample": args.sample,
-        "capacity_scale": args.capacity_scale, "latency": args.latency, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "vanilla_rate": args.vanilla_rate, "relays": args.relays or "built-in", **tor_settings(args),
+        "capacity_scale": args.capacity_scale, "latency": args.latency, "guards": args.guards, "attack_pool": args.attack_pool, "attack_pool_size": len(pool_bw), "empty_set": args.empty_set, "vanilla_rate": args.vanilla_rate, "relays": args.relays or "built-in", "unthrottled": args.unthrottled, **tor_settings(args),
         "client_links": list(sample_in_use(args)[1].client_links),
         "sweep": dict(zip(("seeds", "first_seed", "duration", "warmup", "grid", "criterion", "loads"),
                           (args.sweep_seeds, args.sweep_first_seed, *sweep_settings(args), args.grid or [], args.criterion, sweep_loads(args.sweep_loads)))) if not args.no_sweep else None,

@@ -599,7 +599,7 @@ def attack3(out: Path, args, relays_file: str, chosen: dict, seeds: list[int]) -
     for size in sizes:
         for alg in ALGORITHMS:
             name = attack3_name(alg, size)
-            text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file, extra_clients=linking_clients(size), conn_interval="5 s", **client_settings(args))
+            text = config_text(name, LOADS["medium"], mechanism_line(alg, chosen[alg], args.unthrottled), args.duration, args.warmup, relays_file, extra_clients=linking_clients(size), conn_interval="5 s", **client_settings(args))
             exps.append((name, write_config(out, name, text), seeds))
     print(f"attack 3: {len(exps)} configurations x {len(seeds)} seeds", flush=True)
     runs = run_many(exps, out, args.jobs, **reuse_options(args))

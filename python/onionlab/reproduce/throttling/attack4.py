@@ -314,7 +314,7 @@ def attack4(out: Path, args, relays_file: str, relays: list[dict], relay_bw: dic
         for alg in ALGORITHMS:
             name = f"attack4-{alg}-{guard}"
             text = config_text(
-                name, LOADS["medium"], mechanism_line(alg, chosen[alg]), args.duration, args.warmup, relays_file,
+                name, LOADS["medium"], mechanism_line(alg, chosen[alg], args.unthrottled), args.duration, args.warmup, relays_file,
                 extra_clients=extra, circ_interval=f"{SAMPLE_S:g} s", **client_settings(args),
             )
             exps.append((name, write_config(out, name, text), seeds))

@@ -78,12 +78,22 @@ def _toml_value(v) -> str:
     return f'"{v}"' if isinstance(v, str) else repr(v)
 
 
-def mechanism_line(alg: str, params: dict) -> str:
-    """The ``throttling = ...`` line of an algorithm with `params`."""
+#: What lifting a throttle leaves (`--unthrottled`): "paper", no bucket (the paper's rate of
+#: infinity; the default), or "code", the bucket kept at the relay's BandwidthRate with its
+#: tokens and the 2 MiB burst, as the authors' tor code does. Only flagging and threshold
+#: lift throttles.
+UNTHROTTLED = ("paper", "code")
+
+
+def mechanism_line(alg: str, params: dict, unthrottled: str = "paper") -> str:
+    """The ``throttling = ...`` line of an algorithm with `params`; `unthrottled` (one of
+    :data:`UNTHROTTLED`) is written for flagging and threshold where it is not the default."""
     kind = {"vanilla": None, "static": "static", "split": "split", "flag": "flag", "thresh": "threshold"}[alg]
     if kind is None:
         return 'throttling = "none"'
     fields = [f'kind = "{kind}"'] + [f"{k} = {_toml_value(v)}" for k, v in params.items()] + [f'burst = "{BURST}"']
+    if alg in ("flag", "thresh") and one_of(unthrottled, UNTHROTTLED, "--unthrottled") != "paper":
+        fields.append(f'unthrottled = "{unthrottled}"')
     return "throttling = { " + ", ".join(fields) + " }"
 
 
@@ -527,7 +537,7 @@ def load_params(path: str, relays_text: str, args) -> dict:
             problems.append(f"{alg}: takes no parameters, got {', '.join(params)}")
         else:
             try:
-                _check_config(mechanism_line(alg, params), relays_text, args)
+                _check_config(mechanism_line(alg, params, args.unthrottled), relays_text, args)
             except config_mod.ConfigError as e:
                 problems.append(f"{alg}: " + config_mod.format_problems(e).replace("\n", f"\n{alg}: "))
     if problems:

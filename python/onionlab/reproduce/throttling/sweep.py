@@ -307,7 +307,7 @@ def sweep(out: Path, args, relays_file: str, overrides: dict[str, dict[str, list
             for i, params in enumerate(points):
                 # Medium alone keeps the names sweeps have always had.
                 name = f"sweep-{alg}-{i:02d}" if loads == ["medium"] else f"sweep-{load}-{alg}-{i:02d}"
-                text = config_text(name, LOADS[load], mechanism_line(alg, params), duration, warmup, relays_file, conn_metrics=False, **client_settings(args))
+                text = config_text(name, LOADS[load], mechanism_line(alg, params, args.unthrottled), duration, warmup, relays_file, conn_metrics=False, **client_settings(args))
                 exps.append((name, write_config(out, name, text), seeds))
                 meta[name] = (load, alg, params)
     print(
