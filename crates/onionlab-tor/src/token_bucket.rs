@@ -6,7 +6,9 @@
 //! Tor refills its buckets from a timer every `TokenBucketRefillInterval` (100 ms in
 //! modern tor; once a second in the 2010-2012 tor the throttling and Tortoise papers used).
 //! Each refill adds `rate x interval` tokens, capped at the burst. Reading or writing
-//! takes tokens; tor never moves more than the bucket holds, so it never goes negative.
+//! takes tokens. Tor's buckets can go negative (a TLS read may exceed its allotment, and
+//! TLS bytes are charged against a plaintext limit); here every transfer is charged
+//! exactly, at most what the bucket holds, so they never do.
 
 use onionlab_core::{SimDuration, SimTime};
 

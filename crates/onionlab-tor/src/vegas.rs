@@ -23,10 +23,11 @@
 //!   BDP = cwnd * min_rtt / ewma_rtt and queue use = cwnd - BDP follow. In slow start, a
 //!   queue below gamma grows cwnd by the RFC 3742 increment while the window is full, and
 //!   a queue at gamma or more sets cwnd = BDP + gamma and ends slow start; slow start also
-//!   ends at `ss_max`. After slow start, once per cwnd of SENDMEs: queue above delta sets
-//!   cwnd = BDP + delta - inc; above beta, cwnd -= inc; a full window with queue below
-//!   alpha, cwnd += inc. After an update cwnd never falls below `cwnd_min`. Tor's Vegas
-//!   applies no upper bound (`cc_cwnd_max` only guards an assertion), and neither does this.
+//!   ends at `ss_max`. After slow start, `cwnd_inc_rate` times per cwnd of SENDMEs:
+//!   queue above delta sets cwnd = BDP + delta - inc; above beta, cwnd -= inc; a full
+//!   window with queue below alpha, cwnd += inc. After an update cwnd never falls below `cwnd_min`. Tor clamps cwnd
+//!   at `cc_cwnd_max` (`congestion_control_dispatch_cc_alg`); its default is INT32_MAX and
+//!   no consensus we model sets it, so this model has no upper bound.
 //! - **Counters.** `next_cc_event` counts SENDMEs to the next steady-state update:
 //!   `CWND_UPDATE_RATE` is 1 during slow start and `cwnd / (sendme_inc * cwnd_inc_rate)`,
 //!   rounded, after it, so the first steady-state update comes one such period after slow
@@ -62,7 +63,9 @@ pub struct VegasParams {
     /// `cc_cwnd_inc_pct_ss`: slow-start step as a percentage of `sendme_inc`; 100 in the
     /// code (proposal 324 says 50).
     pub cwnd_inc_pct_ss: u64,
-    /// `cc_cwnd_inc_rate`: steady-state updates happen once per this many cwnds (1).
+    /// `cc_cwnd_inc_rate`: steady-state updates per cwnd (1): one every
+    /// `cwnd / (sendme_inc * cwnd_inc_rate)` SENDMEs, rounded (tor's `CWND_UPDATE_RATE`).
+    /// The 2022 consensus's 31 makes that every SENDME while cwnd is under 1442 cells.
     pub cwnd_inc_rate: u64,
     /// `cc_vegas_alpha_exit`, `_beta_`, `_gamma_`, `_delta_` (cells): 124, 248, 186, 372
     /// (2, 4, 3 and 6 times `OUTBUF_CELLS`, 62, as tor writes them).
@@ -293,7 +296,7 @@ impl CongestionControl for Vegas {
                 self.exit_slow_start();
             }
         } else if self.next_cc_event == 0 {
-            // After slow start, one update per window.
+            // After slow start, `cwnd_inc_rate` updates per window.
             if queue > self.p.delta {
                 self.cwnd = (self.bdp() + self.p.delta).saturating_sub(self.p.cwnd_inc);
             } else if queue > self.p.beta || self.blocked_chan {
