@@ -342,10 +342,13 @@ impl CircuitScheduler for CircuitMux {
 /// With a quantum of one cell, [`fill`](CircuitScheduler::fill) computes a whole refill at
 /// once: each circuit gets exactly the cells cell-by-cell round robin would give it
 /// (water-filling: full rounds, then one more cell for the first circuits in ring order),
-/// and the ring ends where cell-by-cell round robin would leave it. The cells of one refill
-/// are then grouped by circuit in ring order instead of interleaved one by one; the
-/// refill is written to the kernel as a unit, so the order within it matters only when
-/// the next hop reads part of it.
+/// the cells go to the outbuf interleaved in that order (one per circuit per round; the
+/// last circuit left takes its rest at once), and the ring ends where cell-by-cell round
+/// robin would leave it. The order within a refill matters: a refill (up to 64 cells) is
+/// written in bucket shares of at most 32 cells and carried in batches of at most 16 KiB,
+/// so a circuit's place in it decides which write and which batch its cells leave in.
+/// Until 2026-11-30 the refill was grouped by circuit, which put a circuit that had just
+/// become active behind every other circuit's whole share.
 #[derive(Debug, Clone)]
 pub struct RoundRobin {
     /// Active circuits in turn order. A [`HeadDeque`](onionlab_core::HeadDeque): a
@@ -355,13 +358,39 @@ pub struct RoundRobin {
     used: u32,
 }
 
-/// Scratch for [`RoundRobin::fill`]: queued cells per ring position, and the same sorted.
-/// One per thread rather than per channel end, which keeps a round-robin circuitmux to a
-/// few words inline in its channel end.
+/// Scratch for [`RoundRobin::fill`]: queued cells per ring position, the same sorted, and
+/// the cells each position gets. One per thread rather than per channel end, which keeps a
+/// round-robin circuitmux to a few words inline in its channel end.
 #[derive(Default)]
 struct FillScratch {
     queued: Vec<u64>,
     sorted: Vec<u64>,
+    give: Vec<u64>,
+}
+
+/// Takes `give[i]` cells of the circuit at ring position `i` in the order cell-by-cell
+/// round robin sends them: round `r` takes one cell of every circuit with more than `r` to
+/// give, in ring order; once a round has one such circuit left, it takes its rest at once.
+/// Returns the cells moved.
+fn take_interleaved(ring: &onionlab_core::HeadDeque<u32>, give: &[u64], src: &mut dyn CellSource) -> u64 {
+    let rounds = give.iter().copied().max().unwrap_or(0);
+    let mut moved = 0;
+    for r in 0..rounds {
+        let mut left = give.iter().enumerate().filter(|&(_, &g)| g > r);
+        if let (Some((i, &g)), None) = (left.next(), left.next()) {
+            let n = src.take(*ring.get(i).expect("i < ring length"), g - r);
+            debug_assert_eq!(n, g - r);
+            return moved + n;
+        }
+        for (i, &g) in give.iter().enumerate() {
+            if g > r {
+                let n = src.take(*ring.get(i).expect("i < ring length"), 1);
+                debug_assert_eq!(n, 1);
+                moved += n;
+            }
+        }
+    }
+    moved
 }
 
 thread_local! {
@@ -431,10 +460,8 @@ impl CircuitScheduler for RoundRobin {
         scratch.queued.extend(self.ring.iter().map(|&c| src.queued(c)));
         let total: u64 = scratch.queued.iter().sum();
         if total <= room {
-            for (&c, &q) in self.ring.iter().zip(&scratch.queued) {
-                let n = src.take(c, q);
-                debug_assert_eq!(n, q);
-            }
+            let moved = take_interleaved(&self.ring, &scratch.queued, src);
+            debug_assert_eq!(moved, total);
             self.ring.clear();
             FILL_SCRATCH.set(scratch);
             return total;
@@ -460,21 +487,18 @@ impl CircuitScheduler for RoundRobin {
         // circuits above the level in ring order: the last, partial round.
         let mut extra = left;
         let mut last_extra = None;
-        let mut moved = 0;
-        let k = self.ring.len();
-        for i in 0..k {
-            let q = scratch.queued[i];
-            let mut give = q.min(level);
-            if q > level && extra > 0 {
+        scratch.give.clear();
+        for (i, q) in scratch.queued.iter_mut().enumerate() {
+            let mut give = (*q).min(level);
+            if *q > level && extra > 0 {
                 give += 1;
                 extra -= 1;
                 last_extra = Some(i);
             }
-            let n = src.take(*self.ring.get(i).expect("i < ring length"), give);
-            debug_assert_eq!(n, give);
-            moved += n;
-            scratch.queued[i] = q - give;
+            scratch.give.push(give);
+            *q -= give;
         }
+        let moved = take_interleaved(&self.ring, &scratch.give, src);
         // Survivors keep their order; the next turn is the first survivor after the last
         // circuit served in the partial round.
         let start = last_extra.map_or(0, |i| i + 1);
@@ -610,6 +634,31 @@ mod invariants {
         }
     }
 
+    #[test]
+    fn a_round_robin_refill_interleaves_the_circuits_one_cell_a_turn() {
+        // Circuits 1-4 with 100 cells each, then circuit 5 with 3; a refill of 31 cells.
+        // Tor (connection_or_flushed_some: one cell from the first active circuit, then
+        // the ring advances): 1 2 3 4 5, 1 2 3 4 5, 1 2 3 4 5, then 1 2 3 4 four times:
+        // circuit 5's cells are the 5th, 10th and 15th, not the 29th to 31st.
+        let t = SimTime::ZERO;
+        let mut rr = RoundRobin::new(1);
+        let mut q = Queues::new(vec![0, 100, 100, 100, 100, 3]);
+        for c in 1..=5 {
+            rr.activate(c, t, &mut q.data[c as usize]);
+        }
+        assert_eq!(rr.fill(31, t, &mut q), 31);
+        let order: Vec<u32> = q.taken.iter().flat_map(|&(c, n)| std::iter::repeat_n(c, n as usize)).collect();
+        let mut tor = vec![];
+        for round in 0..7 {
+            tor.extend((1..=5).filter(|&c| c < 5 || round < 3));
+        }
+        assert_eq!(order, tor[..31]);
+        assert_eq!(order.iter().enumerate().filter(|&(_, &c)| c == 5).map(|(i, _)| i + 1).collect::<Vec<_>>(), [5, 10, 15]);
+        // Each of circuits 1-4 got 7 cells (31 - 3 = 28 = 4 x 7), and circuit 1 is next.
+        assert_eq!(q.left[1..], [93, 93, 93, 93, 0]);
+        assert_eq!(rr.pick(t), Some((1, 1)));
+    }
+
     proptest! {
         /// Round robin's whole-refill `fill` gives every circuit exactly the cells that
         /// cell-by-cell round robin gives it, and leaves the ring in the same state, over a
@@ -637,18 +686,9 @@ mod invariants {
                 prop_assert_eq!(&qf.left, &qs.left, "per-circuit allocation differs");
                 prop_assert_eq!(fast.ring.iter().collect::<Vec<_>>(), slow.ring.iter().collect::<Vec<_>>(), "ring state differs");
             }
-            // Within one refill the fast form groups cells by circuit: at most one take each.
-            let mut seen = std::collections::BTreeSet::new();
-            let first_room = rooms[0];
-            let mut fresh = RoundRobin::new(1);
-            let mut q = Queues::new(backlog.clone());
-            for (c, &b) in backlog.iter().enumerate() {
-                if b > 0 { fresh.activate(c as u32, t, &mut q.data[c]); }
-            }
-            fresh.fill(first_room, t, &mut q);
-            for &(c, _) in &q.taken {
-                prop_assert!(seen.insert(c), "circuit {} taken twice in one refill", c);
-            }
+            // And in the same order, cell by cell: the outbuf is what tor's would be.
+            let cells = |taken: &[(u32, u64)]| taken.iter().flat_map(|&(c, n)| std::iter::repeat_n(c, n as usize)).collect::<Vec<_>>();
+            prop_assert_eq!(cells(&qf.taken), cells(&qs.taken), "cell order differs");
         }
     }
 
