@@ -2189,6 +2189,15 @@ impl Ctx<'_> {
             return None;
         }
         let (ticket_cells, free_tickets) = (ticket_cells.unwrap_or(256), free_tickets.unwrap_or(3));
+        if free_tickets == 0 && limit.is_none() {
+            // The paper's threshold would be 0: a silent trap, not a setting anyone means.
+            self.err_hint(
+                join(p, "low_latency_limit"),
+                "the default, a spending interval's free tickets in cells, is 0 with free_tickets = 0: every low-latency cell would be demoted to normal and still paid for",
+                "give low_latency_limit (cells per circuit per relay per low_latency_window), e.g. 110592, the paper's 432 tickets of 256 cells",
+            );
+            return None;
+        }
         let free_period = free_period.unwrap_or(SimDuration::from_secs(600));
         let spending_interval = spending_interval.unwrap_or(SimDuration::from_secs(86_400));
         // The paper's low-latency threshold: a spending interval's free tickets, in cells

@@ -1453,6 +1453,13 @@ fn braids_tickets_hpd_and_client_service_classes() {
     // The paper's 24-hour interval by default: 432 tickets a day.
     let c = load(&with("scheduler = \"hpd\"\n[mechanisms.braids]")).unwrap();
     assert_eq!(c.mechanisms.braids.unwrap().low_latency_limit, 432 * 256);
+    // No free tickets: the paper's threshold would shut the low-latency class; the config
+    // must say what it wants instead.
+    let e =
+        err_at(&with("scheduler = \"hpd\"\nbraids = { free_tickets = 0 }"), "mechanisms.braids.low_latency_limit", &["free_tickets = 0"]);
+    assert!(hint(&e).contains("110592"), "{e}");
+    let c = load(&with("scheduler = \"hpd\"\nbraids = { free_tickets = 0, low_latency_limit = 5000 }")).unwrap();
+    assert_eq!(c.mechanisms.braids.unwrap().low_latency_limit, 5000);
     let c = load(&with("scheduler = { kind = \"hpd\", delay = [1, 4, 8], f = 0 }\nbraids = { tax = 0.25, low_latency_limit = 1000, free_tickets_need_exchange = true }")).unwrap();
     assert_eq!(c.mechanisms.scheduler, SchedulerConfig::Hpd { delay: [1.0, 4.0, 8.0], f: 0.0 });
     let b = c.mechanisms.braids.unwrap();

@@ -163,6 +163,9 @@ fn braids(w: bool) -> impl Strategy<Value = GenBraids> {
     )
         .prop_map(
             |(ticket_cells, free_tickets, free_period_us, spending_us, tax, low_latency_limit, low_latency_window_us, need_exchange)| {
+                // Without free tickets the config must name the low-latency limit (its
+                // default would be 0); 0 given explicitly keeps that case covered.
+                let low_latency_limit = if free_tickets == Some(0) { low_latency_limit.or(Some(0)) } else { low_latency_limit };
                 GenBraids {
                     ticket_cells,
                     free_tickets,
