@@ -7,14 +7,20 @@
 //! per-connection buckets. **Must not touch:** flags (the directory computes them,
 //! `onionlab_tor::directory`) or relay internals.
 //!
-//! Rule: only inbound connections (opened by the peer) are considered; one is exempt iff
-//! its peer is a relay whose consensus flags include Stable and Fast, or the peer is the
-//! relay's own operator (a client-relay's own client
-//! traffic, which enters the network through its own relay: paper figure 1, right). Every
-//! other connection (plain clients, non-Stable or non-Fast relays) gets a token bucket of
-//! `rate` and `burst` in the limited direction(s). Relay-to-relay connections between
-//! exempt relays are untouched: "connections between Tor ORs ... are subject only to
-//! relay-specific bandwidth limits".
+//! Rule: only inbound connections (opened by the peer; spec 1.3: "for each incoming OR
+//! connection") are considered; one is exempt iff its peer is a relay whose consensus
+//! flags include Stable and Fast, or the peer is an operator exempted here
+//! ([`Tortoise::with_operator`]: the relay's own operator, a client-relay's own client
+//! traffic, which enters the network through its own relay, paper figure 1, right; and
+//! the config's `entry = "exempt"` operators, at every relay). Every other connection
+//! (plain clients, non-Stable or non-Fast relays) gets a token bucket of `rate` and
+//! `burst` in the limited direction(s). Relay-to-relay connections between exempt relays
+//! are untouched: "connections between Tor ORs ... are subject only to relay-specific
+//! bandwidth limits". A consequence of "inbound": relays share one channel per pair, so a
+//! non-exempt relay's circuits into this relay go unlimited over a channel this relay
+//! opened to it first. Tor's per-connection buckets are set by the peer's identity
+//! whoever opened the connection, so a Tortoise built on them would limit it; in the
+//! reproduction every relay is Stable and Fast, so no result depends on it.
 //!
 //! Parameters:
 //! - `rate`: bytes/s, the universal limit; the paper evaluates 100 and 200 KBps.
@@ -23,8 +29,10 @@
 //!   downloads, so the relay-to-client direction must be limited; tor 0.2.2's
 //!   per-connection buckets limit both).
 //! - `check_interval`: how often new connections are classified, default 100 ms. Tor
-//!   sets a connection's buckets when it opens; here a new connection can be unlimited for
-//!   at most this long before its bucket (starting full, as tor's do) applies.
+//!   sets a connection's buckets when it opens; here a new connection can be unlimited
+//!   until the next check (at most this long; with `tor.refill_phase = "random"` the first
+//!   check waits for the relay's shifted grid too, up to one refill interval more) before
+//!   its bucket (starting full, as tor's do) applies.
 //! - `limit_unit`: [`LimitUnit::Connection`] by default, or [`LimitUnit::Circuit`] (spec
 //!   1.2's sensitivity switch), below.
 //!
@@ -125,7 +133,8 @@ impl Tortoise {
         self.unit
     }
 
-    /// Exempts `client`'s connections to this relay: it operates the relay.
+    /// Exempts `client`'s connections to this relay: it operates the relay, or it is an
+    /// operator the config exempts everywhere (`entry = "exempt"`).
     pub fn with_operator(mut self, client: NodeId) -> Self {
         self.operators.insert(client);
         self
