@@ -161,23 +161,21 @@ fn unthrottled(name: &str, burst: u64) -> Result<Unthrottled, ThrottlingError> {
 
 /// The hook for a relay's guard throttling, if any.
 fn throttling_hook(t: &ThrottlingConfig) -> Result<Option<Box<dyn RelayHook>>, ThrottlingError> {
-    fn hook(policy: impl ThrottlePolicy + 'static) -> Option<Box<dyn RelayHook>> {
-        Some(Box::new(ThrottleHook::new(policy)))
-    }
-    fn lifting(policy: impl ThrottlePolicy + 'static, u: Unthrottled) -> Option<Box<dyn RelayHook>> {
+    fn hook(policy: impl ThrottlePolicy + 'static, u: Unthrottled) -> Option<Box<dyn RelayHook>> {
         Some(Box::new(ThrottleHook::with_unthrottled(policy, u)))
     }
+    // Static and bit-splitting never lift a throttle, so what lifting leaves is moot there.
     Ok(match *t {
         ThrottlingConfig::None => None,
-        ThrottlingConfig::Static { rate, burst } => hook(StaticThrottle::new(rate, burst)?),
-        ThrottlingConfig::Split { burst, denominator: d } => hook(BitSplitting::new(burst, denominator(d)?)?),
+        ThrottlingConfig::Static { rate, burst } => hook(StaticThrottle::new(rate, burst)?, Unthrottled::Paper),
+        ThrottlingConfig::Split { burst, denominator: d } => hook(BitSplitting::new(burst, denominator(d)?)?, Unthrottled::Paper),
         ThrottlingConfig::Flag { burst, unthrottled: u, .. } => {
             let u = unthrottled(u, burst)?;
-            flag_params(t)?.map(Flagging::new).transpose()?.and_then(|p| lifting(p, u))
+            flag_params(t)?.map(Flagging::new).transpose()?.and_then(|p| hook(p, u))
         }
         ThrottlingConfig::Threshold { burst, unthrottled: u, .. } => {
             let u = unthrottled(u, burst)?;
-            threshold_params(t)?.map(Threshold::new).transpose()?.and_then(|p| lifting(p, u))
+            threshold_params(t)?.map(Threshold::new).transpose()?.and_then(|p| hook(p, u))
         }
     })
 }
