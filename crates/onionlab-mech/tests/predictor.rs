@@ -122,3 +122,26 @@ fn a_circuit_stays_in_the_problem_while_open_once_planned_for() {
     assert_eq!(ex.solves - solves, 3 * 5_000 / 40, "every relay still solves every step");
     assert_eq!(ex.circuit_solves - circuit_solves, 3 * 5_000 / 40, "each relay solved for the idle circuit every step");
 }
+
+#[test]
+fn the_exit_packages_the_servers_data_every_step_not_in_lumps_at_its_refills() {
+    // Section 3.3: the exit "reads data from its source according to its computed incoming
+    // rate"; the authors' code filled its read bucket with r_in^0 dt every step (spec 5).
+    // A lone bulk download through 1 MiB/s relays: in steady state the exit packages
+    // about the same every 40 ms step, r_in^0 dt cells. (Until 2026-11-30 the rate was put
+    // on a bucket refilled at the relay's 100 ms refills: the exit packaged 2.5 steps'
+    // worth at one step in five and nothing at the others.) The plan itself wanders by a
+    // cell or two from step to step.
+    let (mut sim, [_, _, e], c, s, _) = network([MIB, MIB, MIB], PredictorParams::default());
+    sim.start_stream(c, s, 500 * MIB, 0).unwrap();
+    let mut left = Vec::new();
+    for k in 0..=50 {
+        // Halfway between control steps (every 40 ms from 0), 5 s on.
+        sim.run_until(SimTime::ZERO + SimDuration::from_millis(5_020 + 40 * k), |_| {});
+        left.push(sim.tor.relay_circuits(e)[0].source_cells.expect("at the exit"));
+    }
+    let per_step: Vec<u64> = left.windows(2).map(|w| w[0] - w[1]).collect();
+    let mean = per_step.iter().sum::<u64>() as f64 / per_step.len() as f64;
+    assert!(mean > 10.0, "{per_step:?}");
+    assert!(per_step.iter().all(|&n| (n as f64 - mean).abs() <= 0.1 * mean), "mean {mean}: {per_step:?}");
+}

@@ -180,10 +180,11 @@ impl<'a> RelayControl<'a> {
         self.net.set_circuit_budget(self.node, circ, cells);
     }
 
-    /// At the circuit's exit: how fast the relay packages the server's data onto it (bytes
-    /// of cells per second, burst in bytes).
-    pub fn set_exit_read_rate(&mut self, circ: u32, rate: u64, burst: u64) {
-        self.net.set_exit_read_rate(self.node, circ, rate, burst);
+    /// At the circuit's exit: lets the relay package `cells` more cells of the server's
+    /// data onto it until the next call (`None`: unlimited); a grant per control step, not
+    /// refilled between calls.
+    pub fn set_exit_read_budget(&mut self, circ: u32, cells: Option<u64>) {
+        self.net.set_exit_read_budget(self.node, circ, cells);
     }
 
     /// Open OR connections of this relay, to relays and clients alike (the `N` of the

@@ -621,20 +621,32 @@ impl TorNetwork {
         self.mark_dirty(node);
     }
 
-    /// Limits how fast exit `node` packages the server's data onto `circ` (bytes of cells
-    /// per second, burst in bytes): the exit's incoming rate under a per-circuit
-    /// controller. The relay must have a hook installed (its buckets then refill).
-    pub fn set_exit_read_rate(&mut self, node: NodeId, circ: u32, rate: u64, burst: u64) {
+    /// Lets exit `node` package `cells` more cells of the server's data onto `circ` until
+    /// the next call (`None`: unlimited): the exit's incoming rate under a per-circuit
+    /// controller that plans in steps. A grant replaces what the last one left and is not
+    /// refilled between calls (a bucket of rate 0), so the exit reads each step's plan in
+    /// that step rather than in lumps at the relay's refills. Wakes the circuit's streams
+    /// so that the grant is used at once.
+    pub fn set_exit_read_budget(&mut self, node: NodeId, circ: u32, cells: Option<u64>) {
         let c = &mut self.circuits[circ as usize];
-        if c.exit() != node {
+        if c.exit() != node || c.state == CircuitState::Closed {
             return;
         }
-        match c.rate_limit.as_mut() {
-            Some(b) => b.set(rate, burst),
-            None => {
-                c.rate_limit = Some(TokenBucket::new(rate, burst));
-                self.rate_limited.push(circ);
+        match cells {
+            Some(n) => {
+                if c.rate_limit.is_none() {
+                    self.rate_limited.push(circ);
+                }
+                c.rate_limit = Some(TokenBucket::new(0, n * crate::cell::CELL_WIRE_BYTES));
             }
+            None => {
+                if c.rate_limit.take().is_some() {
+                    self.rate_limited.retain(|&x| x != circ);
+                }
+            }
+        }
+        if cells != Some(0) {
+            self.wake_circuit_streams(node, circ);
         }
     }
 

@@ -38,8 +38,12 @@
 //!    until the next step, plus the fraction of a cell its earlier budgets left over (a
 //!    budget, replaced each step; the authors' code set a bucket of ceil(r_out^0 dt)
 //!    bytes, within a byte of the plan; rounding whole cells up, as this did until
-//!    2026-11-28, sent up to a cell a step more than planned); at the exit the server's
-//!    data is packaged at `r_in[0]`.
+//!    2026-11-28, sent up to a cell a step more than planned). At the exit the server's
+//!    data is packaged at `r_in[0]` the same way: a grant of `r_in[0] * dt` cells each step
+//!    with the fraction carried (spec 5: the authors' code filled its read bucket with
+//!    r_in^0 dt each step). Until 2026-11-30 this was a rate on a bucket refilled at the
+//!    relay's refills, every 100 ms: with dt = 40 ms the exit read 2.5 steps' worth at one
+//!    step in five and nothing at the others.
 //! 4. Publish the plans for the neighbours' next step.
 //!
 //! Plans travel "out of band", as in the paper's evaluation: a neighbour uses them at its
@@ -244,6 +248,8 @@ pub struct PredictorHook {
     shaped: Vec<u32>,
     /// Per circuit: the fraction of a cell its budgets have left over ([`step_budget`]).
     carry: BTreeMap<u32, f64>,
+    /// Per circuit at its exit: the same for the exit's reads from the server.
+    read_carry: BTreeMap<u32, f64>,
     /// The relay's link (bytes/s, down and up), where it caps the capacities.
     link: (Option<u64>, Option<u64>),
 }
@@ -251,7 +257,7 @@ pub struct PredictorHook {
 impl PredictorHook {
     pub fn new(params: PredictorParams, exchange: SharedExchange) -> Result<Self, PredictorError> {
         params.validate()?;
-        Ok(PredictorHook { params, exchange, shaped: Vec::new(), carry: BTreeMap::new(), link: (None, None) })
+        Ok(PredictorHook { params, exchange, shaped: Vec::new(), carry: BTreeMap::new(), read_carry: BTreeMap::new(), link: (None, None) })
     }
 
     /// The relay's link rates (bytes/s, down and up): where slower than its
@@ -334,7 +340,9 @@ impl RelayHook for PredictorHook {
         for &circ in &self.shaped {
             if !circuits.iter().any(|c| c.circ == circ) {
                 relay.set_circuit_budget(circ, None);
+                relay.set_exit_read_budget(circ, None);
                 self.carry.remove(&circ);
+                self.read_carry.remove(&circ);
             }
         }
         self.shaped = circuits.iter().map(|c| c.circ).collect();
@@ -364,9 +372,11 @@ impl RelayHook for PredictorHook {
                 drop(ex);
                 for c in &circuits {
                     relay.set_circuit_budget(c.circ, None);
+                    relay.set_exit_read_budget(c.circ, None);
                 }
                 self.shaped.clear();
                 self.carry.clear();
+                self.read_carry.clear();
                 return;
             }
         };
@@ -378,19 +388,18 @@ impl RelayHook for PredictorHook {
         }
         drop(ex);
         let dt = self.params.dt.as_secs_f64();
-        let refill = relay.refill_interval().as_secs_f64();
         for (c, p) in circuits.iter().zip(&plans) {
             let carried = self.carry.get(&c.circ).copied().unwrap_or(0.0);
             let (budget, left) = step_budget(p.r_out[0] * dt, carried);
             self.carry.insert(c.circ, left);
             relay.set_circuit_budget(c.circ, Some(budget));
             if c.from.is_none() {
-                // The exit's bucket refills with the relay's, every refill interval: its
-                // burst must hold a refill's worth, or the exit reads less than planned.
-                let rate = (p.r_in[0] * CELL_WIRE_BYTES as f64).round() as u64;
-                let span = dt.max(refill);
-                let burst = ((p.r_in[0] * span).ceil() as u64).max(1) * CELL_WIRE_BYTES;
-                relay.set_exit_read_rate(c.circ, rate, burst);
+                // The exit reads the server's data at r_in[0] for this step: a grant of
+                // r_in[0] x dt cells, as the authors' code filled its read bucket each step.
+                let carried = self.read_carry.get(&c.circ).copied().unwrap_or(0.0);
+                let (grant, left) = step_budget(p.r_in[0] * dt, carried);
+                self.read_carry.insert(c.circ, left);
+                relay.set_exit_read_budget(c.circ, Some(grant));
             }
         }
     }
