@@ -7,6 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+import onionlab
+
 from onionlab import config as config_mod
 from onionlab import stats
 from onionlab.cli import main
@@ -156,18 +158,26 @@ def test_quick_reproduction_runs(tmp_path):
     tot = t[t["circuit"] == "Total"].set_index("variant")
     # No byte arrives before two 40 ms hops.
     assert (t["latency_ms"] >= predictor.MIN_LATENCY_MS).all(), t
-    # What the full run finds (docs/reproductions/predictor.md, 2026-11-28). PredicTor's
-    # latency is below vanilla's counted as the paper does (the exit's queue included; 0.65
+    # What the full run finds (docs/reproductions/predictor.md, 2026-11-30). PredicTor's
+    # latency is below vanilla's counted as the paper does (the exit's queue included; 0.59
     # of it in the full run) and below half of it from the exit forwarding. Its F is
-    # 0.878-0.997 per seed of the full run (one seed of 10 s here: 0.84, the near-fixed
-    # point where a late circuit stays below its share), above vanilla's; PCTCP's equal
-    # rates sit above the 0.85 reference (0.857).
+    # 0.977-0.997 per seed of the full run, above vanilla's; PCTCP's equal rates sit above
+    # the 0.85 reference (0.857).
     p, v, c = (tot.loc[k] for k in ("PredicTor", "Vanilla", "PCTCP"))
     assert p["latency_ms"] < v["latency_ms"] and p["latency_after_exit_ms"] < 0.5 * v["latency_ms"], tot
     assert p["F"] > v["F"] + 0.1 and v["F"] < 0.8 and c["F"] > v["F"] + 0.1, tot
-    # PredicTor sends what it plans: 0.85 of the bottleneck in 543-byte cells, the max-min
-    # reference's total (389.8 KB/s). Step budgets rounded up to whole cells sent 5 % more.
-    assert abs(p["rate_kbs"] / p["maxmin_kbs"] - 1) < 0.01, tot
+    # PredicTor sends what it plans: its exits package 0.85 of the bottleneck in 543-byte
+    # cells (782.7 cells/s, the max-min reference's 389.8 KB/s) to within 1 %. Step budgets
+    # rounded up to whole cells sent 5 % more. Delivery runs a little behind in a 10 s run
+    # (here 376 KB/s) while the circuits' backlog still grows.
+    circ = onionlab.load(out / "runs" / "toy-s2-predictor").circuits
+    circ = circ[circ["interval_start"] >= 4.0]
+    starts = circ["interval_start"].drop_duplicates().sort_values()
+    span = starts.max() + starts.diff().min() - 4.0
+    packaged = circ["cells_packaged"].sum() / span
+    plan = p["maxmin_kbs"] * 1000 / 498
+    assert abs(packaged / plan - 1) < 0.01, (packaged, plan)
+    assert 0.9 < p["rate_kbs"] / p["maxmin_kbs"] < 1.01, tot
     f = pd.read_csv(out / "findings.csv")
     assert len(f) == 6
     # One random network of 10 circuits per variant; no solve failed.

@@ -126,7 +126,7 @@ fn a_circuit_stays_in_the_problem_while_open_once_planned_for() {
 #[test]
 fn the_exit_packages_the_servers_data_every_step_not_in_lumps_at_its_refills() {
     // Section 3.3: the exit "reads data from its source according to its computed incoming
-    // rate"; the authors' code filled its read bucket with r_in^0 dt every step (spec 5).
+    // rate"; the authors' code set its read bucket to r_in^0 dt every step (spec 5).
     // A lone bulk download through 1 MiB/s relays: in steady state the exit packages
     // about the same every 40 ms step, r_in^0 dt cells. (Until 2026-11-30 the rate was put
     // on a bucket refilled at the relay's 100 ms refills: the exit packaged 2.5 steps'

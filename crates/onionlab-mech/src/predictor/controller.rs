@@ -39,9 +39,10 @@
 //!    budget, replaced each step; the authors' code set a bucket of ceil(r_out^0 dt)
 //!    bytes, within a byte of the plan; rounding whole cells up, as this did until
 //!    2026-11-28, sent up to a cell a step more than planned). At the exit the server's
-//!    data is packaged at `r_in[0]` the same way: a grant of `r_in[0] * dt` cells each step
-//!    with the fraction carried (spec 5: the authors' code filled its read bucket with
-//!    r_in^0 dt each step). Until 2026-11-30 this was a rate on a bucket refilled at the
+//!    data is packaged at `r_in[0]` the same way: a grant of `r_in[0] * dt` cells each step,
+//!    replacing what the last left, with the fraction carried (spec 5; the authors' code,
+//!    `CalculateReadPlan`, set its read bucket for the server connection to r_in^0 dt bytes
+//!    of 512-byte cells each step). Until 2026-11-30 this was a rate on a bucket refilled at the
 //!    relay's refills, every 100 ms: with dt = 40 ms the exit read 2.5 steps' worth at one
 //!    step in five and nothing at the others.
 //! 4. Publish the plans for the neighbours' next step.
@@ -395,7 +396,8 @@ impl RelayHook for PredictorHook {
             relay.set_circuit_budget(c.circ, Some(budget));
             if c.from.is_none() {
                 // The exit reads the server's data at r_in[0] for this step: a grant of
-                // r_in[0] x dt cells, as the authors' code filled its read bucket each step.
+                // r_in[0] x dt cells, replacing the last, as the authors' code set its
+                // read bucket each step.
                 let carried = self.read_carry.get(&c.circ).copied().unwrap_or(0.0);
                 let (grant, left) = step_budget(p.r_in[0] * dt, carried);
                 self.read_carry.insert(c.circ, left);
