@@ -527,6 +527,9 @@ pub struct PredictorConfig {
     pub r_max: PredictorRMax,
     /// Cost of a cell-step over the soft queue limits; default 1e5 (the authors' code).
     pub slack_penalty: f64,
+    /// Stages dropped from the successor's previous incoming-rate plan before it bounds
+    /// the outgoing rate ((13)); default 0, as the paper writes it (2: the authors' code).
+    pub successor_shift: u32,
 }
 
 /// PredicTor's r^max, which Theorem 1 asks to be at least every relay's capacity.

@@ -2073,7 +2073,7 @@ impl Ctx<'_> {
     fn predictor(&mut self, v: &Value, p: &str) -> Option<Option<PredictorConfig>> {
         let example = "predictor = { dt = \"40 ms\", horizon = 10 }, or \"off\"";
         let Some(t) = self.off_or_table(v, p, example)? else { return Some(None) };
-        self.keys(t, p, &["dt", "horizon", "discount", "s_max", "capacity_fraction", "r_max", "slack_penalty"]);
+        self.keys(t, p, &["dt", "horizon", "discount", "s_max", "capacity_fraction", "r_max", "slack_penalty", "successor_shift"]);
         let dt = self.opt(t, p, "dt", Ctx::pos_duration);
         let horizon = self.opt(t, p, "horizon", Ctx::u32).and_then(|n| {
             if n == 0 || n > 100 {
@@ -2119,6 +2119,17 @@ impl Ctx<'_> {
             }
             Some(x)
         });
+        let successor_shift = self.opt(t, p, "successor_shift", Ctx::u32);
+        if let (Some(shift), n) = (successor_shift, horizon.unwrap_or(10)) {
+            if shift > n {
+                self.err_hint(
+                    join(p, "successor_shift"),
+                    format!("must be at most the horizon ({n}), found {shift}"),
+                    "0 (the paper's (13) as written, the default) or 2 (the authors' code)",
+                );
+                return None;
+            }
+        }
         let parsed = [
             ("dt", dt.is_some()),
             ("horizon", horizon.is_some()),
@@ -2127,6 +2138,7 @@ impl Ctx<'_> {
             ("capacity_fraction", fraction.is_some()),
             ("r_max", r_max.is_some()),
             ("slack_penalty", slack_penalty.is_some()),
+            ("successor_shift", successor_shift.is_some()),
         ];
         if parsed.iter().any(|&(k, ok)| t.contains_key(k) && !ok) {
             return None;
@@ -2139,6 +2151,7 @@ impl Ctx<'_> {
             capacity_fraction: fraction.unwrap_or(0.85),
             r_max: r_max.unwrap_or(PredictorRMax::Network),
             slack_penalty: slack_penalty.unwrap_or(1e5),
+            successor_shift: successor_shift.unwrap_or(0),
         }))
     }
 

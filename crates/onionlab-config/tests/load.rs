@@ -1503,6 +1503,13 @@ fn predictor_parameters_defaults_and_conflicts() {
     assert!((p.discount - 1.0 / 3.0).abs() < 1e-12, "the paper's d");
     assert_eq!(p.r_max, PredictorRMax::Network, "Theorem 1: at least the largest capacity");
     assert_eq!(p.slack_penalty, 1e5, "the authors' code");
+    assert_eq!(p.successor_shift, 0, "(13) as the paper writes it");
+    let c0 = load(&with("predictor = { successor_shift = 2 }")).unwrap();
+    assert_eq!(c0.mechanisms.predictor.unwrap().successor_shift, 2);
+    assert_eq!(load_str(&to_toml(&c0), &fixtures()).unwrap(), c0, "survives the round trip");
+    err_at(&with("predictor = { successor_shift = 11 }"), "mechanisms.predictor.successor_shift", &["at most the horizon (10)"]);
+    err_at(&with("predictor = { horizon = 3, successor_shift = 4 }"), "mechanisms.predictor.successor_shift", &["at most the horizon (3)"]);
+    err_at(&with("predictor = { successor_shift = -1 }"), "mechanisms.predictor.successor_shift", &[]);
     for (text, want) in
         [("\"relay\"", PredictorRMax::Relay), ("2500", PredictorRMax::Cells(2500.0)), ("\"network\"", PredictorRMax::Network)]
     {

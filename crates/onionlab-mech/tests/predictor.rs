@@ -145,3 +145,21 @@ fn the_exit_packages_the_servers_data_every_step_not_in_lumps_at_its_refills() {
     assert!(mean > 10.0, "{per_step:?}");
     assert!(per_step.iter().all(|&n| (n as f64 - mean).abs() <= 0.1 * mean), "mean {mean}: {per_step:?}");
 }
+
+#[test]
+fn with_the_authors_alignment_of_13_a_transfers_last_cells_stall() {
+    // `successor_shift = 2` reads the successor's previous intake plan from its stage 2, as
+    // the authors' code (which had no virtual rates) aligned it. Under the paper's virtual
+    // rates a relay offered the last cells of a transfer plans to take them all at its
+    // stage 0, which its predecessor, reading from stage 2, never sees: a 100-cell
+    // download through three 1 MiB/s relays, over within a second as the paper writes
+    // (13), has not finished after 5 s (its last 19 cells stay in the exit's queue).
+    for (shift, finishes) in [(0, true), (2, false)] {
+        let params = PredictorParams { successor_shift: shift, ..PredictorParams::default() };
+        let (mut sim, _, c, s, ex) = network([MIB, MIB, MIB], params);
+        sim.start_stream(c, s, 100 * 498, 0).unwrap();
+        sim.run_until(t(5), |_| {});
+        assert_eq!(sim.tor.take_records().len() == 1, finishes, "successor_shift {shift}");
+        assert_eq!(ex.borrow().failures, 0);
+    }
+}

@@ -485,6 +485,7 @@ pub fn build(cfg: &ExperimentConfig, seed: u64) -> Result<Built, SimError> {
                 capacity_fraction: p.capacity_fraction,
                 r_max: RMax::Relay,
                 slack_penalty: p.slack_penalty,
+                successor_shift: p.successor_shift as usize,
             };
             // Each relay's link, bytes/s (down, up): where slower than its BandwidthRate it
             // sets the relay's capacity (PredictorParams::capacities).

@@ -863,7 +863,15 @@ fn predictors_parameters_in_the_config_reach_its_controllers() {
     // start none after its warm-up.)
     let base = run(&small_with("predictor = {}", 10), 1, None).unwrap();
     let written = |o: &onionlab_sim::RunOutput| -> u64 { o.relays.iter().map(|r| r.bytes_written).sum() };
-    for field in ["horizon = 3", "discount = 0.9", "s_max = 20.0", "capacity_fraction = 0.5", "r_max = \"relay\"", "slack_penalty = 10.0"] {
+    for field in [
+        "horizon = 3",
+        "discount = 0.9",
+        "s_max = 20.0",
+        "capacity_fraction = 0.5",
+        "r_max = \"relay\"",
+        "slack_penalty = 10.0",
+        "successor_shift = 2",
+    ] {
         let other = run(&small_with(&format!("predictor = {{ {field} }}"), 10), 1, None).unwrap();
         assert!(other.downloads != base.downloads || other.relays != base.relays, "{field} changed nothing");
         if field.starts_with("capacity_fraction") {

@@ -27,8 +27,11 @@
 //!      held constant and each stage capped alone, so an exit with the last 13 cells of a
 //!      page planned to package 145); its virtual rate the relay's capacity.
 //!    - Successor (towards the client): its incoming-rate plan of the previous step, which
-//!      bounds this relay's outgoing rate (the paper's (13)). The guard's successor is
-//!      the client, which sets no limit ("go full blast").
+//!      bounds this relay's outgoing rate (the paper's (13)), from its stage 0 as the
+//!      paper writes it (the authors' code read it from stage 2, which stalls the last
+//!      cells of a transfer under the paper's virtual rates:
+//!      [`PredictorParams::successor_shift`]). The guard's successor is the client, which
+//!      sets no limit ("go full blast").
 //! 2. Solve problem (25) ([`super::ocp::solve`]) with capacities of `capacity_fraction` of
 //!    the relay's BandwidthRate, or of its link in that direction where that is slower
 //!    (the authors' code: 0.85 x min(BandwidthRate, link DataRate), spec 4.7; the paper
@@ -99,6 +102,20 @@ pub struct PredictorParams {
     pub r_max: RMax,
     /// Cost of a cell-step over the soft queue limits (in the solver's scaled units).
     pub slack_penalty: f64,
+    /// Stages dropped from the successor's incoming-rate plan of the previous step before
+    /// it bounds this relay's outgoing rate ((13); padded with its last stage). The paper
+    /// writes r_out^max,k = r_in,gamma^{k-1} without saying which stage of the older plan
+    /// meets stage 0 of the new. Default 0: the vectors as written. 2 is the authors' code's
+    /// alignment (spec 5: it stamps the plan it sends upstream a step early and the
+    /// receiver takes it from its next step on, so a plan made at k-1 is read from the
+    /// stage for k+1, when cells sent at k arrive after one step's delivery). That code
+    /// predates the paper's virtual rates, and with them 2 stalls the end of a transfer: a
+    /// successor offered a transfer's last cells asks for them all at its stage 0, which a
+    /// shift of 2 never shows the sender (a 100-cell download keeps its last 19 cells at
+    /// the exit for good: `with_the_authors_alignment_of_13_a_transfers_last_cells_stall`).
+    /// On endless bulk it shares more fairly (the toy topology's F 1.000 on every seed
+    /// against 0.987): `docs/mechanisms/predictor.md`.
+    pub successor_shift: usize,
 }
 
 impl Default for PredictorParams {
@@ -114,6 +131,7 @@ impl Default for PredictorParams {
             capacity_fraction: 0.85,
             r_max: RMax::Relay,
             slack_penalty: 1e5,
+            successor_shift: 0,
         }
     }
 }
@@ -135,6 +153,8 @@ pub enum PredictorError {
     RMax(f64),
     #[error("slack_penalty: must be positive and finite, got {0}")]
     SlackPenalty(f64),
+    #[error("successor_shift: must be at most the horizon ({horizon}), got {shift}")]
+    SuccessorShift { shift: usize, horizon: usize },
 }
 
 impl PredictorParams {
@@ -161,6 +181,9 @@ impl PredictorParams {
         }
         if !(self.slack_penalty.is_finite() && self.slack_penalty > 0.0) {
             return Err(PredictorError::SlackPenalty(self.slack_penalty));
+        }
+        if self.successor_shift > self.horizon {
+            return Err(PredictorError::SuccessorShift { shift: self.successor_shift, horizon: self.horizon });
         }
         Ok(())
     }
@@ -299,7 +322,11 @@ impl PredictorHook {
                     }
                 };
                 // The guard's successor is the client: no limit.
-                let succ_r_in = if c.pos == 1 { None } else { ex.previous.get(&(c.circ, c.to)).map(|p| p.r_in.clone()) };
+                let succ_r_in = if c.pos == 1 {
+                    None
+                } else {
+                    ex.previous.get(&(c.circ, c.to)).map(|p| advanced(&p.r_in, self.params.successor_shift))
+                };
                 CircuitInput { s_init: c.queued as f64, pred_r_out, pred_s, pred_rhat_out, succ_r_in }
             })
             .collect()
@@ -473,6 +500,30 @@ mod tests {
         assert!(plan.r_in[0] > 100.0 && taken > 12.9, "the guard plans to take the 13 cells: {:?}", plan.r_in);
     }
 
+    /// (13) bounds the outgoing rate by the successor's incoming-rate plan of the previous
+    /// step, as written by default. With `successor_shift = 2`, the authors' code's
+    /// alignment (it stamps that plan a step early and its receiver takes it from its next
+    /// step on), the plan made at k-1 meets this step's stage 0 at its stage 2, padded
+    /// with its last stage.
+    #[test]
+    fn the_successors_previous_intake_plan_bounds_the_outgoing_rate_shifted_by_successor_shift() {
+        let (guard, middle, exit, circ) = (1, 2, 3, 7);
+        let n = PredictorParams::default().horizon + 1;
+        let planned: Vec<f64> = (0..n).map(|i| 10.0 * i as f64).collect();
+        let ex = SharedExchange::default();
+        ex.borrow_mut()
+            .previous
+            .insert((circ, guard), Published { r_in: planned.clone(), r_out: vec![0.0; n], s: vec![0.0; n], rhat_out: vec![0.0; n] });
+        let c = RelayCircuit { circ, pos: 2, from: Some(exit), to: guard, queued: 5, source_cells: None };
+        let hook = PredictorHook::new(PredictorParams::default(), ex.clone()).unwrap();
+        assert_eq!(hook.inputs(middle, std::slice::from_ref(&c), 1000.0)[0].succ_r_in.as_deref(), Some(&planned[..]));
+        let mut shifted: Vec<f64> = planned[2..].to_vec();
+        shifted.extend([100.0, 100.0]);
+        let authors = PredictorParams { successor_shift: 2, ..Default::default() };
+        let hook = PredictorHook::new(authors, ex).unwrap();
+        assert_eq!(hook.inputs(middle, &[c], 1000.0)[0].succ_r_in.as_deref(), Some(&shifted[..]));
+    }
+
     #[test]
     fn the_defaults_are_the_papers_and_the_authors_code() {
         // Section 5.1: N_horz = 10, d = 1/3; the authors' code: dt 40 ms, s_max 100 cells,
@@ -480,6 +531,7 @@ mod tests {
         let p = PredictorParams::default();
         assert_eq!((p.dt, p.horizon, p.discount), (SimDuration::from_millis(40), 10, 1.0 / 3.0));
         assert_eq!((p.s_max, p.capacity_fraction, p.slack_penalty), (100.0, 0.85, 1e5));
+        assert_eq!(p.successor_shift, 0, "(13) as the paper writes it");
     }
 
     #[test]
@@ -506,16 +558,17 @@ mod tests {
     #[test]
     fn a_middle_reads_each_neighbours_trajectories_as_the_paper_exchanges_them() {
         // Section 3.2, Fig. 2 (spec 4.4, 5): downstream the predecessor sends its r_out, s
-        // and r^_out; upstream the successor sends its r_in, the relay's limit (13).
+        // and r^_out; upstream the successor sends its r_in, the relay's limit (13), as the
+        // paper writes it (`successor_shift` 0).
         let (hook, ex) = hook();
         let (guard, middle, exit, circ) = (1, 2, 3, 7);
         ex.borrow_mut().previous.insert((circ, exit), published(&[1.0, 1.5], &[2.0, 2.5], &[3.0, 3.5], &[4.0, 4.5]));
-        ex.borrow_mut().previous.insert((circ, guard), published(&[5.0, 5.5], &[6.0], &[7.0], &[8.0]));
+        ex.borrow_mut().previous.insert((circ, guard), published(&[5.0, 5.5, 6.0, 6.5], &[6.0], &[7.0], &[8.0]));
         let c = RelayCircuit { circ, pos: 2, from: Some(exit), to: guard, queued: 9, source_cells: None };
         let inp = &hook.inputs(middle, &[c], 1000.0)[0];
         assert_eq!(inp.s_init, 9.0);
         assert_eq!((&inp.pred_r_out[..], &inp.pred_s[..], &inp.pred_rhat_out[..]), (&[2.0, 2.5][..], &[3.0, 3.5][..], &[4.0, 4.5][..]));
-        assert_eq!(inp.succ_r_in.as_deref(), Some(&[5.0, 5.5][..]));
+        assert_eq!(inp.succ_r_in.as_deref(), Some(&[5.0, 5.5, 6.0, 6.5][..]));
         // Neighbours that have published nothing: an idle predecessor, no limit downstream.
         let c = RelayCircuit { circ: 8, pos: 2, from: Some(exit), to: guard, queued: 0, source_cells: None };
         let inp = &hook.inputs(middle, &[c], 1000.0)[0];
@@ -711,6 +764,8 @@ mod tests {
         let p = PredictorParams { r_max: RMax::Cells(-1.0), ..Default::default() };
         assert_eq!(PredictorHook::new(p, ex.clone()).err().unwrap().to_string(), "r_max: must be positive and finite, got -1");
         let p = PredictorParams { slack_penalty: 0.0, ..Default::default() };
-        assert_eq!(PredictorHook::new(p, ex).err().unwrap().to_string(), "slack_penalty: must be positive and finite, got 0");
+        assert_eq!(PredictorHook::new(p, ex.clone()).err().unwrap().to_string(), "slack_penalty: must be positive and finite, got 0");
+        let p = PredictorParams { successor_shift: 11, ..Default::default() };
+        assert_eq!(PredictorHook::new(p, ex).err().unwrap().to_string(), "successor_shift: must be at most the horizon (10), got 11");
     }
 }
