@@ -42,12 +42,12 @@
 //!    budget, replaced each step; the authors' code set a bucket of ceil(r_out^0 dt)
 //!    bytes, within a byte of the plan; rounding whole cells up, as this did until
 //!    2026-11-28, sent up to a cell a step more than planned). At the exit the server's
-//!    data is packaged at `r_in[0]` the same way: a grant of `r_in[0] * dt` cells each step,
-//!    replacing what the last left, with the fraction carried (spec 5; the authors' code,
-//!    `CalculateReadPlan`, set its read bucket for the server connection to r_in^0 dt bytes
-//!    of 512-byte cells each step). Until 2026-11-30 this was a rate on a bucket refilled at the
-//!    relay's refills, every 100 ms: with dt = 40 ms the exit read 2.5 steps' worth at one
-//!    step in five and nothing at the others.
+//!    data is packaged at `r_in[0]` the same way: a grant of `r_in[0] * dt` cells each
+//!    step, replacing what the last left, with the fraction carried (spec 5; the authors'
+//!    code, `CalculateReadPlan`, set its read bucket for the server connection to
+//!    r_in^0 dt bytes of 512-byte cells each step). Until 2026-11-30 this was a rate on a
+//!    bucket refilled at the relay's refills, every 100 ms: with dt = 40 ms the exit read
+//!    2.5 steps' worth at one step in five and nothing at the others.
 //! 4. Publish the plans for the neighbours' next step.
 //!
 //! Plans travel "out of band", as in the paper's evaluation: a neighbour uses them at its
