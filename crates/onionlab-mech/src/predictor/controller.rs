@@ -213,6 +213,14 @@ fn step_budget(planned_cells: f64, carried: f64) -> (u64, f64) {
     (whole as u64, (due - whole).max(0.0))
 }
 
+/// The fractions of a cell one circuit's grants have left over: its step budgets towards
+/// the client and, at its exit, its reads from the server.
+#[derive(Clone, Copy, Debug, Default)]
+struct Carry {
+    send: f64,
+    read: f64,
+}
+
 /// A relay's published plan for one circuit.
 #[derive(Clone, Debug, PartialEq)]
 struct Published {
@@ -270,10 +278,8 @@ pub struct PredictorHook {
     exchange: SharedExchange,
     /// Circuits shaped at the last step: those left out now get their budget lifted.
     shaped: Vec<u32>,
-    /// Per circuit: the fraction of a cell its budgets have left over ([`step_budget`]).
-    carry: BTreeMap<u32, f64>,
-    /// Per circuit at its exit: the same for the exit's reads from the server.
-    read_carry: BTreeMap<u32, f64>,
+    /// Per circuit: the fractions of a cell its budgets have left over ([`step_budget`]).
+    carry: BTreeMap<u32, Carry>,
     /// The relay's link (bytes/s, down and up), where it caps the capacities.
     link: (Option<u64>, Option<u64>),
 }
@@ -281,7 +287,7 @@ pub struct PredictorHook {
 impl PredictorHook {
     pub fn new(params: PredictorParams, exchange: SharedExchange) -> Result<Self, PredictorError> {
         params.validate()?;
-        Ok(PredictorHook { params, exchange, shaped: Vec::new(), carry: BTreeMap::new(), read_carry: BTreeMap::new(), link: (None, None) })
+        Ok(PredictorHook { params, exchange, shaped: Vec::new(), carry: BTreeMap::new(), link: (None, None) })
     }
 
     /// The relay's link rates (bytes/s, down and up): where slower than its
@@ -370,7 +376,6 @@ impl RelayHook for PredictorHook {
                 relay.set_circuit_budget(circ, None);
                 relay.set_exit_read_budget(circ, None);
                 self.carry.remove(&circ);
-                self.read_carry.remove(&circ);
             }
         }
         self.shaped = circuits.iter().map(|c| c.circ).collect();
@@ -404,7 +409,6 @@ impl RelayHook for PredictorHook {
                 }
                 self.shaped.clear();
                 self.carry.clear();
-                self.read_carry.clear();
                 return;
             }
         };
@@ -417,17 +421,16 @@ impl RelayHook for PredictorHook {
         drop(ex);
         let dt = self.params.dt.as_secs_f64();
         for (c, p) in circuits.iter().zip(&plans) {
-            let carried = self.carry.get(&c.circ).copied().unwrap_or(0.0);
-            let (budget, left) = step_budget(p.r_out[0] * dt, carried);
-            self.carry.insert(c.circ, left);
+            let carry = self.carry.entry(c.circ).or_default();
+            let (budget, left) = step_budget(p.r_out[0] * dt, carry.send);
+            carry.send = left;
             relay.set_circuit_budget(c.circ, Some(budget));
             if c.from.is_none() {
                 // The exit reads the server's data at r_in[0] for this step: a grant of
                 // r_in[0] x dt cells, replacing the last, as the authors' code set its
                 // read bucket each step.
-                let carried = self.read_carry.get(&c.circ).copied().unwrap_or(0.0);
-                let (grant, left) = step_budget(p.r_in[0] * dt, carried);
-                self.read_carry.insert(c.circ, left);
+                let (grant, left) = step_budget(p.r_in[0] * dt, carry.read);
+                carry.read = left;
                 relay.set_exit_read_budget(c.circ, Some(grant));
             }
         }
